@@ -1,0 +1,199 @@
+"""ZooKeeper + one Kafka broker on 127.0.0.1, started, faulted and cleaned up from Python."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Self
+
+from confluent_kafka.admin import AdminClient
+from kazoo.client import KazooClient
+from kazoo.exceptions import NodeExistsError, NoNodeError
+
+from reliable_kafka.local.broker import LocalKafkaBroker
+from reliable_kafka.local.errors import ClusterStartError
+from reliable_kafka.local.zookeeper import LocalZooKeeper
+
+logger = logging.getLogger(__name__)
+
+# librdkafka cannot ask a 0.9 broker for its API versions (that request came in 0.10);
+# it must be told which protocol to speak.
+KAFKA_09_CLIENT_CONFIG: dict[str, str] = {
+    "api.version.request": "false",
+    "broker.version.fallback": "0.9.0.1",
+}
+
+_TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+
+class LocalCluster:
+    """A real ZooKeeper and a real Kafka 0.9.0.1 broker, for the demo and the tests.
+
+    Use as a context manager, or call :meth:`start` and :meth:`stop`. Everything lives under
+    ``work_dir`` (a temporary directory unless given, removed on stop). The fault methods
+    (:meth:`kill_broker`, :meth:`restart_broker`, :meth:`kill_zookeeper`...) keep the data dirs,
+    so what was written before a crash can be read after it.
+    """
+
+    def __init__(self, work_dir: Path | None = None, *, keep_work_dir: bool = False) -> None:
+        self._owns_work_dir = work_dir is None
+        self.work_dir = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="reliable-kafka-"))
+        self.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._keep_work_dir = keep_work_dir
+        self.zookeeper = LocalZooKeeper(self.work_dir / "zookeeper")
+        self.broker = LocalKafkaBroker(self.work_dir / "kafka", self.zookeeper.connect_string)
+
+    @property
+    def zookeeper_connect(self) -> str:
+        return self.zookeeper.connect_string
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return self.broker.bootstrap_servers
+
+    def client_config(self, **overrides: str | int | bool) -> dict[str, str | int | bool]:
+        """confluent-kafka settings that reach this cluster's broker."""
+        return {"bootstrap.servers": self.bootstrap_servers, **KAFKA_09_CLIENT_CONFIG, **overrides}
+
+    def start(self) -> Self:
+        try:
+            self.zookeeper.start()
+            self.broker.start()
+        except BaseException:
+            self.stop()
+            raise
+        logger.info(
+            "local cluster up: zookeeper %s, kafka %s", self.zookeeper_connect, self.bootstrap_servers
+        )
+        return self
+
+    def stop(self) -> None:
+        """Stop both servers (broker first, so it can deregister) and remove the work dir."""
+        self.broker.kill()
+        self.zookeeper.kill()
+        if self._owns_work_dir and not self._keep_work_dir:
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    # -- faults ---------------------------------------------------------------------------
+
+    def kill_broker(self) -> None:
+        self.broker.kill()
+
+    def start_broker(self) -> None:
+        self.broker.start()
+
+    def restart_broker(self) -> None:
+        """SIGKILL the broker and start it again on the same port and data."""
+        self.broker.restart()
+
+    def kill_zookeeper(self) -> None:
+        self.zookeeper.kill()
+
+    def start_zookeeper(self) -> None:
+        self.zookeeper.start()
+
+    def restart_zookeeper(self) -> None:
+        self.zookeeper.restart()
+
+    # -- topics ---------------------------------------------------------------------------
+
+    def zookeeper_client(self) -> KazooClient:
+        """A started kazoo client for this cluster's ZooKeeper; the caller stops it."""
+        client = KazooClient(hosts=self.zookeeper_connect, timeout=10.0)
+        client.start(timeout=15.0)
+        return client
+
+    def create_topic(self, name: str, partitions: int = 1, timeout_s: float = 60.0) -> None:
+        """Create ``name`` with ``partitions`` partitions and wait until each has a leader.
+
+        Written straight into ZooKeeper as Kafka 0.9's AdminUtils does, which avoids starting a
+        JVM for ``kafka-topics.sh``; the broker's controller picks it up from there.
+        """
+        if not _TOPIC_NAME.match(name):
+            raise ValueError(f"invalid topic name {name!r}: use 1-249 of [a-zA-Z0-9._-]")
+        if partitions < 1:
+            raise ValueError(f"a topic needs at least one partition, got {partitions}")
+        assignment = {str(p): [self.broker.broker_id] for p in range(partitions)}
+        zk = self.zookeeper_client()
+        try:
+            zk.ensure_path("/config/topics")
+            zk.ensure_path("/brokers/topics")
+            try:
+                zk.create(f"/config/topics/{name}", json.dumps({"version": 1, "config": {}}).encode())
+                zk.create(
+                    f"/brokers/topics/{name}",
+                    json.dumps({"version": 1, "partitions": assignment}).encode(),
+                )
+            except NodeExistsError as exc:
+                raise ValueError(f"topic {name!r} already exists") from exc
+        finally:
+            zk.stop()
+            zk.close()
+        self.wait_for_leaders(name, partitions, timeout_s)
+
+    def _wait_for_leaders_in_zookeeper(self, topic: str, partitions: int, deadline: float) -> str:
+        zk = self.zookeeper_client()
+        try:
+            while time.monotonic() < deadline:
+                elected = 0
+                for partition in range(partitions):
+                    try:
+                        data, _ = zk.get(f"/brokers/topics/{topic}/partitions/{partition}/state")
+                    except NoNodeError:
+                        continue
+                    if json.loads(data.decode("utf-8")).get("leader", -1) >= 0:
+                        elected += 1
+                if elected == partitions:
+                    return "leaders elected"
+                time.sleep(0.1)
+            return f"{elected}/{partitions} leaders in ZooKeeper"
+        finally:
+            zk.stop()
+            zk.close()
+
+    def wait_for_leaders(self, topic: str, partitions: int, timeout_s: float = 60.0) -> None:
+        """Block until the broker's metadata shows ``partitions`` partitions of ``topic`` with leaders.
+
+        The controller's decision in ZooKeeper comes first: asking the broker before it makes one
+        trips a librdkafka Metadata v0 parse error on leaderless partitions.
+        """
+        deadline = time.monotonic() + timeout_s
+        seen = self._wait_for_leaders_in_zookeeper(topic, partitions, deadline)
+        admin = AdminClient(self.client_config())
+        while time.monotonic() < deadline:
+            try:
+                metadata = admin.list_topics(topic=topic, timeout=5)
+            except Exception as exc:
+                seen = repr(exc)
+            else:
+                info = metadata.topics.get(topic)
+                if info is not None and info.error is None:
+                    ready = [p for p in info.partitions.values() if p.leader >= 0 and p.error is None]
+                    if len(ready) == partitions:
+                        return
+                    seen = f"{len(ready)}/{partitions} partitions with a leader"
+                elif info is not None:
+                    seen = str(info.error)
+            time.sleep(0.2)
+        raise ClusterStartError(
+            f"Topic {topic!r} did not get leaders for {partitions} partitions within {timeout_s:.0f} s "
+            f"(last seen: {seen}).",
+            self.broker.log_tail(),
+        )

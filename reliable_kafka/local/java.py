@@ -1,0 +1,151 @@
+"""Running a JVM server as a child process we can always clean up."""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import logging
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import weakref
+from collections.abc import Sequence
+from pathlib import Path
+
+from reliable_kafka.local.errors import ClusterStartError
+
+logger = logging.getLogger(__name__)
+
+_PR_SET_PDEATHSIG = 1
+_LIVE_SERVERS: weakref.WeakSet[JavaServer] = weakref.WeakSet()
+
+
+def find_java() -> str:
+    """The ``java`` to run servers with: ``$JAVA_HOME/bin/java`` first, then ``PATH``."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and (Path(java_home) / "bin" / "java").is_file():
+        return str(Path(java_home) / "bin" / "java")
+    java = shutil.which("java")
+    if java is None:
+        raise ClusterStartError(
+            "No 'java' found on PATH or in JAVA_HOME. ZooKeeper and Kafka need a Java runtime "
+            "(17 or later works): install one, e.g. 'apt-get install openjdk-17-jre-headless'."
+        )
+    return java
+
+
+def _die_with_parent() -> None:
+    # Runs in the child between fork and exec: if the test process is SIGKILLed, the
+    # kernel kills the JVM too, so no orphaned broker keeps a port or a data dir busy.
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:
+        return
+    os.setsid()
+
+
+class JavaServer:
+    """One JVM child process with its output in a log file."""
+
+    def __init__(
+        self,
+        name: str,
+        main_class: str,
+        classpath: str,
+        args: Sequence[str],
+        log_file: Path,
+        *,
+        heap: str = "256m",
+        jvm_options: Sequence[str] = (),
+    ) -> None:
+        self.name = name
+        self.log_file = log_file
+        self._command = [
+            find_java(),
+            f"-Xmx{heap}",
+            # The stock scripts pass CMS/G1 flags that Java 17 rejects; the serial
+            # collector is the right one for a small single-node test server anyway.
+            "-XX:+UseSerialGC",
+            "-Djava.awt.headless=true",
+            *jvm_options,
+            "-cp",
+            classpath,
+            main_class,
+            *args,
+        ]
+        self._process: subprocess.Popen[bytes] | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process else None
+
+    def start(self) -> None:
+        with self._lock:
+            if self.is_running():
+                return
+            self.log_file.parent.mkdir(parents=True, exist_ok=True)
+            log = open(self.log_file, "ab")  # noqa: SIM115 - handed to the child, closed below
+            try:
+                logger.info("starting %s: %s", self.name, " ".join(self._command))
+                self._process = subprocess.Popen(
+                    self._command,
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    preexec_fn=_die_with_parent,  # noqa: PLW1509 - single call, before threads matter
+                    cwd=self.log_file.parent,
+                )
+            finally:
+                log.close()
+            _LIVE_SERVERS.add(self)
+
+    def is_running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def exit_code(self) -> int | None:
+        return None if self._process is None else self._process.poll()
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash would: no shutdown hooks, no flush beyond the page cache."""
+        self._signal_and_wait(signal.SIGKILL, timeout_s=10.0)
+
+    def stop(self, timeout_s: float = 15.0) -> None:
+        """SIGTERM, then SIGKILL if the JVM has not exited within ``timeout_s``."""
+        if not self._signal_and_wait(signal.SIGTERM, timeout_s):
+            self._signal_and_wait(signal.SIGKILL, timeout_s=10.0)
+
+    def _signal_and_wait(self, sig: signal.Signals, timeout_s: float) -> bool:
+        with self._lock:
+            process = self._process
+            if process is None or process.poll() is not None:
+                return True
+            try:
+                process.send_signal(sig)
+            except ProcessLookupError:
+                return True
+            try:
+                process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                return False
+            logger.info("%s (pid %d) exited with %s", self.name, process.pid, process.returncode)
+            return True
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            with open(self.log_file, "rb") as handle:
+                handle.seek(0, os.SEEK_END)
+                handle.seek(max(0, handle.tell() - 64 * 1024))
+                text = handle.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+@atexit.register
+def _stop_all_servers() -> None:
+    for server in list(_LIVE_SERVERS):
+        server.kill()
