@@ -1,0 +1,272 @@
+"""Configuration: pydantic settings with Spark's defaults, read from the environment or a SparkConf.
+
+Two models:
+
+* :class:`StreamingSettings` — everything Spark keeps under ``spark.streaming.*`` (receiver,
+  write-ahead logs, jobs, backpressure). Env prefix ``RELIABLE_KAFKA_``, nested fields joined
+  with ``__``: ``RELIABLE_KAFKA_RECEIVER__BLOCK_INTERVAL_MS=100``.
+* :class:`KafkaStreamSettings` — one Kafka input stream: ZooKeeper, consumer group, topics,
+  extra Kafka params. Same prefix: ``RELIABLE_KAFKA_ZOOKEEPER__CONNECT=zk1:2181``.
+
+Bad values fail at construction with pydantic's messages, which name the field.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ENV_PREFIX = "RELIABLE_KAFKA_"
+
+_TIME_UNITS_MS = {
+    "us": 0.001,
+    "ms": 1,
+    "s": 1000,
+    "m": 60_000,
+    "min": 60_000,
+    "h": 3_600_000,
+    "d": 86_400_000,
+}
+_TIME_STRING = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$")
+
+
+def parse_time_ms(value: str | int | float, default_unit: str) -> int:
+    """Spark's time strings (``200ms``, ``2s``, ``1min``); a bare number is in ``default_unit``."""
+    if isinstance(value, int | float):
+        return int(value * _TIME_UNITS_MS[default_unit])
+    match = _TIME_STRING.match(value.lower())
+    if match is None or (match.group(2) or default_unit) not in _TIME_UNITS_MS:
+        raise ValueError(f"{value!r} is not a time: use a number with one of {sorted(_TIME_UNITS_MS)}")
+    return int(float(match.group(1)) * _TIME_UNITS_MS[match.group(2) or default_unit])
+
+
+def _parse_bool(value: str | bool) -> bool:
+    if isinstance(value, bool):
+        return value
+    lowered = value.strip().lower()
+    if lowered not in {"true", "false"}:
+        raise ValueError(f"{value!r} is not a boolean: use true or false")
+    return lowered == "true"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, validate_default=True)
+
+
+class ReceiverSettings(_Section):
+    block_interval_ms: int = Field(200, gt=0, description="spark.streaming.blockInterval")
+    block_queue_size: int = Field(10, gt=0, description="spark.streaming.blockQueueSize")
+    max_rate: int = Field(0, ge=0, description="spark.streaming.receiver.maxRate; 0 = unlimited")
+    block_store_timeout_s: int = Field(30, gt=0, description="spark.streaming.receiver.blockStoreTimeout")
+    restart_delay_ms: int = Field(2000, ge=0, description="spark.streaming.receiverRestartDelay")
+    store_max_attempts: int = Field(
+        4, ge=1, description="attempts to store a block before the receiver stops"
+    )
+
+
+class WriteAheadLogSettings(_Section):
+    """The receivers' data log (``receiver_*``) and the driver's metadata log (``driver_*``)."""
+
+    enable: bool = Field(False, description="spark.streaming.receiver.writeAheadLog.enable")
+    rolling_interval_s: int = Field(60, gt=0)
+    max_failures: int = Field(3, ge=1)
+    close_file_after_write: bool = False
+    fsync: bool = Field(True, description="fsync each record before write() returns")
+    driver_rolling_interval_s: int = Field(60, gt=0)
+    driver_max_failures: int = Field(3, ge=1)
+    driver_close_file_after_write: bool = False
+    driver_allow_batching: bool = Field(True, description="group commit of driver metadata events")
+    driver_batching_timeout_ms: int = Field(5000, gt=0)
+
+
+class BackpressureSettings(_Section):
+    enabled: bool = False
+    initial_rate: int | None = Field(None, gt=0)
+    pid_proportional: float = Field(1.0, ge=0)
+    pid_integral: float = Field(0.2, ge=0)
+    pid_derived: float = Field(0.0, ge=0)
+    pid_min_rate: float = Field(100.0, gt=0)
+
+
+class JobSettings(_Section):
+    concurrent_jobs: int = Field(1, ge=1, description="spark.streaming.concurrentJobs")
+    unpersist: bool = Field(True, description="spark.streaming.unpersist")
+    stop_gracefully_on_shutdown: bool = False
+    graceful_stop_timeout_ms: int | None = Field(None, gt=0, description="default: 10 batch durations")
+
+
+# spark.streaming.* key -> (section, field, parser)
+_SPARK_KEYS: dict[str, tuple[str, str, Any]] = {
+    "spark.streaming.blockInterval": ("receiver", "block_interval_ms", lambda v: parse_time_ms(v, "ms")),
+    "spark.streaming.blockQueueSize": ("receiver", "block_queue_size", int),
+    "spark.streaming.receiver.maxRate": ("receiver", "max_rate", int),
+    "spark.streaming.receiver.blockStoreTimeout": (
+        "receiver",
+        "block_store_timeout_s",
+        lambda v: parse_time_ms(v, "s") // 1000,
+    ),
+    "spark.streaming.receiverRestartDelay": (
+        "receiver",
+        "restart_delay_ms",
+        lambda v: parse_time_ms(v, "ms"),
+    ),
+    "spark.streaming.receiver.writeAheadLog.enable": ("wal", "enable", _parse_bool),
+    "spark.streaming.receiver.writeAheadLog.rollingIntervalSecs": ("wal", "rolling_interval_s", int),
+    "spark.streaming.receiver.writeAheadLog.maxFailures": ("wal", "max_failures", int),
+    "spark.streaming.receiver.writeAheadLog.closeFileAfterWrite": (
+        "wal",
+        "close_file_after_write",
+        _parse_bool,
+    ),
+    "spark.streaming.driver.writeAheadLog.rollingIntervalSecs": ("wal", "driver_rolling_interval_s", int),
+    "spark.streaming.driver.writeAheadLog.maxFailures": ("wal", "driver_max_failures", int),
+    "spark.streaming.driver.writeAheadLog.closeFileAfterWrite": (
+        "wal",
+        "driver_close_file_after_write",
+        _parse_bool,
+    ),
+    "spark.streaming.driver.writeAheadLog.allowBatching": ("wal", "driver_allow_batching", _parse_bool),
+    "spark.streaming.driver.writeAheadLog.batchingTimeout": (
+        "wal",
+        "driver_batching_timeout_ms",
+        lambda v: parse_time_ms(v, "ms"),
+    ),
+    "spark.streaming.backpressure.enabled": ("backpressure", "enabled", _parse_bool),
+    "spark.streaming.backpressure.initialRate": ("backpressure", "initial_rate", int),
+    "spark.streaming.backpressure.pid.proportional": ("backpressure", "pid_proportional", float),
+    "spark.streaming.backpressure.pid.integral": ("backpressure", "pid_integral", float),
+    "spark.streaming.backpressure.pid.derived": ("backpressure", "pid_derived", float),
+    "spark.streaming.backpressure.pid.minRate": ("backpressure", "pid_min_rate", float),
+    "spark.streaming.concurrentJobs": ("jobs", "concurrent_jobs", int),
+    "spark.streaming.unpersist": ("jobs", "unpersist", _parse_bool),
+    "spark.streaming.stopGracefullyOnShutdown": ("jobs", "stop_gracefully_on_shutdown", _parse_bool),
+    "spark.streaming.gracefulStopTimeout": (
+        "jobs",
+        "graceful_stop_timeout_ms",
+        lambda v: parse_time_ms(v, "ms"),
+    ),
+}
+
+
+def _conf_items(conf: Any) -> dict[str, str]:
+    """Key/value pairs of a ``pyspark.SparkConf``, a ``SparkContext``'s conf, or a mapping."""
+    if isinstance(conf, Mapping):
+        return {str(k): str(v) for k, v in conf.items()}
+    if hasattr(conf, "getConf"):  # a SparkContext
+        conf = conf.getConf()
+    return {str(k): str(v) for k, v in conf.getAll()}
+
+
+class StreamingSettings(BaseSettings):
+    """Spark Streaming's knobs with Spark's defaults (see ARCHITECTURE.md, "Defaults")."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        extra="ignore",
+        frozen=True,
+        validate_default=True,
+    )
+
+    receiver: ReceiverSettings = ReceiverSettings()
+    wal: WriteAheadLogSettings = WriteAheadLogSettings()
+    backpressure: BackpressureSettings = BackpressureSettings()
+    jobs: JobSettings = JobSettings()
+
+    @classmethod
+    def from_spark_conf(cls, conf: Any, **overrides: Any) -> Self:
+        """Settings from ``spark.streaming.*`` keys, over the environment, under ``overrides``.
+
+        ``overrides`` are section dicts, e.g. ``wal={"enable": True}``. A malformed Spark value
+        raises ``ValueError`` naming the Spark key.
+        """
+        sections: dict[str, dict[str, Any]] = {}
+        for key, raw in _conf_items(conf).items():
+            if key not in _SPARK_KEYS:
+                continue
+            section, field, parse = _SPARK_KEYS[key]
+            try:
+                sections.setdefault(section, {})[field] = parse(raw)
+            except ValueError as exc:
+                raise ValueError(f"{key}={raw!r}: {exc}") from exc
+        base = cls()
+        merged: dict[str, Any] = {}
+        for section in ("receiver", "wal", "backpressure", "jobs"):
+            values = {**getattr(base, section).model_dump(), **sections.get(section, {})}
+            values.update(overrides.pop(section, {}) or {})
+            merged[section] = values
+        if overrides:
+            raise ValueError(f"unknown settings sections: {sorted(overrides)}")
+        return cls(**merged)
+
+
+class ZooKeeperSettings(_Section):
+    connect: str = Field(description="zookeeper.connect: host:port[,host:port...][/chroot]")
+    session_timeout_ms: int = Field(6000, gt=0)
+    connection_timeout_ms: int = Field(6000, gt=0)
+    auth_scheme: Literal["digest"] | None = None
+    auth_credentials: SecretStr | None = Field(
+        None, description="user:password for digest auth; never logged"
+    )
+
+    @field_validator("connect")
+    @classmethod
+    def _valid_connect(cls, value: str) -> str:
+        hosts = value.split("/", 1)[0]
+        for host in hosts.split(","):
+            name, _, port = host.strip().rpartition(":")
+            if not name or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(
+                    f"{value!r} is not a ZooKeeper connect string (host:port[,host:port][/chroot])"
+                )
+        return value
+
+    @model_validator(mode="after")
+    def _auth_complete(self) -> Self:
+        if (self.auth_scheme is None) != (self.auth_credentials is None):
+            raise ValueError("auth_scheme and auth_credentials go together")
+        return self
+
+
+class ConsumerGroupSettings(_Section):
+    group_id: str = Field(min_length=1, description="group.id")
+    consumer_id: str | None = Field(None, description="consumer.id; default host-uuid")
+    auto_offset_reset: Literal["smallest", "largest"] = "largest"
+    rebalance_max_retries: int = Field(4, ge=1)
+    rebalance_backoff_ms: int = Field(2000, ge=0)
+    auto_commit_interval_ms: int = Field(60000, gt=0, description="the unreliable receiver's commit period")
+
+
+class KafkaStreamSettings(BaseSettings):
+    """One receiver-based Kafka input stream, as ``KafkaUtils.createStream`` takes it."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        extra="ignore",
+        frozen=True,
+    )
+
+    zookeeper: ZooKeeperSettings
+    group: ConsumerGroupSettings
+    topics: dict[str, int] = Field(description="topic -> number of consumer threads (Spark's meaning)")
+    kafka_params: dict[str, str] = Field(
+        default_factory=dict, description="passed to confluent-kafka (bootstrap.servers, security...)"
+    )
+    storage_level: str = "MEMORY_AND_DISK_2"
+
+    @field_validator("topics")
+    @classmethod
+    def _valid_topics(cls, value: dict[str, int]) -> dict[str, int]:
+        if not value:
+            raise ValueError("at least one topic is needed")
+        for topic, threads in value.items():
+            if not re.fullmatch(r"[a-zA-Z0-9._-]{1,249}", topic):
+                raise ValueError(f"invalid topic name {topic!r}")
+            if threads < 1:
+                raise ValueError(f"topic {topic!r} needs at least one consumer thread, got {threads}")
+        return value
