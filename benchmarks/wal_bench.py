@@ -1,0 +1,140 @@
+"""Write-ahead log throughput against a plain os.write + os.fsync loop on the same disk.
+
+    python benchmarks/wal_bench.py [--dir DIR] [--count N] [--sizes 100,10240] [--writers 8] [--repeat 3]
+
+Cases, per record size, each with one fsync per write:
+  baseline   plain loop of os.write + os.fsync on one file
+  single     FileBasedWriteAheadLog.write from one thread
+  batched    BatchedWriteAheadLog with --writers concurrent writer threads (group commit)
+Each case runs --repeat times, interleaved, and the median is reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from functools import partial
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from wal import BatchedWriteAheadLog, FileBasedWriteAheadLog
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def bench_baseline(directory: Path, record: bytes, count: int) -> float:
+    fd = os.open(directory / "baseline", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        started = time.perf_counter()
+        for _ in range(count):
+            os.write(fd, record)
+            os.fsync(fd)
+        return time.perf_counter() - started
+    finally:
+        os.close(fd)
+
+
+def bench_single(directory: Path, record: bytes, count: int) -> float:
+    with FileBasedWriteAheadLog(str(directory / "single")) as log:
+        write = log.write
+        started = time.perf_counter()
+        for _ in range(count):
+            write(record, now_ms())
+        return time.perf_counter() - started
+
+
+def bench_batched(directory: Path, record: bytes, count: int, writers: int) -> float:
+    per_writer = max(1, count // writers)
+    with BatchedWriteAheadLog(FileBasedWriteAheadLog(str(directory / "batched"))) as log:
+        start = threading.Barrier(writers + 1)
+
+        def writer() -> None:
+            start.wait()
+            for _ in range(per_writer):
+                log.write(record, now_ms())
+
+        threads = [threading.Thread(target=writer) for _ in range(writers)]
+        for t in threads:
+            t.start()
+        start.wait()
+        started = time.perf_counter()
+        for t in threads:
+            t.join()
+        return time.perf_counter() - started
+
+
+def median_rate(runs: list[tuple[int, float]]) -> float:
+    return statistics.median(n / seconds for n, seconds in runs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--dir", help="directory on the disk to test (default: a temp dir in the CWD)")
+    parser.add_argument("--count", type=int, default=2000, help="records per case and run (default 2000)")
+    parser.add_argument("--batched-count", type=int, help="records per batched run (default 4 x --count)")
+    parser.add_argument("--sizes", default="100,10240", help="record sizes in bytes (default 100,10240)")
+    parser.add_argument("--writers", type=int, default=8, help="concurrent writers for the batched case")
+    parser.add_argument(
+        "--repeat", type=int, default=5, help="runs per case; the median is reported (default 5)"
+    )
+    args = parser.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    batched_count = args.batched_count or 4 * args.count
+
+    root = Path(tempfile.mkdtemp(prefix=".wal-bench-", dir=args.dir or os.getcwd()))
+    print(
+        f"directory: {root}  (count={args.count}, batched-count={batched_count}, "
+        f"writers={args.writers}, repeat={args.repeat}, python {sys.version.split()[0]})"
+    )
+    header = f"{'case':<34}{'size':>7}{'records/s':>12}{'MB/s':>9}{'vs baseline':>13}"
+    print(header)
+    print("-" * len(header))
+    try:
+        for size in sizes:
+            record = os.urandom(size)
+            cases: dict[str, tuple[Callable[[Path], float], int]] = {
+                "baseline os.write+os.fsync": (
+                    partial(bench_baseline, record=record, count=args.count),
+                    args.count,
+                ),
+                "FileBasedWAL, 1 writer": (
+                    partial(bench_single, record=record, count=args.count),
+                    args.count,
+                ),
+                f"BatchedWAL, {args.writers} writers": (
+                    partial(bench_batched, record=record, count=batched_count, writers=args.writers),
+                    (batched_count // args.writers) * args.writers,
+                ),
+            }
+            runs: dict[str, list[tuple[int, float]]] = {name: [] for name in cases}
+            for attempt in range(args.repeat):
+                for name, (run, n) in cases.items():  # interleaved: disk drift hits every case alike
+                    workdir = root / f"{size}-{attempt}-{len(runs[name])}-{name.split()[0]}"
+                    workdir.mkdir()
+                    runs[name].append((n, run(workdir)))
+                    shutil.rmtree(workdir)
+            rates = {name: median_rate(r) for name, r in runs.items()}
+            baseline = rates["baseline os.write+os.fsync"]
+            for name, rate in rates.items():
+                print(f"{name:<34}{size:>7}{rate:>12,.0f}{rate * size / 1e6:>9.2f}{rate / baseline:>12.2f}x")
+            single = rates["FileBasedWAL, 1 writer"]
+            batched = rates[f"BatchedWAL, {args.writers} writers"]
+            print(f"{'  batched / single writer':<34}{size:>7}{'':>12}{'':>9}{batched / single:>12.2f}x")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,463 @@
+"""FileBasedWriteAheadLog against the real local filesystem: one test per BEHAVIOURS.md line, and more."""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import shutil
+import stat
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.wal.conftest import segment_files
+from wal import (
+    CorruptRecordError,
+    FileBasedWriteAheadLog,
+    FsyncPolicy,
+    RecordHandle,
+    SegmentNotFoundError,
+    WriteAheadLogClosedError,
+)
+from wal.framing import HEADER_SIZE
+
+
+def records(n: int, seed: int = 0) -> list[bytes]:
+    rng = random.Random(seed)
+    return [f"{i}:".encode() + rng.randbytes(rng.randint(0, 300)) for i in range(n)]
+
+
+# ---------------------------------------------------------------- rolling segments
+
+
+def test_records_read_back_in_write_order_across_many_segments(make_log, log_dir):
+    log = make_log(rolling_interval_s=1)
+    data = records(200)
+    for i, record in enumerate(data):
+        log.write(record, 1_000 + i * 37)
+    assert len(segment_files(log_dir)) > 5
+    assert list(log.read_all()) == data
+    # A fresh instance (a restarted process) recovers the same thing.
+    assert list(FileBasedWriteAheadLog(str(log_dir)).read_all()) == data
+
+
+def test_segments_named_by_start_and_end_time(make_log, log_dir):
+    log = make_log(rolling_interval_s=10)
+    log.write(b"a", 5_000)
+    log.write(b"b", 16_000)
+    assert segment_files(log_dir) == ["log-5000-15000", "log-16000-26000"]
+
+
+def test_segment_rolls_only_when_write_time_passes_segment_end(make_log, log_dir):
+    log = make_log(rolling_interval_s=1)
+    first = log.write(b"a", 1_000)
+    at_end = log.write(b"b", 2_000)  # == end: still this segment, as Spark (time > end rolls)
+    earlier = log.write(b"c", 500)  # going back in time never rolls
+    past_end = log.write(b"d", 2_001)
+    assert first.path == at_end.path == earlier.path
+    assert past_end.path != first.path
+    assert segment_files(log_dir) == ["log-1000-2000", "log-2001-3001"]
+    assert list(log.read_all()) == [b"a", b"b", b"c", b"d"]
+
+
+# ---------------------------------------------------------------- handles
+
+
+def test_handle_reads_back_exactly_its_record(make_log):
+    log = make_log(rolling_interval_s=1)
+    data = [*records(50), b"", b"\x00" * 100_000]
+    handles = [log.write(record, 10 * i) for i, record in enumerate(data)]
+    order = list(range(len(data)))
+    random.Random(1).shuffle(order)
+    for i in order:
+        assert log.read(handles[i]) == data[i]
+    assert all(h.length == len(r) for h, r in zip(handles, data, strict=True))
+    assert all(os.path.isabs(h.path) for h in handles)
+
+
+def test_handle_with_mismatched_length_is_an_error(make_log):
+    log = make_log()
+    handle = log.write(b"hello world", 1)
+    log.write(b"next record", 2)
+    for wrong in (handle.length - 1, handle.length + 1, 0):
+        bad = RecordHandle(handle.path, handle.offset, wrong)
+        with pytest.raises(CorruptRecordError, match="length mismatch") as info:
+            log.read(bad)
+        assert info.value.path == handle.path
+        assert info.value.offset == handle.offset
+        assert handle.path in str(info.value)
+        assert f"offset {handle.offset}" in str(info.value)
+
+
+def test_handle_to_a_damaged_record_is_an_error(make_log):
+    log = make_log()
+    handle = log.write(b"payload that will be damaged", 1)
+    with open(handle.path, "r+b") as f:
+        f.seek(handle.offset + HEADER_SIZE + 3)
+        f.write(b"X")
+    with pytest.raises(CorruptRecordError, match="checksum"):
+        log.read(handle)
+
+
+def test_handle_with_wrong_offset_is_an_error(make_log):
+    log = make_log()
+    handle = log.write(b"first", 1)
+    with pytest.raises(CorruptRecordError):
+        log.read(RecordHandle(handle.path, handle.offset + 1, handle.length))
+
+
+def test_handle_past_end_of_segment_is_an_error(make_log):
+    log = make_log()
+    handle = log.write(b"first", 1)
+    with pytest.raises(CorruptRecordError, match="cut short"):
+        log.read(RecordHandle(handle.path, handle.offset + 100, handle.length))
+    with pytest.raises(CorruptRecordError, match="length mismatch"):
+        log.read(RecordHandle(handle.path, handle.offset, 2**32 - 1))  # no 4 GiB allocation either
+
+
+def test_record_handle_round_trips_through_a_plain_dict():
+    import msgpack
+
+    handle = RecordHandle("/data/wal/log-1-2", 1234, 56)
+    as_dict = handle.to_dict()
+    assert as_dict == {"path": "/data/wal/log-1-2", "offset": 1234, "length": 56}
+    assert RecordHandle.from_dict(msgpack.unpackb(msgpack.packb(as_dict))) == handle
+    with pytest.raises(AttributeError):
+        handle.offset = 1  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"path": b"/x", "offset": 0, "length": 1},
+        {"path": "/x", "offset": "0", "length": 1},
+        {"path": "/x", "offset": 0, "length": -1},
+        {"path": "/x", "offset": True, "length": 1},
+    ],
+)
+def test_record_handle_from_dict_rejects_wrong_types(bad):
+    with pytest.raises(TypeError):
+        RecordHandle.from_dict(bad)
+
+
+# ---------------------------------------------------------------- torn tails and garbage
+
+
+@pytest.mark.parametrize(
+    "garbage", [b"\x00" * 4096, b"\xb1", bytes(range(256)) * 3, b"\xb1\x00\x00\x00\x05abc"]
+)
+def test_trailing_garbage_is_ignored_and_earlier_records_survive(make_log, log_dir, caplog, garbage):
+    log = make_log()
+    data = records(10)
+    handles = [log.write(r, 1) for r in data]
+    log.close()
+    with open(handles[-1].path, "ab") as f:
+        f.write(garbage)
+    with caplog.at_level(logging.WARNING, logger="wal"):
+        assert list(FileBasedWriteAheadLog(str(log_dir)).read_all()) == data
+    assert handles[-1].path in caplog.text
+
+
+def test_torn_last_record_is_ignored_and_earlier_records_survive(make_log, log_dir, tmp_path, caplog):
+    log = make_log()
+    data = records(5)
+    handles = [log.write(r, 1) for r in data]
+    last = handles[-1]
+    segment = Path(last.path).read_bytes()
+    assert len(segment) == last.offset + HEADER_SIZE + last.length
+    # Every cut point inside the last frame: header torn, payload torn, one byte missing.
+    for cut in range(last.offset + 1, len(segment)):
+        torn_dir = tmp_path / f"torn-{cut}"
+        torn_dir.mkdir()
+        (torn_dir / Path(last.path).name).write_bytes(segment[:cut])
+        with caplog.at_level(logging.WARNING, logger="wal"):
+            assert list(FileBasedWriteAheadLog(str(torn_dir)).read_all()) == data[:-1], cut
+        assert "torn record" in caplog.text
+        caplog.clear()
+
+
+def test_corrupt_record_is_reported_and_the_rest_of_its_segment_skipped(make_log, log_dir, caplog):
+    log = make_log(rolling_interval_s=1)
+    first = [log.write(r, 1_000) for r in records(5)]
+    second_segment = [log.write(r, 5_000) for r in records(3, seed=9)]
+    damaged = first[2]
+    with open(damaged.path, "r+b") as f:
+        f.seek(damaged.offset + HEADER_SIZE)
+        f.write(b"\xff")
+    with caplog.at_level(logging.WARNING, logger="wal"):
+        recovered = list(log.read_all())
+    assert recovered == records(5)[:2] + records(3, seed=9)
+    assert f"{damaged.path} at offset {damaged.offset}" in caplog.text
+    assert "checksum" in caplog.text
+    assert log.read(second_segment[0]) == records(3, seed=9)[0]
+
+
+def test_recovery_continues_in_a_new_segment_after_a_torn_tail(make_log, log_dir):
+    log = make_log()
+    data = records(4)
+    handles = [log.write(r, 1_000) for r in data]
+    log.close()
+    with open(handles[-1].path, "r+b") as f:
+        f.truncate(handles[-1].offset + 3)
+    restarted = make_log()
+    # Same time as before: the old segment's name is taken, so a new one is made, never appended to.
+    new = restarted.write(b"after restart", 1_000)
+    assert new.path != handles[0].path
+    assert new.offset == 0
+    assert list(restarted.read_all()) == [*data[:-1], b"after restart"]
+    assert len(segment_files(log_dir)) == 2
+
+
+def test_read_all_ignores_foreign_files(make_log, log_dir):
+    log = make_log()
+    log.write(b"a", 1)
+    (log_dir / "README").write_text("not a segment")
+    (log_dir / "log-12-abc").write_text("not a segment either")
+    assert list(log.read_all()) == [b"a"]
+
+
+# ---------------------------------------------------------------- missing / unreadable segments
+
+
+def test_reading_a_deleted_segment_raises_a_clear_error(make_log):
+    log = make_log()
+    handle = log.write(b"gone soon", 1)
+    log.close()
+    os.unlink(handle.path)
+    with pytest.raises(SegmentNotFoundError, match="not found") as info:
+        log.read(handle)
+    assert info.value.path == handle.path
+    with pytest.raises(SegmentNotFoundError):
+        log.read(RecordHandle("/no/such/dir/log-1-2", 0, 1))
+
+
+def test_recovery_skips_a_segment_deleted_while_reading(make_log, log_dir, caplog):
+    log = make_log(rolling_interval_s=1)
+    handles = [log.write(b"r%d" % i, i * 1_500) for i in range(4)]
+    log.close()
+    iterator = log.read_all()  # segments are listed here
+    os.unlink(handles[1].path)
+    with caplog.at_level(logging.WARNING, logger="wal"):
+        assert list(iterator) == [b"r0", b"r2", b"r3"]
+    assert "vanished" in caplog.text
+
+
+def test_unreadable_truncated_segments_are_skipped_with_a_warning(make_log, log_dir, caplog):
+    log = make_log(rolling_interval_s=1)
+    handles = [log.write(b"record-%d" % i, i * 1_500) for i in range(4)]
+    log.close()
+    os.truncate(handles[1].path, 0)
+    os.truncate(handles[2].path, 5)  # only part of the header is left
+    with caplog.at_level(logging.WARNING, logger="wal"):
+        assert list(FileBasedWriteAheadLog(str(log_dir)).read_all()) == [b"record-0", b"record-3"]
+    assert handles[2].path in caplog.text
+
+
+def test_read_all_of_a_missing_directory_is_empty(tmp_path):
+    assert list(FileBasedWriteAheadLog(str(tmp_path / "never")).read_all()) == []
+
+
+# ---------------------------------------------------------------- clean
+
+
+def _three_segments(make_log):
+    log = make_log(rolling_interval_s=10)
+    for t in (0, 10_001, 20_002):  # segments end at 10000, 20001, 30002
+        log.write(b"at %d" % t, t)
+    return log
+
+
+def test_clean_sync_deletes_only_segments_ending_before_threshold(make_log, log_dir):
+    log = _three_segments(make_log)
+    log.clean(20_001, wait_for_completion=True)  # end 20001 is not *before* 20001
+    assert segment_files(log_dir) == ["log-10001-20001", "log-20002-30002"]
+    assert list(log.read_all()) == [b"at 10001", b"at 20002"]
+
+
+def test_clean_async_deletes_only_segments_ending_before_threshold(make_log, log_dir):
+    log = _three_segments(make_log)
+    log.clean(20_002, wait_for_completion=False)
+    deadline = time.monotonic() + 10
+    while len(segment_files(log_dir)) > 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert segment_files(log_dir) == ["log-20002-30002"]
+
+
+def test_clean_never_deletes_the_segment_being_written(make_log, log_dir):
+    log = _three_segments(make_log)
+    log.clean(10**12, wait_for_completion=True)
+    assert segment_files(log_dir) == ["log-20002-30002"]
+    handle = log.write(b"still writable", 20_003)
+    assert log.read(handle) == b"still writable"
+    assert list(log.read_all()) == [b"at 20002", b"still writable"]
+
+
+def test_clean_deletes_segments_left_by_an_earlier_process(make_log, log_dir):
+    old = make_log(rolling_interval_s=1)
+    old.write(b"old", 1_000)
+    old.close()
+    new = make_log(rolling_interval_s=1)
+    new.write(b"new", 50_000)
+    new.clean(10_000, wait_for_completion=True)
+    assert list(new.read_all()) == [b"new"]
+
+
+def test_clean_on_an_empty_log_creates_nothing(make_log, log_dir):
+    log = make_log()
+    log.clean(10**12, wait_for_completion=True)
+    log.clean(10**12, wait_for_completion=False)
+    log.close()
+    assert not log_dir.exists()
+
+
+# ---------------------------------------------------------------- disk footprint
+
+
+def test_nothing_is_created_on_disk_until_the_first_write(make_log, tmp_path):
+    root = tmp_path / "a"
+    log = make_log(directory=root / "b" / "c")
+    assert list(log.read_all()) == []
+    log.clean(10**12, wait_for_completion=True)
+    assert not root.exists()
+    handle = log.write(b"first", 1)
+    for level in (root, root / "b", root / "b" / "c"):
+        assert stat.S_IMODE(level.stat().st_mode) == 0o700, level
+    assert stat.S_IMODE(os.stat(handle.path).st_mode) == 0o600
+
+
+def test_files_are_owner_only_whatever_the_umask(make_log, log_dir):
+    previous = os.umask(0)
+    try:
+        handle = make_log().write(b"x", 1)
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(log_dir.stat().st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(handle.path).st_mode) == 0o600
+
+
+def test_directory_removed_under_a_running_log_is_recreated(make_log, log_dir):
+    log = make_log(close_file_after_write=True)
+    log.write(b"a", 1)
+    shutil.rmtree(log_dir)
+    handle = log.write(b"b", 2)
+    assert log.read(handle) == b"b"
+
+
+# ---------------------------------------------------------------- close-after-write
+
+
+def test_close_after_write_writes_one_segment_per_write(make_log, log_dir):
+    log = make_log(close_file_after_write=True)
+    data = records(30)
+    handles = [log.write(r, 5_000) for r in data]  # same time for all: names must still be unique
+    assert len(segment_files(log_dir)) == 30
+    assert len({h.path for h in handles}) == 30
+    assert all(h.offset == 0 for h in handles)
+    assert [log.read(h) for h in handles] == data
+    assert list(log.read_all()) == data
+
+
+def test_close_after_write_recovers_segments_in_parallel(make_log, log_dir, monkeypatch):
+    log = make_log(close_file_after_write=True, recovery_threads=4)
+    data = records(120)
+    for i, r in enumerate(data):
+        log.write(r, i)
+    import wal.recovery
+
+    threads: set[str] = set()
+    original = wal.recovery.iter_segment
+
+    def recording(storage, path):
+        threads.add(threading.current_thread().name)
+        time.sleep(0.002)  # a slow store: what parallel recovery is for
+        yield from original(storage, path)
+
+    monkeypatch.setattr(wal.recovery, "iter_segment", recording)
+    assert list(log.read_all()) == data
+    assert len(threads) > 1
+    assert all(name.startswith("wal-recovery") for name in threads)
+
+
+def test_close_after_write_recovery_stopped_early_releases_its_threads(make_log):
+    log = make_log(close_file_after_write=True)
+    for i in range(50):
+        log.write(b"%d" % i, i)
+    iterator = log.read_all()
+    assert next(iterator) == b"0"
+    iterator.close()  # type: ignore[attr-defined]
+    assert not [t for t in threading.enumerate() if t.name.startswith("wal-recovery")]
+
+
+# ---------------------------------------------------------------- durability, life cycle
+
+
+@pytest.mark.parametrize("fsync", [True, False, FsyncPolicy.FDATASYNC, FsyncPolicy.NONE, "fsync"])
+def test_every_fsync_policy_writes_readable_records(make_log, fsync):
+    log = make_log(fsync=fsync, rolling_interval_s=1)
+    data = records(20)
+    handles = [log.write(r, i * 100) for i, r in enumerate(data)]
+    assert [log.read(h) for h in handles] == data
+    assert list(log.read_all()) == data
+
+
+def test_fsync_policy_coercion():
+    assert FsyncPolicy.coerce(True) is FsyncPolicy.FSYNC
+    assert FsyncPolicy.coerce(False) is FsyncPolicy.NONE
+    assert FsyncPolicy.coerce("fdatasync") is FsyncPolicy.FDATASYNC
+
+
+def test_write_after_close_raises_but_reads_still_work(make_log):
+    log = make_log()
+    handle = log.write(b"a", 1)
+    log.close()
+    log.close()  # harmless
+    with pytest.raises(WriteAheadLogClosedError):
+        log.write(b"b", 2)
+    log.clean(10, wait_for_completion=True)  # ignored, as in Spark
+    assert log.read(handle) == b"a"
+    assert list(log.read_all()) == [b"a"]
+
+
+def test_context_manager_closes_the_log(log_dir):
+    with FileBasedWriteAheadLog(str(log_dir)) as log:
+        log.write(b"a", 1)
+    with pytest.raises(WriteAheadLogClosedError):
+        log.write(b"b", 2)
+
+
+def test_invalid_arguments_are_rejected(make_log):
+    with pytest.raises(ValueError):
+        make_log(rolling_interval_s=0)
+    with pytest.raises(ValueError):
+        make_log(max_failures=0)
+    log = make_log()
+    with pytest.raises(ValueError):
+        log.write(b"x", -1)
+    with pytest.raises(TypeError):
+        log.write(b"x", 1.5)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        log.write("text", 1)  # type: ignore[arg-type]
+
+
+def test_concurrent_writers_lose_nothing(make_log):
+    log = make_log(rolling_interval_s=1, fsync=False)
+    handles: dict[bytes, RecordHandle] = {}
+    lock = threading.Lock()
+
+    def writer(n: int) -> None:
+        for i in range(200):
+            record = b"%d-%d" % (n, i)
+            handle = log.write(record, i * 20)
+            with lock:
+                handles[record] = handle
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(log.read_all()) == sorted(handles)
+    assert all(log.read(h) == r for r, h in handles.items())
