@@ -1,0 +1,73 @@
+"""A fixed pool of daemon worker threads returning ``concurrent.futures.Future``s.
+
+``ThreadPoolExecutor``'s workers are not daemons and are joined at interpreter exit, so one
+write hung on a dead filesystem would hang the process on exit; these workers are daemons, and
+``shutdown`` joins them with a bound.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any, TypeVar
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+_Task = tuple[Future[Any], Callable[..., Any], tuple[Any, ...]]
+
+
+class DaemonThreadPool:
+    def __init__(self, num_threads: int, name: str) -> None:
+        if num_threads <= 0:
+            raise ValueError(f"a pool needs at least one thread, got {num_threads}")
+        self._num_threads = num_threads
+        self.name = name
+        self._tasks: queue.SimpleQueue[_Task | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._shutdown = False
+
+    def submit(self, fn: Callable[..., T], *args: Any) -> Future[T]:
+        future: Future[T] = Future()
+        with self._lock:
+            if self._shutdown:
+                raise RuntimeError(f"thread pool {self.name} is shut down")
+            if not self._threads:
+                # Started on first use: handlers that never store a block cost no threads.
+                for index in range(self._num_threads):
+                    thread = threading.Thread(target=self._work, name=f"{self.name}-{index}", daemon=True)
+                    thread.start()
+                    self._threads.append(thread)
+            self._tasks.put((future, fn, args))
+        return future
+
+    def _work(self) -> None:
+        while (task := self._tasks.get()) is not None:
+            future, fn, args = task
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(*args))
+            except BaseException as exc:
+                future.set_exception(exc)
+
+    def shutdown(self, timeout_s: float | None = None) -> None:
+        """Run what is queued, then stop the workers; waits at most ``timeout_s`` per worker."""
+        with self._lock:
+            if self._shutdown:
+                return
+            self._shutdown = True
+            threads = list(self._threads)
+        for _ in threads:
+            self._tasks.put(None)
+        for thread in threads:
+            thread.join(timeout_s)
+            if thread.is_alive():
+                logger.warning(
+                    "Worker %s of %s did not finish within %s s", thread.name, self.name, timeout_s
+                )

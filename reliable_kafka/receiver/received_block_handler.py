@@ -1,0 +1,75 @@
+"""How a supervisor stores a received block (Spark's ``ReceivedBlockHandler``), and the
+block-manager-only implementation."""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+
+from reliable_kafka.receiver.received_block import (
+    ArrayBufferBlock,
+    ByteBufferBlock,
+    IteratorBlock,
+    ReceivedBlock,
+)
+from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockStoreResult
+from reliable_kafka.storage.block_format import check_block, encode_block
+from reliable_kafka.storage.block_id import StreamBlockId
+from reliable_kafka.storage.block_store import BlockStore, BlockStoreError
+from reliable_kafka.storage.storage_level import StorageLevel
+
+logger = logging.getLogger(__name__)
+
+
+class ReceivedBlockHandler(ABC):
+    @abstractmethod
+    def store_block(self, block_id: StreamBlockId, block: ReceivedBlock) -> ReceivedBlockStoreResult:
+        """Store the block; returns only once it is stored, raises if it could not be."""
+
+    @abstractmethod
+    def cleanup_old_blocks(self, thresh_time_ms: int) -> None:
+        """Delete what was stored before ``thresh_time_ms``."""
+
+    def stop(self) -> None:  # noqa: B027 - most handlers hold nothing to release
+        """Release threads and files; called once the receiver's last block is stored."""
+
+
+def serialize_block(block: ReceivedBlock) -> tuple[bytes, int | None]:
+    """The block's bytes in the block format, and its record count (None for raw bytes)."""
+    match block:
+        case ArrayBufferBlock(records):
+            return encode_block(records), len(records)
+        case IteratorBlock(iterator):
+            records = list(iterator)
+            return encode_block(records), len(records)
+        case ByteBufferBlock(data):
+            # Fail here, next to the receiver that made them, not at batch time in a Spark task.
+            check_block(data)
+            return bytes(data), None
+    raise TypeError(f"unknown received block type {type(block).__name__}")
+
+
+def put_or_raise(block_store: BlockStore, block_id: StreamBlockId, data: bytes, level: StorageLevel) -> None:
+    if not block_store.put(block_id, data, level):
+        raise BlockStoreError(
+            f"could not store block {block_id} with storage level {level.name}: a block with that id is "
+            "already stored",
+            block_id,
+            level,
+        )
+
+
+class BlockManagerBasedBlockHandler(ReceivedBlockHandler):
+    """Stores blocks in the block store only (no WAL): fast, lost if this process dies."""
+
+    def __init__(self, block_store: BlockStore, storage_level: StorageLevel) -> None:
+        self.block_store = block_store
+        self.storage_level = storage_level
+
+    def store_block(self, block_id: StreamBlockId, block: ReceivedBlock) -> ReceivedBlockStoreResult:
+        data, num_records = serialize_block(block)
+        put_or_raise(self.block_store, block_id, data, self.storage_level)
+        return ReceivedBlockStoreResult(block_id, num_records)
+
+    def cleanup_old_blocks(self, thresh_time_ms: int) -> None:
+        self.block_store.remove_blocks_older_than(thresh_time_ms)

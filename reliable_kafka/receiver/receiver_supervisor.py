@@ -1,0 +1,413 @@
+"""Spark's ``ReceiverSupervisorImpl``: runs one receiver, turns its data into stored blocks and
+reports them to the tracker, and carries out the tracker's requests."""
+
+from __future__ import annotations
+
+import enum
+import logging
+import socket
+import threading
+import time
+import traceback
+from collections.abc import Iterable
+from typing import Any
+
+from reliable_kafka.receiver.block_generator import BlockGenerator, BlockGeneratorListener
+from reliable_kafka.receiver.clock import Clock, SystemClock
+from reliable_kafka.receiver.rate_limiter import RateLimiter
+from reliable_kafka.receiver.received_block import (
+    ArrayBufferBlock,
+    ByteBufferBlock,
+    IteratorBlock,
+    ReceivedBlock,
+)
+from reliable_kafka.receiver.received_block_handler import BlockManagerBasedBlockHandler, ReceivedBlockHandler
+from reliable_kafka.receiver.receiver import Receiver
+from reliable_kafka.receiver.tracker_endpoint import (
+    ReceivedBlockInfo,
+    ReceiverControl,
+    ReceiverTrackerEndpoint,
+)
+from reliable_kafka.receiver.wal_block_handler import (
+    WriteAheadLogBasedBlockHandler,
+    create_receiver_write_ahead_log,
+)
+from reliable_kafka.settings import StreamingSettings
+from reliable_kafka.storage.block_id import StreamBlockId, StreamBlockIdGenerator
+from reliable_kafka.storage.block_store import BlockStore
+
+logger = logging.getLogger(__name__)
+
+# How long a stop waits for the receiver's threads after on_stop returned.
+RECEIVING_THREADS_JOIN_TIMEOUT_S = 10.0
+
+
+class ReceiverState(enum.Enum):
+    INITIALIZED = "Initialized"
+    STARTED = "Started"
+    STOPPED = "Stopped"
+
+
+class ReceiverTrackerError(RuntimeError):
+    """The tracker refused a block report."""
+
+
+def format_error(error: BaseException | None) -> str:
+    """An exception as the text that crosses the tracker seam (empty for none)."""
+    return "" if error is None else "".join(traceback.format_exception(error))
+
+
+class ReceiverSupervisor:
+    """Supervises one receiver; the receiver must have its stream id set.
+
+    Start: start the block generators, register with the tracker, call ``receiver.on_start``.
+    Stop: ``receiver.on_stop``, join the receiving threads, flush every block generator, then
+    deregister and stop the block handler (after the generators, so their last blocks are
+    stored, where Spark stopped the handler first).
+    """
+
+    def __init__(
+        self,
+        receiver: Receiver,
+        tracker: ReceiverTrackerEndpoint,
+        block_store: BlockStore,
+        *,
+        settings: StreamingSettings | None = None,
+        checkpoint_dir: str | None = None,
+        host: str | None = None,
+        executor_id: str = "driver",
+        received_block_handler: ReceivedBlockHandler | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        """``received_block_handler`` replaces the handler the settings would choose."""
+        self.receiver = receiver
+        self.stream_id = receiver.stream_id
+        self._tracker = tracker
+        self._settings = settings or StreamingSettings()
+        self.host = host or socket.gethostname()
+        self.executor_id = executor_id
+        self._clock = clock or SystemClock()
+        self._handler = received_block_handler or self._create_block_handler(block_store, checkpoint_dir)
+        self._block_ids = StreamBlockIdGenerator(self.stream_id)
+        self._block_generators: list[BlockGenerator] = []
+        self._generators_lock = threading.Lock()
+        self._latest_rate: int | None = None
+        self.control: ReceiverControl = _SupervisorControl(self)
+
+        self._receiver_state = ReceiverState.INITIALIZED
+        self._lifecycle_lock = threading.RLock()  # reentrant: a failed start stops from inside
+        self._restart_threads_lock = threading.Lock()
+        self._one_restart_at_a_time = threading.Lock()
+        self._restart_threads: list[threading.Thread] = []
+        self._started = False
+        self._stop_requested = threading.Event()
+        self._terminated = threading.Event()
+        self._stopping_error: BaseException | None = None
+
+        receiver.attach_supervisor(self)
+        self._default_block_generator = self.create_block_generator(_DefaultBlockGeneratorListener(self))
+
+    def _create_block_handler(
+        self, block_store: BlockStore, checkpoint_dir: str | None
+    ) -> ReceivedBlockHandler:
+        wal = self._settings.wal
+        if not wal.enable:
+            return BlockManagerBasedBlockHandler(block_store, self.receiver.storage_level)
+        if checkpoint_dir is None:
+            raise ValueError(
+                "Cannot enable receiver write-ahead log without checkpoint directory set. Please use "
+                "streamingContext.checkpoint() to set the checkpoint directory."
+            )
+        log = create_receiver_write_ahead_log(
+            checkpoint_dir,
+            self.stream_id,
+            rolling_interval_s=wal.rolling_interval_s,
+            max_failures=wal.max_failures,
+            close_file_after_write=wal.close_file_after_write,
+            fsync=wal.fsync,
+        )
+        return WriteAheadLogBasedBlockHandler(
+            block_store,
+            self.stream_id,
+            self.receiver.storage_level,
+            log,
+            block_store_timeout_s=self._settings.receiver.block_store_timeout_s,
+            clock=self._clock,
+        )
+
+    @property
+    def received_block_handler(self) -> ReceivedBlockHandler:
+        return self._handler
+
+    # -- block generators -------------------------------------------------------------------
+
+    def create_block_generator(self, listener: BlockGeneratorListener) -> BlockGenerator:
+        """A generator sharing this receiver's settings, block ids and rate updates.
+
+        Generators created before :meth:`start` are started by it; later ones (a receiver's own,
+        made in ``on_start``) are started by their creator. Every one is stopped by :meth:`stop`.
+        """
+        receiver_settings = self._settings.receiver
+        with self._generators_lock:
+            # Generators of earlier incarnations of the receiver are done with.
+            self._block_generators = [g for g in self._block_generators if not g.is_stopped()]
+            rate_limiter = RateLimiter(
+                receiver_settings.max_rate, initial_rate=self._settings.backpressure.initial_rate
+            )
+            if self._latest_rate is not None:
+                rate_limiter.update_rate(self._latest_rate)
+            generator = BlockGenerator(
+                listener,
+                self.stream_id,
+                block_interval_ms=receiver_settings.block_interval_ms,
+                block_queue_size=receiver_settings.block_queue_size,
+                clock=self._clock,
+                block_ids=self._block_ids,
+                rate_limiter=rate_limiter,
+            )
+            self._block_generators.append(generator)
+        return generator
+
+    def _registered_block_generators(self) -> list[BlockGenerator]:
+        with self._generators_lock:
+            return list(self._block_generators)
+
+    def update_rate_limit(self, rate: int) -> None:
+        with self._generators_lock:
+            if rate > 0:
+                self._latest_rate = rate
+            generators = list(self._block_generators)
+        for generator in generators:
+            generator.update_rate(rate)
+
+    def get_current_rate_limit(self) -> int | None:
+        return self._default_block_generator.get_current_limit()
+
+    # -- storing -----------------------------------------------------------------------------
+
+    def push_single(self, item: Any) -> None:
+        self._default_block_generator.add_data(item)
+
+    def push_records(
+        self,
+        records: list[Any],
+        metadata: dict[str, Any] | None = None,
+        block_id: StreamBlockId | None = None,
+    ) -> None:
+        self.push_and_report_block(ArrayBufferBlock(records), metadata, block_id)
+
+    def push_iterator(
+        self,
+        iterator: Iterable[Any],
+        metadata: dict[str, Any] | None = None,
+        block_id: StreamBlockId | None = None,
+    ) -> None:
+        self.push_and_report_block(IteratorBlock(iterator), metadata, block_id)
+
+    def push_bytes(
+        self, data: bytes, metadata: dict[str, Any] | None = None, block_id: StreamBlockId | None = None
+    ) -> None:
+        self.push_and_report_block(ByteBufferBlock(data), metadata, block_id)
+
+    def push_and_report_block(
+        self, block: ReceivedBlock, metadata: dict[str, Any] | None, block_id: StreamBlockId | None
+    ) -> None:
+        """Store the block through the handler, then report it; raises if either fails."""
+        if self._terminated.is_set():
+            raise RuntimeError(f"receiver supervisor {self.stream_id} is stopped; it stores no more blocks")
+        if block_id is None:
+            block_id = self._block_ids.next_id()
+        started = time.monotonic()
+        result = self._handler.store_block(block_id, block)
+        logger.debug("Pushed block %s in %.1f ms", block_id, (time.monotonic() - started) * 1000)
+        info = ReceivedBlockInfo(self.stream_id, result.num_records, metadata, result)
+        if not self._tracker.add_block(info):
+            raise ReceiverTrackerError(f"Failed to add block {block_id} to receiver tracker")
+        logger.debug("Reported block %s", block_id)
+
+    def report_error(self, message: str, error: BaseException | None) -> None:
+        try:
+            self._tracker.report_error(self.stream_id, message, format_error(error))
+        except Exception:
+            logger.exception(
+                "Could not report error %r of receiver %d to the tracker", message, self.stream_id
+            )
+        logger.warning("Reported error %s - %s", message, error)
+
+    # -- life cycle --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        with self._lifecycle_lock:
+            if self._started or self._stop_requested.is_set():
+                raise RuntimeError(f"receiver supervisor {self.stream_id} was already started or stopped")
+            self._started = True
+        for generator in self._registered_block_generators():
+            generator.start()
+        self._start_receiver()
+
+    def stop(self, message: str, error: BaseException | None = None) -> None:
+        """Stop the receiver and everything of this supervisor for good; a second call only logs."""
+        with self._lifecycle_lock:
+            if self._stop_requested.is_set():
+                logger.info("Receiver supervisor %d is already stopping: %s", self.stream_id, message)
+                return
+            self._stop_requested.set()
+            self._stopping_error = error
+        logger.info("Stopping receiver supervisor %d: %s", self.stream_id, message)
+        receiver_was_running = self._stop_receiving(message, error)
+        self._stop_block_generators()
+        if receiver_was_running:
+            self._deregister(message, error)
+        self._handler.stop()
+        with self._restart_threads_lock:
+            restart_threads, self._restart_threads = self._restart_threads, []
+        for thread in restart_threads:
+            if thread is not threading.current_thread():
+                thread.join()
+        self._terminated.set()
+        logger.info("Stopped receiver supervisor %d", self.stream_id)
+
+    def _stop_block_generators(self) -> None:
+        for generator in self._registered_block_generators():
+            generator.stop()
+
+    def await_termination(self, timeout_s: float | None = None) -> bool:
+        """Wait for :meth:`stop` to finish; False on timeout. Re-raises the error it stopped with."""
+        if not self._terminated.wait(timeout_s):
+            return False
+        if self._stopping_error is not None:
+            raise self._stopping_error
+        return True
+
+    def is_terminated(self) -> bool:
+        return self._terminated.is_set()
+
+    def is_receiver_started(self) -> bool:
+        return self._receiver_state is ReceiverState.STARTED
+
+    def is_receiver_stopped(self) -> bool:
+        return self._receiver_state is ReceiverState.STOPPED
+
+    def _start_receiver(self) -> None:
+        with self._lifecycle_lock:
+            if self._stop_requested.is_set():
+                return
+            try:
+                registered = self._tracker.register_receiver(
+                    self.stream_id, type(self.receiver).__name__, self.host, self.executor_id, self.control
+                )
+                if not registered:
+                    self.stop(
+                        f"Registered unsuccessfully because Driver refused to start receiver {self.stream_id}"
+                    )
+                    return
+                logger.info("Starting receiver %d", self.stream_id)
+                self._receiver_state = ReceiverState.STARTED
+                self.receiver.on_start()
+                logger.info("Called receiver %d on_start", self.stream_id)
+            except Exception as exc:
+                self.stop(f"Error starting receiver {self.stream_id}", exc)
+
+    def _stop_receiving(self, message: str, error: BaseException | None) -> bool:
+        """on_stop and join the receiving threads; False if the receiver was not running."""
+        with self._lifecycle_lock:
+            state = self._receiver_state
+            if state is ReceiverState.STARTED:
+                self._receiver_state = ReceiverState.STOPPED
+        if state is not ReceiverState.STARTED:
+            logger.info("Receiver %d is %s; nothing to stop (%s)", self.stream_id, state.value, message)
+            return False
+        logger.info("Stopping receiver %d with message: %s: %s", self.stream_id, message, error or "")
+        try:
+            self.receiver.on_stop()
+        except Exception:
+            logger.exception("Error stopping receiver %d", self.stream_id)
+        self.receiver.join_receiving_threads(RECEIVING_THREADS_JOIN_TIMEOUT_S)
+        logger.info("Called receiver %d on_stop", self.stream_id)
+        return True
+
+    def _deregister(self, message: str, error: BaseException | None) -> None:
+        logger.info("Deregistering receiver %d", self.stream_id)
+        try:
+            self._tracker.deregister_receiver(self.stream_id, message, format_error(error))
+        except Exception:
+            logger.exception("Could not deregister receiver %d", self.stream_id)
+        logger.info("Stopped receiver %d", self.stream_id)
+
+    def restart_receiver(
+        self, message: str, error: BaseException | None = None, delay_ms: int | None = None
+    ) -> None:
+        """Stop the receiver, wait, start it again, on a thread of its own (so a receiving
+        thread may ask for it); restarts run one at a time and are dropped once stop begins."""
+        delay_ms = self._settings.receiver.restart_delay_ms if delay_ms is None else delay_ms
+        with self._restart_threads_lock:
+            if self._stop_requested.is_set():
+                logger.info("Not restarting receiver %d, it is stopping: %s", self.stream_id, message)
+                return
+            self._restart_threads = [t for t in self._restart_threads if t.is_alive()]
+            thread = threading.Thread(
+                target=self._restart,
+                args=(message, error, delay_ms),
+                name=f"Receiver-{self.stream_id}-restart",
+                daemon=True,
+            )
+            self._restart_threads.append(thread)
+            thread.start()
+
+    def _restart(self, message: str, error: BaseException | None, delay_ms: int) -> None:
+        with self._one_restart_at_a_time:
+            if self._stop_requested.is_set():
+                return
+            logger.warning(
+                "Restarting receiver %d with delay %d ms: %s",
+                self.stream_id,
+                delay_ms,
+                message,
+                exc_info=error,
+            )
+            reason = f"Restarting receiver with delay {delay_ms}ms: {message}"
+            if self._stop_receiving(reason, error):
+                self._deregister(reason, error)
+            # Wakes early when the supervisor is stopped meanwhile; then there is nothing to start.
+            if self._stop_requested.wait(delay_ms / 1000):
+                return
+            logger.info("Starting receiver %d again", self.stream_id)
+            self._start_receiver()
+            logger.info("Receiver %d started again", self.stream_id)
+
+
+class _DefaultBlockGeneratorListener(BlockGeneratorListener):
+    """Pushes the blocks of records given to ``Receiver.store(item)``."""
+
+    def __init__(self, supervisor: ReceiverSupervisor) -> None:
+        self._supervisor = supervisor
+
+    def on_add_data(self, data: Any, metadata: Any) -> None:
+        pass
+
+    def on_generate_block(self, block_id: StreamBlockId) -> None:
+        pass
+
+    def on_push_block(self, block_id: StreamBlockId, records: list[Any]) -> None:
+        self._supervisor.push_records(records, None, block_id)
+
+    def on_error(self, message: str, error: BaseException) -> None:
+        self._supervisor.report_error(message, error)
+
+
+class _SupervisorControl:
+    """The :class:`ReceiverControl` a supervisor registers with the tracker."""
+
+    def __init__(self, supervisor: ReceiverSupervisor) -> None:
+        self._supervisor = supervisor
+
+    def update_rate_limit(self, rate: int) -> None:
+        self._supervisor.update_rate_limit(rate)
+
+    def stop_receiver(self, message: str) -> None:
+        logger.info("Received stop signal: %s", message)
+        self._supervisor.stop(message)
+
+    def cleanup_old_blocks(self, thresh_time_ms: int) -> None:
+        logger.debug("Cleaning up blocks older than %d", thresh_time_ms)
+        self._supervisor.received_block_handler.cleanup_old_blocks(thresh_time_ms)

@@ -1,0 +1,109 @@
+"""Spark's ``StorageLevel``: where a block may live (memory, local disk) and how many copies."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+
+logger = logging.getLogger(__name__)
+
+# Spark rejects 40 or more copies (BlockManager's replication limit).
+_MAX_REPLICATION = 40
+_PYSPARK_ATTRIBUTES = ("useDisk", "useMemory", "useOffHeap", "deserialized", "replication")
+
+
+@dataclass(frozen=True, slots=True)
+class StorageLevel:
+    """Where a block may be kept. Our blocks are always serialized bytes, so ``deserialized``
+    only records what the caller asked for (it is kept so that levels compare like Spark's)."""
+
+    use_disk: bool
+    use_memory: bool
+    deserialized: bool = False
+    replication: int = 1
+
+    MEMORY_ONLY: ClassVar[StorageLevel]
+    MEMORY_ONLY_2: ClassVar[StorageLevel]
+    MEMORY_ONLY_SER: ClassVar[StorageLevel]
+    MEMORY_ONLY_SER_2: ClassVar[StorageLevel]
+    MEMORY_AND_DISK: ClassVar[StorageLevel]
+    MEMORY_AND_DISK_2: ClassVar[StorageLevel]
+    MEMORY_AND_DISK_SER: ClassVar[StorageLevel]
+    MEMORY_AND_DISK_SER_2: ClassVar[StorageLevel]
+    DISK_ONLY: ClassVar[StorageLevel]
+    DISK_ONLY_2: ClassVar[StorageLevel]
+
+    def __post_init__(self) -> None:
+        for field in ("use_disk", "use_memory", "deserialized"):
+            if not isinstance(getattr(self, field), bool):
+                raise TypeError(f"StorageLevel.{field} must be a bool, got {getattr(self, field)!r}")
+        if not isinstance(self.replication, int) or isinstance(self.replication, bool):
+            raise TypeError(f"StorageLevel.replication must be an int, got {self.replication!r}")
+        if not 1 <= self.replication < _MAX_REPLICATION:
+            raise ValueError(
+                f"StorageLevel.replication must be in [1, {_MAX_REPLICATION}), got {self.replication}"
+            )
+        if not (self.use_disk or self.use_memory):
+            raise ValueError("a StorageLevel must use memory, disk or both")
+
+    @property
+    def name(self) -> str:
+        """The Spark constant's name (``MEMORY_AND_DISK_SER_2``), else a description of the flags."""
+        return _NAMES_BY_LEVEL.get(self) or self.description
+
+    @property
+    def description(self) -> str:
+        parts = [p for p, on in (("Disk", self.use_disk), ("Memory", self.use_memory)) if on]
+        parts.append("Deserialized" if self.deserialized else "Serialized")
+        return f"StorageLevel({' '.join(parts)} {self.replication}x Replicated)"
+
+    def with_replication(self, replication: int) -> StorageLevel:
+        return replace(self, replication=replication)
+
+    def __str__(self) -> str:
+        return self.name
+
+    @classmethod
+    def of(cls, level: StorageLevel | str | Any) -> StorageLevel:
+        """Our level, a ``pyspark.StorageLevel`` (read through its attributes, so pyspark need not
+        be imported here) or a constant's name such as ``"MEMORY_AND_DISK_SER_2"``."""
+        if isinstance(level, StorageLevel):
+            return level
+        if isinstance(level, str):
+            found = _LEVELS_BY_NAME.get(level.strip().upper())
+            if found is None:
+                raise ValueError(
+                    f"unknown storage level {level!r}; expected one of {sorted(_LEVELS_BY_NAME)}"
+                )
+            return found
+        if all(hasattr(level, attribute) for attribute in _PYSPARK_ATTRIBUTES):
+            if level.useOffHeap:
+                raise ValueError(f"off-heap storage levels are not supported: {level!r}")
+            return cls(
+                use_disk=bool(level.useDisk),
+                use_memory=bool(level.useMemory),
+                deserialized=bool(level.deserialized),
+                replication=int(level.replication),
+            )
+        raise TypeError(
+            "expected a StorageLevel, a pyspark.StorageLevel or a storage level name, "
+            f"got {type(level).__name__}: {level!r}"
+        )
+
+
+_LEVELS_BY_NAME: dict[str, StorageLevel] = {
+    "MEMORY_ONLY": StorageLevel(False, True, True, 1),
+    "MEMORY_ONLY_2": StorageLevel(False, True, True, 2),
+    "MEMORY_ONLY_SER": StorageLevel(False, True, False, 1),
+    "MEMORY_ONLY_SER_2": StorageLevel(False, True, False, 2),
+    "MEMORY_AND_DISK": StorageLevel(True, True, True, 1),
+    "MEMORY_AND_DISK_2": StorageLevel(True, True, True, 2),
+    "MEMORY_AND_DISK_SER": StorageLevel(True, True, False, 1),
+    "MEMORY_AND_DISK_SER_2": StorageLevel(True, True, False, 2),
+    "DISK_ONLY": StorageLevel(True, False, False, 1),
+    "DISK_ONLY_2": StorageLevel(True, False, False, 2),
+}
+_NAMES_BY_LEVEL: dict[StorageLevel, str] = {level: name for name, level in _LEVELS_BY_NAME.items()}
+for _name, _level in _LEVELS_BY_NAME.items():
+    setattr(StorageLevel, _name, _level)

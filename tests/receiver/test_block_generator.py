@@ -1,0 +1,269 @@
+"""BlockGenerator: callbacks, block cutting, stop ordering, errors, rate limit (BEHAVIOURS.md,
+"BlockGenerator and receiver")."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from reliable_kafka.receiver import (
+    BlockGenerator,
+    BlockGeneratorState,
+    BlockGeneratorStateError,
+    ManualClock,
+)
+from reliable_kafka.storage import StreamBlockId, StreamBlockIdGenerator
+from tests.receiver.fakes import RecordingListener, wait_until
+
+INTERVAL_MS = 200
+
+
+def manual_generator(listener: RecordingListener, **kwargs: Any) -> tuple[BlockGenerator, ManualClock]:
+    """A generator whose timer only ticks when the test moves the clock."""
+    clock = ManualClock(0)
+    generator = BlockGenerator(listener, 0, block_interval_ms=INTERVAL_MS, clock=clock, **kwargs)
+    return generator, clock
+
+
+def test_no_callbacks_on_start_add_data_none_with_callback_once_per_item_multiple_once_per_call() -> None:
+    listener = RecordingListener()
+    generator, _ = manual_generator(listener)
+    generator.start()
+    assert listener.calls == []
+
+    generator.add_data("a")
+    generator.add_data("b")
+    assert listener.calls == []
+
+    generator.add_data_with_callback("c", {"offset": 1})
+    generator.add_data_with_callback("d", {"offset": 2})
+    assert listener.calls == [("add", "c", {"offset": 1}), ("add", "d", {"offset": 2})]
+
+    generator.add_multiple_data_with_callback(iter(["e", "f", "g"]), {"offset": 5})
+    assert listener.calls[2:] == [("add", ["e", "f", "g"], {"offset": 5})]
+    generator.stop()
+    assert listener.pushed_records() == list("abcdefg")
+
+
+def test_one_block_interval_produces_on_generate_block_then_on_push_block_with_data_in_order() -> None:
+    listener = RecordingListener()
+    generator, clock = manual_generator(listener)
+    generator.start()
+    records = list(range(100))
+    for record in records:
+        generator.add_data(record)
+    assert listener.calls == []  # nothing is cut before the interval ends
+
+    clock.advance(INTERVAL_MS)
+    wait_until(lambda: len(listener.pushed) == 1, what="the first block")
+    (generate, block_id), (push, pushed_id, pushed) = listener.calls
+    assert (generate, push) == ("generate", "push")
+    assert isinstance(block_id, StreamBlockId) and block_id.stream_id == 0
+    assert pushed_id == block_id
+    assert pushed == records
+
+    clock.advance(INTERVAL_MS)  # an interval without data makes no block
+    generator.add_data("next")
+    clock.advance(INTERVAL_MS)
+    wait_until(lambda: len(listener.pushed) == 2, what="the second block")
+    assert listener.pushed[1][1] == ["next"]
+    assert listener.pushed[1][0] != block_id
+    generator.stop()
+
+
+def test_stop_refuses_new_data_then_cuts_and_pushes_a_final_block_then_reports_stopped() -> None:
+    listener = RecordingListener()
+    generator, _ = manual_generator(listener)
+    seen_at_push: list[tuple[BlockGeneratorState, bool]] = []
+    add_during_stop: list[BaseException] = []
+
+    def on_push(block_id: StreamBlockId, records: list[Any]) -> None:
+        seen_at_push.append((generator.state, generator.is_stopped()))
+        try:
+            generator.add_data("too late")
+        except BlockGeneratorStateError as exc:
+            add_during_stop.append(exc)
+
+    listener.on_push = on_push
+    generator.start()
+    generator.add_data(1)
+    generator.add_data_with_callback(2, None)
+    generator.add_multiple_data_with_callback([3, 4], None)
+    generator.stop()  # the manual clock never ticked: only stop cuts this block
+
+    assert listener.names() == ["add", "add", "generate", "push"]
+    assert listener.pushed_records() == [1, 2, 3, 4]
+    # Data was refused before the final block was cut and pushed, and stopped came after the push.
+    state_at_push, stopped_at_push = seen_at_push[0]
+    assert state_at_push in (
+        BlockGeneratorState.STOPPED_ADDING_DATA,
+        BlockGeneratorState.STOPPED_GENERATING_BLOCKS,
+    )
+    assert not stopped_at_push
+    assert len(add_during_stop) == 1
+    assert generator.state is BlockGeneratorState.STOPPED_ALL and generator.is_stopped()
+
+
+def test_after_stop_every_add_raises_and_a_second_stop_is_harmless() -> None:
+    listener = RecordingListener()
+    generator, _ = manual_generator(listener)
+    generator.start()
+    generator.add_data("only")
+    generator.stop()
+    calls = list(listener.calls)
+    for add in (
+        lambda: generator.add_data("x"),
+        lambda: generator.add_data_with_callback("x", None),
+        lambda: generator.add_multiple_data_with_callback(["x"], None),
+    ):
+        with pytest.raises(BlockGeneratorStateError, match="has not been started or has been stopped"):
+            add()
+    generator.stop()
+    assert listener.calls == calls
+    assert generator.is_stopped()
+    with pytest.raises(BlockGeneratorStateError, match="not Initialized"):
+        generator.start()
+
+
+def test_adding_before_start_raises() -> None:
+    generator, _ = manual_generator(RecordingListener())
+    with pytest.raises(BlockGeneratorStateError, match="Initialized"):
+        generator.add_data(1)
+
+
+def test_errors_in_on_push_block_reach_on_error_and_later_blocks_are_still_pushed() -> None:
+    listener = RecordingListener()
+    listener.fail_push = lambda index: index == 0
+    generator, clock = manual_generator(listener)
+    generator.start()
+    generator.add_data("first")
+    clock.advance(INTERVAL_MS)
+    wait_until(lambda: len(listener.errors) == 1, what="on_error")
+    message, error = listener.errors[0]
+    assert "Error pushing block input-0-" in message
+    assert isinstance(error, RuntimeError) and "push 0 failed on purpose" in str(error)
+    generator.add_data("second")
+    generator.stop()
+    assert [records for _, records in listener.pushed] == [["first"], ["second"]]
+
+
+def test_errors_in_on_generate_block_reach_on_error_and_keep_the_data() -> None:
+    listener = RecordingListener()
+    failures = iter([True])
+
+    def on_generate_block(block_id: StreamBlockId) -> None:
+        if next(failures, False):
+            raise RuntimeError("generate failed on purpose")
+        listener.calls.append(("generate", block_id))
+
+    listener.on_generate_block = on_generate_block  # type: ignore[method-assign]
+    generator, clock = manual_generator(listener)
+    generator.start()
+    generator.add_data("kept")
+    clock.advance(INTERVAL_MS)
+    wait_until(lambda: len(listener.errors) == 1, what="on_error")
+    assert "Error in block updating thread" in listener.errors[0][0]
+    generator.stop()
+    assert listener.pushed_records() == ["kept"]
+
+
+def test_stop_called_from_the_push_thread_does_not_deadlock() -> None:
+    listener = RecordingListener()
+    generator, clock = manual_generator(listener)
+    listener.on_push = lambda block_id, records: generator.stop()
+    generator.start()
+    generator.add_data(1)
+    clock.advance(INTERVAL_MS)
+    wait_until(generator.is_stopped, what="the generator to stop itself")
+    generator.stop()  # from another thread: returns once stopped
+    assert listener.pushed_records() == [1]
+
+
+def test_generators_sharing_an_id_counter_never_reuse_an_id() -> None:
+    ids = StreamBlockIdGenerator(0)
+    listeners = [RecordingListener(), RecordingListener()]
+    generators = [BlockGenerator(lst, 0, block_interval_ms=10, block_ids=ids) for lst in listeners]
+    for generator in generators:
+        generator.start()
+    for n in range(50):
+        for generator in generators:
+            generator.add_data(n)
+        time.sleep(0.002)
+    for generator in generators:
+        generator.stop()
+    block_ids = [block_id for lst in listeners for block_id, _ in lst.pushed]
+    assert len(block_ids) == len(set(block_ids)) > 2
+
+
+def test_rate_limit_with_max_rate_r_keeps_throughput_within_5_percent_of_r() -> None:
+    # Spark's "block generator throttling" test: R = 1000 records/s for 2 s, 100 ms blocks.
+    max_rate, interval_ms, run_s = 1000, 100, 2.0
+    listener = RecordingListener()
+    generator = BlockGenerator(listener, 0, block_interval_ms=interval_ms, max_rate=max_rate)
+    generator.start()
+    assert generator.get_current_limit() == max_rate
+    added = 0
+    started = time.monotonic()
+    while time.monotonic() - started < run_s:
+        generator.add_data(added)
+        added += 1
+    generator.stop()
+
+    received = listener.pushed_records()
+    assert received == list(range(added))
+    expected = max_rate * run_s
+    assert expected * 0.95 <= len(received) <= expected * 1.05, len(received)
+    # The first and last blocks are partial; the others average R * interval records.
+    middle = [len(records) for _, records in listener.pushed[1:-1]]
+    per_block = max_rate * interval_ms / 1000
+    assert per_block * 0.95 <= sum(middle) / len(middle) <= per_block * 1.05, middle
+
+
+def test_update_rate_reaches_the_generators_limiter() -> None:
+    generator = BlockGenerator(RecordingListener(), 0, max_rate=1000)
+    generator.update_rate(100)
+    assert generator.get_current_limit() == 100
+    generator.update_rate(10_000)
+    assert generator.get_current_limit() == 1000
+    generator.update_rate(0)
+    assert generator.get_current_limit() == 1000
+
+
+def test_adds_from_many_threads_are_atomic_with_block_cutting() -> None:
+    # Each multiple-add carries its last value as metadata; the listener's view of "last value
+    # added" at each cut must equal the last record of that block.
+    listener = RecordingListener()
+    last_added: dict[int, int] = {}
+    snapshot_at_cut: dict[StreamBlockId, dict[int, int]] = {}
+
+    def on_add_data(data: Any, metadata: Any) -> None:
+        last_added[metadata[0]] = metadata[1]
+
+    def on_generate_block(block_id: StreamBlockId) -> None:
+        snapshot_at_cut[block_id] = dict(last_added)
+
+    listener.on_add_data = on_add_data  # type: ignore[method-assign]
+    listener.on_generate_block = on_generate_block  # type: ignore[method-assign]
+    generator = BlockGenerator(listener, 0, block_interval_ms=5)
+    generator.start()
+
+    def feed(thread: int) -> None:
+        for n in range(0, 2000, 10):
+            generator.add_multiple_data_with_callback([(thread, n + i) for i in range(10)], (thread, n + 9))
+
+    threads = [threading.Thread(target=feed, args=(t,)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    generator.stop()
+
+    seen: dict[int, int] = {}
+    for block_id, records in listener.pushed:
+        for thread, n in records:
+            seen[thread] = n
+        assert snapshot_at_cut[block_id] == seen
+    assert seen == {t: 1999 for t in range(4)}
