@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import logging
+import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pyspark import SparkConf, SparkContext
 
 from reliable_kafka.local import LocalCluster
 from tests.cluster_backends import COMPOSE_FILE, ClusterUnderTest, DockerComposeCluster, docker_engine_answers
@@ -43,3 +46,27 @@ def kafka_cluster(request: pytest.FixtureRequest) -> ClusterUnderTest:
     cluster = DockerComposeCluster(request.getfixturevalue("docker_services"))
     cluster.wait_ready()
     return cluster
+
+
+@pytest.fixture(scope="session")
+def spark_context() -> Iterator[SparkContext]:
+    """The one real Spark of the session (a process can hold only one SparkContext).
+
+    local[4]: receivers run as driver threads, so every core slot is free for batch jobs.
+    """
+    # Python workers must run this interpreter (the venv with msgpack and the project).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    conf = (
+        SparkConf()
+        .setMaster("local[4]")
+        .setAppName("reliable-kafka-tests")
+        .set("spark.ui.enabled", "false")
+        .set("spark.python.worker.reuse", "true")
+        .set("spark.default.parallelism", "4")
+        .set("spark.sql.shuffle.partitions", "4")
+        .set("spark.driver.memory", "1g")
+    )
+    sc = SparkContext.getOrCreate(conf)
+    sc.setLogLevel("ERROR")
+    yield sc
+    sc.stop()
