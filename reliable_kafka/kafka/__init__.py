@@ -1,0 +1,64 @@
+"""Kafka input through ZooKeeper consumer groups (Kafka 0.8's high-level consumer protocol).
+
+``ReliableKafkaReceiver`` (no loss: offsets follow stored blocks) and ``KafkaReceiver``
+(periodic auto commit), both on ``ZookeeperConsumerConnector``: group membership and range
+assignment in ZooKeeper, one confluent-kafka consumer per owned partition.
+"""
+
+import importlib
+from typing import Any
+
+from reliable_kafka.kafka.block_offsets import OffsetRange, block_metadata, offset_ranges_of
+from reliable_kafka.kafka.consumer_connector import ZookeeperConsumerConnector
+from reliable_kafka.kafka.group_membership import (
+    ConsumerRebalanceFailedError,
+    RebalanceListener,
+    ZookeeperConsumerGroup,
+)
+from reliable_kafka.kafka.offset_store import CommitResult, CorruptOffsetError, ZooKeeperOffsetStore
+from reliable_kafka.kafka.params import KafkaParams, parse_kafka_params
+from reliable_kafka.kafka.partition_consumer import Record
+from reliable_kafka.kafka.range_assignor import range_assign
+from reliable_kafka.kafka.receiver import KafkaReceiver
+from reliable_kafka.kafka.reliable_receiver import ReliableKafkaReceiver
+from reliable_kafka.kafka.zk_paths import TopicAndPartition
+
+# The Spark-facing names load pyspark and the streaming engine; receivers alone need neither.
+_LAZY_EXPORTS = {
+    "KafkaInputDStream": "reliable_kafka.kafka.input_dstream",
+    "KafkaMessageAndMetadata": "reliable_kafka.kafka.kafka_utils",
+    "KafkaUtils": "reliable_kafka.kafka.kafka_utils",
+    "utf8_decoder": "reliable_kafka.kafka.kafka_utils",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY_EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
+
+
+__all__ = [
+    "CommitResult",
+    "ConsumerRebalanceFailedError",
+    "CorruptOffsetError",
+    "KafkaInputDStream",
+    "KafkaMessageAndMetadata",
+    "KafkaParams",
+    "KafkaReceiver",
+    "KafkaUtils",
+    "OffsetRange",
+    "RebalanceListener",
+    "Record",
+    "ReliableKafkaReceiver",
+    "TopicAndPartition",
+    "ZooKeeperOffsetStore",
+    "ZookeeperConsumerConnector",
+    "ZookeeperConsumerGroup",
+    "block_metadata",
+    "offset_ranges_of",
+    "parse_kafka_params",
+    "range_assign",
+    "utf8_decoder",
+]

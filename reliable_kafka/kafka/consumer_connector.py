@@ -1,0 +1,191 @@
+"""Kafka 0.8's ZookeeperConsumerConnector for one receiver: group membership in ZooKeeper plus
+one partition consumer per owned partition, started and stopped as ownership changes."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kazoo.client import KazooClient
+
+from reliable_kafka.kafka.broker_discovery import discover_bootstrap_servers
+from reliable_kafka.kafka.group_membership import ZookeeperConsumerGroup
+from reliable_kafka.kafka.offset_store import ZooKeeperOffsetStore
+from reliable_kafka.kafka.params import KafkaParams
+from reliable_kafka.kafka.partition_consumer import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_POLL_TIMEOUT_S,
+    FailureHandler,
+    PartitionConsumer,
+    RecordSink,
+)
+from reliable_kafka.kafka.zk_client import close_zookeeper, connect_zookeeper, zookeeper_acl
+from reliable_kafka.kafka.zk_paths import TopicAndPartition
+
+logger = logging.getLogger(__name__)
+
+# How long a stop waits for one partition thread (it polls with a short timeout, so only a
+# sink stuck in back-pressure takes long).
+CONSUMER_JOIN_TIMEOUT_S = 30.0
+
+# Revoked partitions -> next offset each consumer would have read (None: it read nothing).
+RevokeHook = Callable[[dict[TopicAndPartition, int | None]], None]
+
+
+class ZookeeperConsumerConnector:
+    """Connects, joins the group, and runs a :class:`PartitionConsumer` per owned partition.
+
+    ``before_release`` runs after the consumers of revoked partitions have stopped and while
+    the partitions are still owned (the place to flush or commit their last records).
+    """
+
+    def __init__(
+        self,
+        params: KafkaParams,
+        topics: Mapping[str, int],
+        *,
+        sink: RecordSink,
+        on_failure: FailureHandler,
+        before_release: RevokeHook | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        poll_timeout_s: float = DEFAULT_POLL_TIMEOUT_S,
+    ) -> None:
+        self._params = params
+        self._topics = dict(topics)
+        self._sink = sink
+        self._on_failure = on_failure
+        self._before_release = before_release
+        self._batch_size = batch_size
+        self._poll_timeout_s = poll_timeout_s
+        self._consumers: dict[TopicAndPartition, PartitionConsumer] = {}
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+        self._zk: KazooClient | None = None
+        self._group: ZookeeperConsumerGroup | None = None
+        self._offsets: ZooKeeperOffsetStore | None = None
+        self._consumer_config: dict[str, Any] = {}
+
+    @property
+    def offsets(self) -> ZooKeeperOffsetStore:
+        if self._offsets is None:
+            raise RuntimeError("the consumer connector is not started")
+        return self._offsets
+
+    @property
+    def group(self) -> ZookeeperConsumerGroup:
+        if self._group is None:
+            raise RuntimeError("the consumer connector is not started")
+        return self._group
+
+    def start(self) -> None:
+        """Connect to ZooKeeper, find the brokers, join the group; returns after the first rebalance."""
+        zk_params = self._params.zookeeper
+        self._zk = connect_zookeeper(zk_params)
+        acl = zookeeper_acl(zk_params)
+        bootstrap = self._params.bootstrap_servers
+        if bootstrap is None:
+            protocol = str(self._params.client_config.get("security.protocol", "PLAINTEXT"))
+            bootstrap = discover_bootstrap_servers(self._zk, protocol)
+            logger.info("brokers from ZooKeeper: %s", bootstrap)
+        self._consumer_config = self._params.consumer_config(bootstrap)
+        self._group = ZookeeperConsumerGroup(
+            self._zk,
+            self._params.group,
+            self._topics,
+            self,
+            acl=acl,
+            session_timeout_ms=zk_params.session_timeout_ms,
+        )
+        self._offsets = ZooKeeperOffsetStore(
+            self._zk,
+            self._params.group.group_id,
+            self._group,
+            acl=acl,
+            retry_for_s=max(10.0, zk_params.session_timeout_ms / 1000.0),
+            stop_event=None,
+        )
+        self._group.start()
+
+    def positions(self) -> dict[TopicAndPartition, int]:
+        """Next offset to read of every running consumer that has read something."""
+        with self._lock:
+            consumers = list(self._consumers.values())
+        return {c.tp: c.next_offset for c in consumers if c.next_offset is not None}
+
+    def owned_partitions(self) -> list[TopicAndPartition]:
+        with self._lock:
+            return sorted(self._consumers)
+
+    def stop_consumers(self) -> None:
+        """Stop and join every partition consumer; partitions stay owned, none start any more."""
+        self._closing.set()
+        with self._lock:
+            consumers = list(self._consumers.values())
+        self._stop_and_join(consumers)
+
+    def shutdown(self) -> None:
+        """Stop consumers, leave the group, close ZooKeeper. Idempotent."""
+        self.stop_consumers()
+        if self._group is not None:
+            self._group.stop()
+        if self._zk is not None:
+            close_zookeeper(self._zk)
+            self._zk = None
+
+    @staticmethod
+    def _stop_and_join(consumers: list[PartitionConsumer]) -> None:
+        for consumer in consumers:
+            consumer.stop()
+        for consumer in consumers:
+            if not consumer.join(CONSUMER_JOIN_TIMEOUT_S):
+                logger.warning(
+                    "consumer of %s did not stop within %s s", consumer.tp, CONSUMER_JOIN_TIMEOUT_S
+                )
+
+    # -- RebalanceListener -------------------------------------------------------------------
+
+    def on_partitions_assigned(self, partitions: Mapping[TopicAndPartition, str]) -> None:
+        if self._closing.is_set():
+            return
+        committed = self.offsets.read_all(partitions)
+        started: list[PartitionConsumer] = []
+        for tp in sorted(partitions):
+            consumer = PartitionConsumer(
+                tp,
+                partitions[tp],
+                self._consumer_config,
+                start_offset=committed[tp],
+                offset_reset=self._params.group.auto_offset_reset,
+                sink=self._sink,
+                on_failure=self._consumer_failed,
+                batch_size=self._batch_size,
+                poll_timeout_s=self._poll_timeout_s,
+            )
+            with self._lock:
+                self._consumers[tp] = consumer
+            started.append(consumer)
+            logger.info(
+                "%s: consuming %s from %s",
+                partitions[tp],
+                tp,
+                committed[tp] if committed[tp] is not None else self._params.group.auto_offset_reset,
+            )
+        for consumer in started:
+            consumer.start()
+
+    def on_partitions_revoked(self, partitions: list[TopicAndPartition]) -> None:
+        with self._lock:
+            consumers = [self._consumers.pop(tp) for tp in partitions if tp in self._consumers]
+        self._stop_and_join(consumers)
+        if self._before_release is not None and consumers:
+            self._before_release({c.tp: c.next_offset for c in consumers})
+
+    def on_rebalance_failed(self, error: BaseException) -> None:
+        if not self._closing.is_set():
+            self._on_failure("consumer group rebalance failed", error)
+
+    def _consumer_failed(self, message: str, error: BaseException) -> None:
+        if not self._closing.is_set():
+            self._on_failure(message, error)

@@ -1,0 +1,271 @@
+"""Kafka params as Spark's receiver-based input takes them: 0.8 consumer names plus librdkafka's.
+
+Spark passed one ``kafkaParams`` map to the Kafka 0.8 high-level consumer. Here the keys that
+belong to the ZooKeeper group protocol (``zookeeper.*``, ``group.id``, ``auto.commit.*``,
+``rebalance.*``...) are consumed by this package; every other key goes to confluent-kafka,
+so security and tuning settings (``security.protocol``, ``fetch.message.max.bytes``...) work
+as librdkafka documents them. A bad value raises ``ValueError`` naming the key.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+logger = logging.getLogger(__name__)
+
+OffsetReset = Literal["smallest", "largest"]
+
+# 0.8 names and the newer ones users bring along from the new consumer.
+_OFFSET_RESET: dict[str, OffsetReset] = {
+    "smallest": "smallest",
+    "earliest": "smallest",
+    "largest": "largest",
+    "latest": "largest",
+}
+_AUTO_COMMIT_KEYS = ("auto.commit.enable", "enable.auto.commit")
+
+# 0.8 consumer settings with no meaning here (the fetcher is librdkafka's now); accepted so
+# that Spark-era configurations keep working, and dropped because librdkafka rejects them.
+_IGNORED_08_KEYS = frozenset(
+    {
+        "zookeeper.sync.time.ms",
+        "consumer.timeout.ms",
+        "queued.max.message.chunks",
+        "refresh.leader.backoff.ms",
+        "num.consumer.fetchers",
+        "exclude.internal.topics",
+        "dual.commit.enabled",
+        "offsets.channel.backoff.ms",
+        "offsets.channel.socket.timeout.ms",
+        "offsets.commit.max.retries",
+        "auto.commit.interval.ms.jitter",
+    }
+)
+
+_OWN_KEYS = frozenset(
+    {
+        "zookeeper.connect",
+        "zookeeper.session.timeout.ms",
+        "zookeeper.connection.timeout.ms",
+        "zookeeper.auth",
+        "zookeeper.set.acl",
+        "group.id",
+        "consumer.id",
+        "auto.offset.reset",
+        "auto.commit.interval.ms",
+        "rebalance.max.retries",
+        "rebalance.backoff.ms",
+        "offsets.storage",
+        "partition.assignment.strategy",
+        "metadata.broker.list",
+        *_AUTO_COMMIT_KEYS,
+    }
+)
+
+# The receivers own these librdkafka settings: offsets live in ZooKeeper, never in Kafka.
+_FORCED_CLIENT_CONFIG: dict[str, Any] = {
+    "enable.auto.commit": False,
+    "enable.auto.offset.store": False,
+    "enable.partition.eof": False,
+}
+
+_SECRET_MARKERS = ("password", "secret", "jaas", "credential", "token", "auth")
+
+
+@dataclass(frozen=True)
+class ZooKeeperParams:
+    """How to reach ZooKeeper; ``auth`` (``user:password`` for digest) never appears in repr."""
+
+    connect: str
+    session_timeout_ms: int = 6000
+    connection_timeout_ms: int = 6000
+    auth: str | None = field(default=None, repr=False)
+    set_acl: bool = False
+
+
+@dataclass(frozen=True)
+class ConsumerGroupParams:
+    group_id: str
+    consumer_id: str | None = None
+    auto_offset_reset: OffsetReset = "largest"
+    auto_commit_enable: bool = True
+    auto_commit_interval_ms: int = 60000
+    rebalance_max_retries: int = 4
+    rebalance_backoff_ms: int = 2000
+    auto_commit_set_by_user: bool = False
+
+
+@dataclass(frozen=True)
+class KafkaParams:
+    zookeeper: ZooKeeperParams
+    group: ConsumerGroupParams
+    # Everything for confluent-kafka; may hold secrets, so log it only through redacted().
+    client_config: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def bootstrap_servers(self) -> str | None:
+        servers = self.client_config.get("bootstrap.servers")
+        return str(servers) if servers else None
+
+    def consumer_config(self, bootstrap_servers: str) -> dict[str, Any]:
+        """A confluent-kafka Consumer config that reads by assign() and never commits to Kafka."""
+        config = {**self.client_config, "bootstrap.servers": bootstrap_servers}
+        config.setdefault("group.id", self.group.group_id)
+        config["auto.offset.reset"] = "earliest" if self.group.auto_offset_reset == "smallest" else "latest"
+        config.update(_FORCED_CLIENT_CONFIG)
+        return config
+
+
+def redacted(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` safe to log: values of keys that look secret are masked."""
+    return {
+        key: "***" if any(marker in key.lower() for marker in _SECRET_MARKERS) else value
+        for key, value in config.items()
+    }
+
+
+def _text(key: str, value: Any) -> str:
+    if value is None or (isinstance(value, str) and not value.strip()):
+        raise ValueError(f"kafka param {key} must not be empty")
+    return str(value).strip()
+
+
+def _integer(key: str, value: Any, minimum: int) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"kafka param {key}={value!r}: expected an integer >= {minimum}")
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise ValueError(f"kafka param {key}={value!r}: expected an integer >= {minimum}") from None
+    if number < minimum:
+        raise ValueError(f"kafka param {key}={value!r}: expected an integer >= {minimum}")
+    return number
+
+
+def _boolean(key: str, value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    lowered = str(value).strip().lower()
+    if lowered not in {"true", "false"}:
+        raise ValueError(f"kafka param {key}={value!r}: expected true or false")
+    return lowered == "true"
+
+
+def _zookeeper_connect(key: str, value: Any) -> str:
+    connect = _text(key, value)
+    hosts, _, chroot = connect.partition("/")
+    for host in hosts.split(","):
+        name, _, port = host.strip().rpartition(":")
+        if not name or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"kafka param {key}={connect!r}: expected host:port[,host:port...][/chroot]")
+    if chroot.endswith("/"):
+        raise ValueError(f"kafka param {key}={connect!r}: the chroot must not end with '/'")
+    return connect
+
+
+def _same(key: str, given: str | None, in_params: Any) -> str | None:
+    if given is not None and in_params is not None and str(in_params).strip() != given:
+        raise ValueError(f"kafka param {key}={in_params!r} contradicts the argument {given!r}")
+    return given if given is not None else in_params
+
+
+def _zookeeper_params(params: Mapping[str, Any], connect: Any) -> ZooKeeperParams:
+    auth = params.get("zookeeper.auth")
+    if auth is not None:
+        user, sep, password = str(auth).partition(":")
+        if not sep or not user or not password:
+            # The value is a secret: name the key, never echo it.
+            raise ValueError("kafka param zookeeper.auth: expected user:password (digest)")
+        auth = str(auth)
+    set_acl = _boolean("zookeeper.set.acl", params.get("zookeeper.set.acl", auth is not None))
+    if set_acl and auth is None:
+        raise ValueError("kafka param zookeeper.set.acl=true needs zookeeper.auth")
+    return ZooKeeperParams(
+        connect=_zookeeper_connect("zookeeper.connect", connect),
+        session_timeout_ms=_integer(
+            "zookeeper.session.timeout.ms", params.get("zookeeper.session.timeout.ms", 6000), 1
+        ),
+        connection_timeout_ms=_integer(
+            "zookeeper.connection.timeout.ms", params.get("zookeeper.connection.timeout.ms", 6000), 1
+        ),
+        auth=auth,
+        set_acl=set_acl,
+    )
+
+
+def _group_params(params: Mapping[str, Any], group: Any) -> ConsumerGroupParams:
+    group = _text("group.id", group)
+    if "/" in group:
+        raise ValueError(f"kafka param group.id={group!r}: must not contain '/'")
+    storage = str(params.get("offsets.storage", "zookeeper")).strip().lower()
+    if storage != "zookeeper":
+        raise ValueError(f"kafka param offsets.storage={storage!r}: only zookeeper is supported")
+    strategy = str(params.get("partition.assignment.strategy", "range")).strip().lower()
+    if strategy != "range":
+        raise ValueError(f"kafka param partition.assignment.strategy={strategy!r}: only range is supported")
+    reset = str(params.get("auto.offset.reset", "largest")).strip().lower()
+    if reset not in _OFFSET_RESET:
+        raise ValueError(
+            f"kafka param auto.offset.reset={reset!r}: expected smallest or largest (earliest/latest)"
+        )
+    auto_commit = True
+    for key in _AUTO_COMMIT_KEYS:
+        if key in params:
+            auto_commit = _boolean(key, params[key])
+    consumer_id = params.get("consumer.id")
+    return ConsumerGroupParams(
+        group_id=group,
+        consumer_id=_text("consumer.id", consumer_id) if consumer_id is not None else None,
+        auto_offset_reset=_OFFSET_RESET[reset],
+        auto_commit_enable=auto_commit,
+        auto_commit_interval_ms=_integer(
+            "auto.commit.interval.ms", params.get("auto.commit.interval.ms", 60000), 1
+        ),
+        rebalance_max_retries=_integer("rebalance.max.retries", params.get("rebalance.max.retries", 4), 1),
+        rebalance_backoff_ms=_integer("rebalance.backoff.ms", params.get("rebalance.backoff.ms", 2000), 0),
+        auto_commit_set_by_user=any(key in params for key in _AUTO_COMMIT_KEYS),
+    )
+
+
+def _client_config(params: Mapping[str, Any]) -> dict[str, Any]:
+    client_config: dict[str, Any] = {}
+    for key, value in params.items():
+        if key in _OWN_KEYS:
+            continue
+        if key in _IGNORED_08_KEYS:
+            logger.info("kafka param %s has no meaning with librdkafka; ignored", key)
+            continue
+        if value is None:
+            raise ValueError(f"kafka param {key} must not be None")
+        if key in _FORCED_CLIENT_CONFIG:
+            logger.warning("kafka param %s is managed by the receiver; the given value is ignored", key)
+        client_config[key] = value
+    if "metadata.broker.list" in params and "bootstrap.servers" not in params:
+        client_config["bootstrap.servers"] = _text("metadata.broker.list", params["metadata.broker.list"])
+    return client_config
+
+
+def parse_kafka_params(
+    params: Mapping[str, Any],
+    *,
+    zookeeper_connect: str | None = None,
+    group_id: str | None = None,
+) -> KafkaParams:
+    """Split and validate ``params``; ``zookeeper_connect``/``group_id`` as createStream takes them."""
+    for key in params:
+        if not isinstance(key, str):
+            raise ValueError(f"kafka param names must be strings, got {key!r}")
+    connect = _same("zookeeper.connect", zookeeper_connect, params.get("zookeeper.connect"))
+    if connect is None:
+        raise ValueError("kafka param zookeeper.connect is required")
+    group = _same("group.id", group_id, params.get("group.id"))
+    if group is None:
+        raise ValueError("kafka param group.id is required")
+    return KafkaParams(
+        zookeeper=_zookeeper_params(params, connect),
+        group=_group_params(params, group),
+        client_config=_client_config(params),
+    )

@@ -1,0 +1,209 @@
+"""Spark's ReliableKafkaReceiver: no data loss, because offsets follow stored blocks.
+
+Each owned partition's consumer adds its batches to this receiver's own block generator, and
+the listener below records, per block, which offsets it holds. A block is stored (block
+manager and, with the WAL on, the write-ahead log) and reported before its offsets are
+committed to ZooKeeper; a block that cannot be stored in ``store_max_attempts`` attempts stops
+the receiver, and nothing after it is ever committed. A crash therefore re-reads at most the
+block that was stored but not yet committed, per partition.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Mapping
+from typing import Any
+
+from reliable_kafka.kafka.block_offsets import BlockOffsetTracker, OffsetRange, block_metadata
+from reliable_kafka.kafka.consumer_connector import ZookeeperConsumerConnector
+from reliable_kafka.kafka.params import KafkaParams, parse_kafka_params
+from reliable_kafka.kafka.partition_consumer import DEFAULT_BATCH_SIZE, DEFAULT_POLL_TIMEOUT_S, Record
+from reliable_kafka.kafka.zk_paths import TopicAndPartition
+from reliable_kafka.receiver.block_generator import BlockGenerator, BlockGeneratorListener
+from reliable_kafka.receiver.receiver import Receiver
+from reliable_kafka.storage.block_id import StreamBlockId
+from reliable_kafka.storage.storage_level import StorageLevel
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_STORE_MAX_ATTEMPTS = 4
+# On a rebalance, how long to let the revoked partitions' buffered records reach storage (and
+# their offsets ZooKeeper) before giving the partitions up; what misses it is read again by
+# the next owner.
+DEFAULT_FLUSH_ON_REVOKE_TIMEOUT_S = 10.0
+
+
+def validate_topics(topics: Mapping[str, int]) -> dict[str, int]:
+    if not topics:
+        raise ValueError("topics: at least one topic is needed")
+    for topic, threads in topics.items():
+        if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+            raise ValueError(
+                f"topics: {topic!r} needs a positive number of consumer threads, got {threads!r}"
+            )
+    return dict(topics)
+
+
+class ReliableKafkaReceiver(Receiver):
+    """Receiver-based Kafka input with offsets in ZooKeeper, committed only for stored blocks.
+
+    ``topics`` maps topic -> number of consumer threads, which (as in Spark and Kafka 0.8)
+    counts in the group's range assignment; each owned partition gets its own consumer thread.
+    ``kafka_params`` takes 0.8 consumer keys (``zookeeper.*``, ``auto.offset.reset``,
+    ``rebalance.*``...) and any librdkafka key; auto commit is always off here.
+    """
+
+    def __init__(
+        self,
+        zookeeper_connect: str,
+        group_id: str,
+        topics: Mapping[str, int],
+        kafka_params: Mapping[str, Any] | None = None,
+        storage_level: StorageLevel | str = StorageLevel.MEMORY_AND_DISK_SER_2,
+        *,
+        store_max_attempts: int = DEFAULT_STORE_MAX_ATTEMPTS,
+        consume_batch_size: int = DEFAULT_BATCH_SIZE,
+        poll_timeout_s: float = DEFAULT_POLL_TIMEOUT_S,
+        flush_on_revoke_timeout_s: float = DEFAULT_FLUSH_ON_REVOKE_TIMEOUT_S,
+    ) -> None:
+        super().__init__(storage_level)
+        self.params: KafkaParams = parse_kafka_params(
+            kafka_params or {}, zookeeper_connect=zookeeper_connect, group_id=group_id
+        )
+        if self.params.group.auto_commit_set_by_user and self.params.group.auto_commit_enable:
+            logger.warning(
+                "kafka param auto.commit.enable is true; ReliableKafkaReceiver commits offsets only for "
+                "stored blocks, so auto commit is turned off"
+            )
+        self.topics = validate_topics(topics)
+        if store_max_attempts < 1:
+            raise ValueError(f"store_max_attempts must be >= 1, got {store_max_attempts}")
+        self.store_max_attempts = store_max_attempts
+        self._batch_size = consume_batch_size
+        self._poll_timeout_s = poll_timeout_s
+        self._flush_timeout_s = flush_on_revoke_timeout_s
+        self._connector: ZookeeperConsumerConnector | None = None
+        self._block_generator: BlockGenerator | None = None
+        self._offsets = BlockOffsetTracker()
+        self._store_failed = threading.Event()
+
+    # -- life cycle ---------------------------------------------------------------------------
+
+    def on_start(self) -> None:
+        self._offsets = BlockOffsetTracker()
+        self._store_failed = threading.Event()
+        self._block_generator = self.supervisor.create_block_generator(_GeneratedBlockHandler(self))
+        self._block_generator.start()
+        self._connector = ZookeeperConsumerConnector(
+            self.params,
+            self.topics,
+            sink=self._add_records,
+            on_failure=self._consumer_failed,
+            before_release=self._flush_revoked,
+            batch_size=self._batch_size,
+            poll_timeout_s=self._poll_timeout_s,
+        )
+        self._connector.start()
+
+    def on_stop(self) -> None:
+        # Consumers first, then the generator, whose final blocks are committed while the
+        # partitions are still ours, then the group: a clean stop leaves nothing to re-read.
+        connector, generator = self._connector, self._block_generator
+        if connector is not None:
+            connector.stop_consumers()
+        if generator is not None:
+            generator.stop()
+        if connector is not None:
+            connector.shutdown()
+        self._connector = None
+
+    @property
+    def connector(self) -> ZookeeperConsumerConnector:
+        if self._connector is None:
+            raise RuntimeError("the receiver is not started")
+        return self._connector
+
+    # -- data path ----------------------------------------------------------------------------
+
+    def _add_records(self, records: list[Record], tp: TopicAndPartition, first: int, last: int) -> None:
+        generator = self._block_generator
+        assert generator is not None
+        generator.add_multiple_data_with_callback(records, (tp, first, last))
+
+    def _consumer_failed(self, message: str, error: BaseException) -> None:
+        self.restart(message, error)
+
+    def _flush_revoked(self, positions: dict[TopicAndPartition, int | None]) -> None:
+        generator = self._block_generator
+        if generator is None or not generator.is_active():
+            return  # stopping: the generator's stop pushes what is left
+        if not self._offsets.wait_until_pushed(list(positions), self._flush_timeout_s):
+            logger.warning(
+                "records of %s were not stored within %s s of losing them; the next owner reads them again",
+                ", ".join(map(str, positions)),
+                self._flush_timeout_s,
+            )
+
+    def _store_block(self, block_id: StreamBlockId, records: list[Any], ranges: list[OffsetRange]) -> bool:
+        """Store with retries (``store_max_attempts`` in all); on failure stop the receiver."""
+        error: BaseException | None = None
+        metadata = block_metadata(ranges)
+        for attempt in range(1, self.store_max_attempts + 1):
+            try:
+                self.store_many(records, metadata)
+                return True
+            except Exception as exc:
+                error = exc
+                logger.warning(
+                    "storing block %s failed (attempt %d of %d): %r",
+                    block_id,
+                    attempt,
+                    self.store_max_attempts,
+                    exc,
+                )
+        # Nothing after a lost block may be committed, or its records would be skipped for good.
+        self._store_failed.set()
+        self.stop("Error while storing block into Spark", error)
+        return False
+
+    def _commit(self, ranges: list[OffsetRange]) -> None:
+        connector = self._connector
+        if connector is None or not ranges:
+            return
+        offsets = {TopicAndPartition(r.topic, r.partition): r.until_offset for r in ranges}
+        try:
+            connector.offsets.commit(offsets)
+        except Exception as exc:
+            # Only costs re-reading these records after a failure; the next block commits past them.
+            logger.warning("committing offsets %s failed: %r", offsets, exc)
+
+
+class _GeneratedBlockHandler(BlockGeneratorListener):
+    """Spark's GeneratedBlockHandler: offsets per block, store, then commit."""
+
+    def __init__(self, receiver: ReliableKafkaReceiver) -> None:
+        self._receiver = receiver
+        self._offsets = receiver._offsets  # one tracker, shared with the revoke flush
+
+    def on_add_data(self, data: Any, metadata: Any) -> None:
+        tp, first, last = metadata
+        self._offsets.add(tp, first, last)
+
+    def on_generate_block(self, block_id: StreamBlockId) -> None:
+        self._offsets.cut(block_id)
+
+    def on_push_block(self, block_id: StreamBlockId, records: list[Any]) -> None:
+        receiver = self._receiver
+        try:
+            if receiver._store_failed.is_set():
+                logger.info("dropping block %s: an earlier block failed to store", block_id)
+                return
+            ranges = self._offsets.ranges(block_id)
+            if receiver._store_block(block_id, records, ranges):
+                receiver._commit(ranges)
+        finally:
+            self._offsets.done(block_id)
+
+    def on_error(self, message: str, error: BaseException) -> None:
+        self._receiver.report_error(message, error)

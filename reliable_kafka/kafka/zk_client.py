@@ -1,0 +1,105 @@
+"""A kazoo client for the consumer-group protocol, and the retry policy for its calls.
+
+Connection loss is routine (a ZooKeeper restart, a GC pause); calls that fail with it are
+retried with backoff by tenacity. Digest credentials go to kazoo only and are never logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import ConnectionLoss, OperationTimeoutError, SessionExpiredError
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.retry import KazooRetry
+from kazoo.security import ACL, CREATOR_ALL_ACL, READ_ACL_UNSAFE
+from tenacity import (
+    Retrying,
+    before_sleep_log,
+    retry_if_exception_type,
+    stop_after_delay,
+    stop_when_event_set,
+    wait_exponential,
+)
+from tenacity.stop import stop_base
+
+from reliable_kafka.kafka.params import ZooKeeperParams
+
+logger = logging.getLogger(__name__)
+
+RETRIABLE_ZOOKEEPER_ERRORS: tuple[type[BaseException], ...] = (
+    ConnectionLoss,
+    SessionExpiredError,
+    OperationTimeoutError,
+)
+
+
+def zookeeper_acl(params: ZooKeeperParams) -> list[ACL] | None:
+    """Kafka's secure-ACL choice: the authenticated creator may do anything, everyone may read.
+
+    World-readable keeps Kafka's offset tools working; only the group's own user can change
+    ownership or offsets.
+    """
+    if not params.set_acl:
+        return None
+    return [*CREATOR_ALL_ACL, *READ_ACL_UNSAFE]
+
+
+def connect_zookeeper(params: ZooKeeperParams) -> KazooClient:
+    """A started client, or ``ConnectionError`` naming the servers (never the credentials)."""
+    client = KazooClient(
+        hosts=params.connect,
+        timeout=params.session_timeout_ms / 1000.0,
+        # Reconnect for ever: sessions survive short outages, and the group module decides
+        # what an expired session means.
+        connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=2.0),
+        auth_data=[("digest", params.auth)] if params.auth else None,
+        default_acl=zookeeper_acl(params),
+    )
+    try:
+        client.start(timeout=params.connection_timeout_ms / 1000.0)
+    except KazooTimeoutError as exc:
+        client.stop()
+        client.close()
+        raise ConnectionError(
+            f"could not connect to ZooKeeper at {params.connect} within "
+            f"{params.connection_timeout_ms} ms (zookeeper.connection.timeout.ms)"
+        ) from exc
+    return client
+
+
+def close_zookeeper(client: KazooClient) -> None:
+    try:
+        client.stop()
+    finally:
+        client.close()
+
+
+def ensure_connected(client: KazooClient) -> None:
+    """Fail fast instead of queueing: kazoo holds calls made while disconnected until it is
+    connected again, possibly in a new session where our ephemeral nodes no longer exist."""
+    if not client.connected:
+        raise ConnectionLoss("not connected to ZooKeeper")
+
+
+def zk_retrying(
+    give_up_after_s: float,
+    *,
+    max_wait_s: float = 2.0,
+    stop_event: threading.Event | None = None,
+) -> Retrying:
+    """Retries a call on connection loss/session expiry with exponential backoff.
+
+    ``stop_event`` ends the retries early (the caller is shutting down).
+    """
+    stop: stop_base = stop_after_delay(give_up_after_s)
+    if stop_event is not None:
+        stop = stop | stop_when_event_set(stop_event)
+    return Retrying(
+        retry=retry_if_exception_type(RETRIABLE_ZOOKEEPER_ERRORS),
+        wait=wait_exponential(multiplier=0.05, max=max_wait_s),
+        stop=stop,
+        reraise=True,
+        before_sleep=before_sleep_log(logger, logging.DEBUG),
+    )

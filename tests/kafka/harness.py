@@ -1,0 +1,185 @@
+"""Running a Kafka receiver under a real ReceiverSupervisor with an in-process tracker stand-in."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Producer
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+from reliable_kafka.kafka.block_offsets import offset_ranges_of
+from reliable_kafka.receiver import ReceivedBlockInfo, Receiver, ReceiverControl, ReceiverSupervisor
+from reliable_kafka.receiver.received_block_handler import ReceivedBlockHandler
+from reliable_kafka.receiver.wal_block_handler import receiver_log_directory
+from reliable_kafka.settings import ReceiverSettings, StreamingSettings, WriteAheadLogSettings
+from reliable_kafka.storage import BlockManager, decode_block
+from wal import FileBasedWriteAheadLog
+
+KafkaRecord = tuple[Any, ...]  # key, value, topic, partition, offset
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float = 30.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+class RecordingTracker:
+    """A ReceiverTrackerEndpoint that keeps every reported block; ``on_add_block`` runs first."""
+
+    def __init__(self, on_add_block: Callable[[ReceivedBlockInfo], None] | None = None) -> None:
+        self.lock = threading.Lock()
+        self.blocks: list[ReceivedBlockInfo] = []
+        self.errors: list[tuple[str, str]] = []
+        self.deregistered: list[tuple[str, str]] = []
+        self.registrations = 0
+        self.on_add_block = on_add_block
+
+    def register_receiver(
+        self, stream_id: int, receiver_type: str, host: str, executor_id: str, control: ReceiverControl
+    ) -> bool:
+        with self.lock:
+            self.registrations += 1
+        return True
+
+    def add_block(self, info: ReceivedBlockInfo) -> bool:
+        if self.on_add_block is not None:
+            self.on_add_block(info)
+        with self.lock:
+            self.blocks.append(info)
+        return True
+
+    def report_error(self, stream_id: int, message: str, error: str) -> None:
+        with self.lock:
+            self.errors.append((message, error))
+
+    def deregister_receiver(self, stream_id: int, message: str, error: str) -> bool:
+        with self.lock:
+            self.deregistered.append((message, error))
+        return True
+
+    def record_count(self) -> int:
+        with self.lock:
+            return sum(info.num_records or 0 for info in self.blocks)
+
+
+def streaming_settings(*, wal: bool, block_interval_ms: int = 100, max_rate: int = 0) -> StreamingSettings:
+    return StreamingSettings(
+        receiver=ReceiverSettings(block_interval_ms=block_interval_ms, max_rate=max_rate),
+        wal=WriteAheadLogSettings(enable=wal),
+    )
+
+
+class RunningReceiver:
+    """A receiver with its supervisor, block manager and tracker, started."""
+
+    def __init__(
+        self,
+        receiver: Receiver,
+        checkpoint_dir: Path | None,
+        *,
+        stream_id: int = 0,
+        settings: StreamingSettings | None = None,
+        handler: ReceivedBlockHandler | None = None,
+        tracker: RecordingTracker | None = None,
+    ) -> None:
+        self.receiver = receiver
+        self.tracker = tracker or RecordingTracker()
+        self.block_manager = BlockManager()
+        self.checkpoint_dir = checkpoint_dir
+        self.stream_id = stream_id
+        receiver.set_receiver_id(stream_id)
+        self.supervisor = ReceiverSupervisor(
+            receiver,
+            self.tracker,
+            self.block_manager,
+            settings=settings or streaming_settings(wal=checkpoint_dir is not None),
+            checkpoint_dir=str(checkpoint_dir) if checkpoint_dir is not None else None,
+            received_block_handler=handler,
+        )
+        self.supervisor.start()
+
+    def stop(self) -> None:
+        self.supervisor.stop("test done")
+
+    def records(self) -> list[KafkaRecord]:
+        """Every record of every reported block, from the block manager, in report order."""
+        with self.tracker.lock:
+            infos = list(self.tracker.blocks)
+        records: list[KafkaRecord] = []
+        for info in infos:
+            data = self.block_manager.get(info.block_id)
+            assert data is not None, f"reported block {info.block_id} is not in the block manager"
+            records.extend(decode_block(data))
+        return records
+
+
+def wal_blocks(checkpoint_dir: Path, stream_id: int = 0) -> list[list[KafkaRecord]]:
+    """Every block the receiver's write-ahead log holds, oldest first."""
+    log = FileBasedWriteAheadLog(receiver_log_directory(str(checkpoint_dir), stream_id))
+    try:
+        return [decode_block(data) for data in log.read_all()]
+    finally:
+        log.close()
+
+
+def produce(
+    bootstrap_config: dict[str, Any], topic: str, partitions: int, per_partition: int, *, start: int = 0
+) -> dict[int, list[bytes]]:
+    """``per_partition`` messages to each partition; values name topic, partition and sequence."""
+    producer = Producer({**bootstrap_config, "linger.ms": 20, "queue.buffering.max.messages": 200000})
+    sent: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+    for i in range(start, start + per_partition):
+        for p in range(partitions):
+            value = f"{topic}/{p}/{i}".encode()
+            while True:
+                try:
+                    producer.produce(topic, value=value, key=str(i).encode(), partition=p)
+                    break
+                except BufferError:
+                    producer.poll(0.1)
+            sent[p].append(value)
+        if i % 5000 == 0:
+            producer.poll(0)
+    assert producer.flush(60) == 0, "not every message was acknowledged"
+    return sent
+
+
+def committed_offset(zk: KazooClient, group: str, topic: str, partition: int) -> int | None:
+    try:
+        return int(zk.get(f"/consumers/{group}/offsets/{topic}/{partition}")[0])
+    except NoNodeError:
+        return None
+
+
+def offsets_reach(zk: KazooClient, group: str, ends: dict[tuple[str, int], int]) -> Callable[[], bool]:
+    return lambda: all(committed_offset(zk, group, t, p) == end for (t, p), end in ends.items())
+
+
+def assert_exactly_once(records: Iterable[KafkaRecord], expected: dict[tuple[str, int], list[bytes]]) -> None:
+    by_partition: dict[tuple[str, int], list[KafkaRecord]] = {}
+    for record in records:
+        by_partition.setdefault((record[2], record[3]), []).append(record)
+    assert sorted(by_partition) == sorted(k for k, v in expected.items() if v)
+    for key, values in expected.items():
+        got = by_partition.get(key, [])
+        assert [r[4] for r in got] == list(range(len(values))), f"{key}: offsets not dense, once, in order"
+        assert [r[1] for r in got] == values, f"{key}: values differ"
+
+
+def offset_ranges_cover(infos: Iterable[ReceivedBlockInfo]) -> Counter[tuple[str, int]]:
+    """Records per partition as the blocks' offset-range metadata counts them."""
+    counts: Counter[tuple[str, int]] = Counter()
+    for info in infos:
+        for r in offset_ranges_of(info.metadata):
+            counts[(r.topic, r.partition)] += r.count
+    return counts

@@ -1,0 +1,266 @@
+"""The ZooKeeper group protocol against the real local ZooKeeper (no Kafka traffic needed)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+
+import pytest
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoAuthError
+
+from reliable_kafka.kafka.group_membership import ZookeeperConsumerGroup
+from reliable_kafka.kafka.offset_store import CommitResult, ZooKeeperOffsetStore
+from reliable_kafka.kafka.params import ConsumerGroupParams, ZooKeeperParams
+from reliable_kafka.kafka.zk_client import close_zookeeper, connect_zookeeper
+from reliable_kafka.kafka.zk_paths import TopicAndPartition as TP
+from reliable_kafka.local import LocalCluster
+from tests.cluster_backends import unique_name
+
+pytestmark = pytest.mark.integration
+
+
+class RecordingListener:
+    def __init__(self) -> None:
+        self.owned: dict[TP, str] = {}
+        self.revoked: list[list[TP]] = []
+        self.failures: list[BaseException] = []
+        self.lock = threading.Lock()
+
+    def on_partitions_revoked(self, partitions: list[TP]) -> None:
+        with self.lock:
+            self.revoked.append(partitions)
+            for tp in partitions:
+                self.owned.pop(tp, None)
+
+    def on_partitions_assigned(self, partitions: Mapping[TP, str]) -> None:
+        with self.lock:
+            self.owned.update(partitions)
+
+    def on_rebalance_failed(self, error: BaseException) -> None:
+        self.failures.append(error)
+
+
+def wait_for(condition: Callable[[], bool], timeout_s: float = 20.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def fake_topic(zk: KazooClient, topic: str, partitions: int) -> None:
+    """Register a topic the way the controller does; the group protocol needs nothing more."""
+    layout = {"version": 1, "partitions": {str(p): [0] for p in range(partitions)}}
+    zk.ensure_path("/brokers/topics")
+    if zk.exists(f"/brokers/topics/{topic}"):
+        zk.set(f"/brokers/topics/{topic}", json.dumps(layout).encode())
+    else:
+        zk.create(f"/brokers/topics/{topic}", json.dumps(layout).encode())
+
+
+@pytest.fixture
+def zk_params(local_cluster: LocalCluster) -> ZooKeeperParams:
+    return ZooKeeperParams(connect=local_cluster.zookeeper_connect, session_timeout_ms=6000)
+
+
+@pytest.fixture
+def admin(local_cluster: LocalCluster) -> Iterator[KazooClient]:
+    zk = local_cluster.zookeeper_client()
+    yield zk
+    close_zookeeper(zk)
+
+
+class Member:
+    def __init__(self, zk_params: ZooKeeperParams, group: str, topics: dict[str, int]) -> None:
+        self.zk = connect_zookeeper(zk_params)
+        self.listener = RecordingListener()
+        params = ConsumerGroupParams(group_id=group, rebalance_backoff_ms=200, rebalance_max_retries=20)
+        self.group = ZookeeperConsumerGroup(self.zk, params, topics, self.listener)
+        self.offsets = ZooKeeperOffsetStore(self.zk, group, self.group)
+
+    def start(self) -> Member:
+        self.group.start()
+        return self
+
+    def close(self) -> None:
+        self.group.stop()
+        close_zookeeper(self.zk)
+
+
+def partitions_of(member: Member) -> list[int]:
+    return sorted(tp.partition for tp in member.listener.owned)
+
+
+def test_members_register_split_by_range_and_the_survivor_takes_everything(zk_params, admin) -> None:
+    group, topic = unique_name("g"), unique_name("t")
+    fake_topic(admin, topic, 5)
+    first = Member(zk_params, group, {topic: 1}).start()
+    second = None
+    try:
+        assert partitions_of(first) == [0, 1, 2, 3, 4]
+        registration = json.loads(admin.get(f"/consumers/{group}/ids/{first.group.consumer_id}")[0])
+        assert registration["version"] == 1
+        assert registration["subscription"] == {topic: 1}
+        assert registration["pattern"] == "static"
+        assert int(registration["timestamp"]) > 0
+        owner, stat = admin.get(f"/consumers/{group}/owners/{topic}/0")
+        assert owner.decode() == f"{first.group.consumer_id}-0"
+        assert stat.ephemeralOwner == first.zk.client_id[0]
+
+        second = Member(zk_params, group, {topic: 1}).start()
+        ordered = sorted([first, second], key=lambda m: m.group.consumer_id)
+        wait_for(lambda: partitions_of(ordered[0]) == [0, 1, 2] and partitions_of(ordered[1]) == [3, 4])
+        for p in range(5):
+            holder = ordered[0] if p < 3 else ordered[1]
+            value = admin.get(f"/consumers/{group}/owners/{topic}/{p}")[0].decode()
+            assert value == f"{holder.group.consumer_id}-0"
+
+        # Only the owner may commit.
+        assert ordered[0].offsets.commit({TP(topic, 0): 10})[TP(topic, 0)] is CommitResult.COMMITTED
+        assert ordered[1].offsets.commit({TP(topic, 0): 20})[TP(topic, 0)] is CommitResult.NOT_OWNER
+        assert admin.get(f"/consumers/{group}/offsets/{topic}/0")[0] == b"10"
+
+        ordered[1].close()
+        wait_for(lambda: partitions_of(ordered[0]) == [0, 1, 2, 3, 4], what="the survivor to own all")
+        assert not ordered[0].listener.failures
+        # Partitions the survivor kept were never revoked: no needless re-reads.
+        assert all(tp.partition >= 3 for revoked in ordered[0].listener.revoked for tp in revoked)
+        assert admin.get_children(f"/consumers/{group}/ids") == [ordered[0].group.consumer_id]
+    finally:
+        first.close()
+        if second is not None:
+            second.close()
+    assert admin.get_children(f"/consumers/{group}/ids") == []
+    assert admin.get_children(f"/consumers/{group}/owners/{topic}") == []
+
+
+def test_new_partitions_of_a_topic_are_picked_up(zk_params, admin) -> None:
+    group, topic = unique_name("g"), unique_name("t")
+    fake_topic(admin, topic, 2)
+    member = Member(zk_params, group, {topic: 2}).start()
+    try:
+        assert member.listener.owned == {
+            TP(topic, 0): f"{member.group.consumer_id}-0",
+            TP(topic, 1): f"{member.group.consumer_id}-1",
+        }
+        fake_topic(admin, topic, 4)
+        wait_for(lambda: partitions_of(member) == [0, 1, 2, 3], what="partitions 2 and 3")
+    finally:
+        member.close()
+
+
+def test_a_partition_still_held_by_another_member_is_waited_for(zk_params, admin) -> None:
+    group, topic = unique_name("g"), unique_name("t")
+    fake_topic(admin, topic, 1)
+    # A foreign owner node: a departed member that has not yet released (its session lingers).
+    admin.create(f"/consumers/{group}/owners/{topic}/0", b"ghost-0", makepath=True)
+    member = Member(zk_params, group, {topic: 1})
+    starter = threading.Thread(target=member.start)
+    starter.start()
+    try:
+        time.sleep(1.0)
+        assert member.listener.owned == {}
+        admin.delete(f"/consumers/{group}/owners/{topic}/0")
+        starter.join(20)
+        assert partitions_of(member) == [0]
+    finally:
+        starter.join(20)
+        member.close()
+
+
+@pytest.mark.slow
+def test_zookeeper_restart_keeps_or_restores_membership_and_ownership(
+    zk_params, local_cluster, admin
+) -> None:
+    group, topic = unique_name("g"), unique_name("t")
+    fake_topic(admin, topic, 2)
+    member = Member(zk_params, group, {topic: 1}).start()
+    try:
+        assert member.offsets.commit({TP(topic, 0): 5})[TP(topic, 0)] is CommitResult.COMMITTED
+        local_cluster.restart_zookeeper()
+        wait_for(lambda: member.zk.connected, 30, "the member to reconnect")
+
+        def registered_and_owning() -> bool:
+            try:
+                return (
+                    member.zk.exists(f"/consumers/{group}/ids/{member.group.consumer_id}") is not None
+                    and partitions_of(member) == [0, 1]
+                    and member.zk.exists(f"/consumers/{group}/owners/{topic}/1") is not None
+                )
+            except Exception:
+                return False
+
+        wait_for(registered_and_owning, 30, "registration and ownership after the restart")
+        wait_for(
+            lambda: member.offsets.commit({TP(topic, 0): 7})[TP(topic, 0)] is CommitResult.COMMITTED,
+            30,
+            "a commit after the restart",
+        )
+        assert member.offsets.read(TP(topic, 0)) == 7
+    finally:
+        member.close()
+
+
+def expire_session(connect: str, zk: KazooClient) -> None:
+    """Expire ``zk``'s session the way ZooKeeper's own tests do: close it from another client."""
+    session_id, password = zk.client_id
+    intruder = KazooClient(hosts=connect, client_id=(session_id, password), timeout=6.0)
+    intruder.start(timeout=15)
+    intruder.stop()
+    intruder.close()
+
+
+def test_session_expiry_voids_claims_then_reregisters_and_reclaims(zk_params, admin) -> None:
+    group, topic = unique_name("g"), unique_name("t")
+    fake_topic(admin, topic, 2)
+    member = Member(zk_params, group, {topic: 1}).start()
+    try:
+        old_session = member.zk.client_id[0]
+        generation = member.group.generation
+        expire_session(zk_params.connect, member.zk)
+        wait_for(lambda: member.group.generation > generation, 20, "the session loss to be seen")
+        # Claims of the dead session can no longer commit, whatever the timing of the rebalance.
+        wait_for(lambda: bool(member.listener.revoked), 20, "consumers of the lost session to be stopped")
+
+        def owning_again() -> bool:
+            client_id = member.zk.client_id
+            if client_id is None or client_id[0] == old_session or partitions_of(member) != [0, 1]:
+                return False
+            _, stat = admin.get(f"/consumers/{group}/owners/{topic}/0")
+            registered = admin.exists(f"/consumers/{group}/ids/{member.group.consumer_id}")
+            return stat.ephemeralOwner == client_id[0] and registered is not None
+
+        wait_for(owning_again, 30, "re-registration and re-claim in the new session")
+        assert member.offsets.commit({TP(topic, 1): 3})[TP(topic, 1)] is CommitResult.COMMITTED
+    finally:
+        member.close()
+
+
+def test_digest_auth_and_acls_protect_ownership_and_offsets_and_the_secret_is_never_logged(
+    local_cluster: LocalCluster, admin: KazooClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    group, topic = unique_name("g"), unique_name("t")
+    fake_topic(admin, topic, 1)
+    secure = ZooKeeperParams(connect=local_cluster.zookeeper_connect, auth="rk-user:s3cret-pw", set_acl=True)
+    member = Member(secure, group, {topic: 1}).start()
+    try:
+        assert member.offsets.commit({TP(topic, 0): 42})[TP(topic, 0)] is CommitResult.COMMITTED
+        offset = f"/consumers/{group}/offsets/{topic}/0"
+        # World-readable, as Kafka's secure ACLs are, so offset tools keep working...
+        assert admin.get(offset)[0] == b"42"
+        acls, _ = admin.get_acls(offset)
+        assert {(acl.id.scheme, acl.perms) for acl in acls} == {("digest", 31), ("world", 1)}
+        # ...but only the group's user may change offsets or ownership.
+        with pytest.raises(NoAuthError):
+            admin.set(offset, b"0")
+        with pytest.raises(NoAuthError):
+            admin.delete(f"/consumers/{group}/owners/{topic}/0")
+    finally:
+        member.close()
+    assert "s3cret-pw" not in caplog.text

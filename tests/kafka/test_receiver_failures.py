@@ -1,0 +1,256 @@
+"""Failures the reliable receiver must survive without losing data: its own process killed,
+a group member leaving, and the broker killed and restarted under it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reliable_kafka.kafka import ReliableKafkaReceiver, range_assign
+from reliable_kafka.kafka.range_assignor import consumer_threads_per_topic
+from reliable_kafka.local import LocalCluster
+from reliable_kafka.storage import StorageLevel
+from tests.cluster_backends import unique_name
+from tests.kafka.harness import (
+    RunningReceiver,
+    assert_exactly_once,
+    committed_offset,
+    offsets_reach,
+    produce,
+    streaming_settings,
+    wait_for,
+    wal_blocks,
+)
+
+pytestmark = pytest.mark.integration
+
+REPO = Path(__file__).resolve().parents[2]
+FAST_GROUP_PARAMS = {
+    "auto.offset.reset": "smallest",
+    "zookeeper.session.timeout.ms": "2000",
+    "rebalance.backoff.ms": "300",
+    "rebalance.max.retries": "30",
+}
+
+
+@pytest.fixture
+def admin_zk(local_cluster: LocalCluster) -> Iterator[Any]:
+    zk = local_cluster.zookeeper_client()
+    yield zk
+    zk.stop()
+    zk.close()
+
+
+def start_child(
+    cluster: LocalCluster, group: str, topic: str, checkpoint: Path, max_rate: int, report_delay_ms: int = 0
+) -> subprocess.Popen[str]:
+    params = json.dumps({**cluster.client_config(), **FAST_GROUP_PARAMS})
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tests.kafka.receiver_child",
+            cluster.zookeeper_connect,
+            group,
+            topic,
+            str(checkpoint),
+            str(max_rate),
+            str(report_delay_ms),
+            params,
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert child.stdout is not None
+    line = child.stdout.readline()
+    assert line.strip() == "started", f"child did not start (exit code {child.poll()})"
+    return child
+
+
+@pytest.mark.slow
+def test_sigkill_mid_stream_then_a_new_receiver_loses_nothing_and_duplicates_at_most_one_block(
+    local_cluster: LocalCluster, admin_zk: Any, tmp_path: Path
+) -> None:
+    topic, group = unique_name("kill"), unique_name("g")
+    local_cluster.create_topic(topic, 2)
+    sent = produce(local_cluster.client_config(), topic, 2, 15_000)
+    total = sum(len(v) for v in sent.values())
+
+    # Blocks wait 150 ms between storing and committing: the kill most likely lands in that
+    # window, leaving the one stored-but-uncommitted block the bound allows.
+    first = start_child(local_cluster, group, topic, tmp_path / "run1", max_rate=6000, report_delay_ms=150)
+    try:
+
+        def some_committed() -> bool:
+            offsets = [committed_offset(admin_zk, group, topic, p) or 0 for p in (0, 1)]
+            return all(o > 0 for o in offsets) and sum(offsets) >= total // 4
+
+        wait_for(some_committed, 30, "the first receiver to commit a quarter of the data")
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+    at_kill = [committed_offset(admin_zk, group, topic, p) for p in (0, 1)]
+    assert sum(o or 0 for o in at_kill) < total, "killed too late to be mid-stream"
+
+    second = start_child(local_cluster, group, topic, tmp_path / "run2", max_rate=0)
+    try:
+        ends = {(topic, p): len(values) for p, values in sent.items()}
+        wait_for(offsets_reach(admin_zk, group, ends), 60, "the second receiver to reach the log end")
+    finally:
+        second.send_signal(signal.SIGTERM)
+        assert second.wait(30) == 0
+
+    run1, run2 = wal_blocks(tmp_path / "run1"), wal_blocks(tmp_path / "run2")
+    seen: dict[tuple[str, int], list[int]] = {}
+    for block in run1 + run2:
+        for record in block:
+            seen.setdefault((record[2], record[3]), []).append(record[4])
+    for p, values in sent.items():
+        offsets = seen[(topic, p)]
+        assert set(offsets) == set(range(len(values))), f"partition {p} lost messages"
+        first_run = [{r[4] for r in block if r[3] == p} for block in run1]
+        second_run = {r[4] for block in run2 for r in block if r[3] == p}
+        duplicates = {o for block in first_run for o in block} & second_run
+        # Re-read only what was stored but not yet committed: part of one block at most.
+        assert not duplicates or any(duplicates <= block for block in first_run), (
+            f"partition {p}: duplicates {min(duplicates)}..{max(duplicates)} span more than one block"
+        )
+        assert len(offsets) - len(values) == len(duplicates), "a run stored a record twice"
+        # The second receiver started exactly at the committed offset.
+        assert min(second_run) == (at_kill[p] or 0)
+
+
+def test_two_receivers_split_by_range_and_the_survivor_takes_over_without_loss(
+    local_cluster: LocalCluster, admin_zk: Any, tmp_path: Path
+) -> None:
+    topic, group = unique_name("pair"), unique_name("g")
+    local_cluster.create_topic(topic, 4)
+    params = {**local_cluster.client_config(), **FAST_GROUP_PARAMS}
+
+    def receiver() -> ReliableKafkaReceiver:
+        return ReliableKafkaReceiver(
+            local_cluster.zookeeper_connect, group, {topic: 1}, params, StorageLevel.MEMORY_AND_DISK_SER
+        )
+
+    a = RunningReceiver(receiver(), tmp_path / "a", stream_id=0)
+    b = RunningReceiver(receiver(), tmp_path / "b", stream_id=1)
+    try:
+        ids = {run: run.receiver.connector.group.consumer_id for run in (a, b)}  # type: ignore[attr-defined]
+        want = range_assign(
+            consumer_threads_per_topic({ids[a]: {topic: 1}, ids[b]: {topic: 1}}), {topic: [0, 1, 2, 3]}
+        )
+
+        def split() -> bool:
+            return all(
+                run.receiver.connector.owned_partitions()  # type: ignore[attr-defined]
+                == sorted(tp for tp, thread in want.items() if thread == f"{ids[run]}-0")
+                for run in (a, b)
+            )
+
+        wait_for(split, 30, "the range split")
+        assert sorted(len(run.receiver.connector.owned_partitions()) for run in (a, b)) == [2, 2]  # type: ignore[attr-defined]
+        for tp, thread in want.items():
+            assert admin_zk.get(f"/consumers/{group}/owners/{topic}/{tp.partition}")[0].decode() == thread
+
+        sent = produce(local_cluster.client_config(), topic, 4, 1000)
+        wait_for(
+            offsets_reach(admin_zk, group, {(topic, p): 1000 for p in range(4)}), 30, "first half committed"
+        )
+        b.stop()
+        wait_for(
+            lambda: len(a.receiver.connector.owned_partitions()) == 4, 30, "the survivor to own all four"
+        )  # type: ignore[attr-defined]
+        more = produce(local_cluster.client_config(), topic, 4, 1000, start=1000)
+        wait_for(
+            offsets_reach(admin_zk, group, {(topic, p): 2000 for p in range(4)}), 30, "second half committed"
+        )
+    finally:
+        a.stop()
+        b.stop()
+    expected = {(topic, p): sent[p] + more[p] for p in range(4)}
+    # A clean hand-over re-reads nothing: each record exactly once across both receivers.
+    records = sorted(a.records() + b.records(), key=lambda r: (r[3], r[4]))
+    assert_exactly_once(records, expected)
+    assert {r[3] for r in b.records()} == {tp.partition for tp, t in want.items() if t == f"{ids[b]}-0"}
+
+
+@pytest.mark.slow
+def test_broker_sigkill_and_restart_mid_stream_the_receiver_recovers_by_itself(
+    local_cluster: LocalCluster, admin_zk: Any, tmp_path: Path
+) -> None:
+    topic, group = unique_name("broker"), unique_name("g")
+    local_cluster.create_topic(topic, 2)
+    sent = produce(local_cluster.client_config(), topic, 2, 10_000)
+    receiver = ReliableKafkaReceiver(
+        local_cluster.zookeeper_connect,
+        group,
+        {topic: 1},
+        # A small prefetch queue keeps the consumers fetching from the broker throughout.
+        {**local_cluster.client_config(), **FAST_GROUP_PARAMS, "queued.max.messages.kbytes": 64},
+        StorageLevel.MEMORY_AND_DISK_SER,
+        # Small batches, so that the rate limit paces the stream instead of one big batch.
+        consume_batch_size=200,
+    )
+    running = RunningReceiver(receiver, tmp_path, settings=streaming_settings(wal=True, max_rate=4000))
+    try:
+        wait_for(lambda: (committed_offset(admin_zk, group, topic, 0) or 0) > 0, 30, "a first commit")
+        at_kill = [committed_offset(admin_zk, group, topic, p) or 0 for p in (0, 1)]
+        local_cluster.restart_broker()
+        more = produce(local_cluster.client_config(), topic, 2, 2000, start=10_000)
+        ends = {(topic, p): len(sent[p]) + len(more[p]) for p in (0, 1)}
+        wait_for(offsets_reach(admin_zk, group, ends), 90, "every offset at the log end after the restart")
+    finally:
+        running.stop()
+    assert sum(at_kill) < sum(len(v) for v in sent.values()) // 2, "the broker was not killed mid-stream"
+    assert running.tracker.registrations == 1, "the receiver had to be restarted"
+    assert_exactly_once(running.records(), {(topic, p): sent[p] + more[p] for p in (0, 1)})
+
+
+@pytest.mark.slow
+def test_zookeeper_restart_mid_stream_commits_resume_and_nothing_is_lost(
+    local_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    topic, group = unique_name("zkrestart"), unique_name("g")
+    local_cluster.create_topic(topic, 2)
+    sent = produce(local_cluster.client_config(), topic, 2, 5000)
+    receiver = ReliableKafkaReceiver(
+        local_cluster.zookeeper_connect,
+        group,
+        {topic: 1},
+        {**local_cluster.client_config(), **FAST_GROUP_PARAMS, "zookeeper.session.timeout.ms": "6000"},
+        StorageLevel.MEMORY_AND_DISK_SER,
+        consume_batch_size=200,
+    )
+    running = RunningReceiver(receiver, tmp_path, settings=streaming_settings(wal=True, max_rate=2000))
+    try:
+        admin = local_cluster.zookeeper_client()
+        try:
+            wait_for(lambda: (committed_offset(admin, group, topic, 0) or 0) > 0, 30, "a first commit")
+        finally:
+            admin.stop()
+            admin.close()
+        local_cluster.restart_zookeeper()
+        more = produce(local_cluster.client_config(), topic, 2, 1000, start=5000)
+        admin = local_cluster.zookeeper_client()
+        try:
+            ends = {(topic, p): len(sent[p]) + len(more[p]) for p in (0, 1)}
+            wait_for(offsets_reach(admin, group, ends), 60, "offsets at the log end after the restart")
+        finally:
+            admin.stop()
+            admin.close()
+    finally:
+        running.stop()
+    records = running.records()
+    for p in (0, 1):
+        offsets = {r[4] for r in records if r[3] == p}
+        assert offsets == set(range(6000)), f"partition {p} lost records"

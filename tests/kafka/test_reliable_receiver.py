@@ -1,0 +1,173 @@
+"""ReliableKafkaReceiver end to end: real ZooKeeper + Kafka, real supervisor, block manager and WAL."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reliable_kafka.kafka import ReliableKafkaReceiver, offset_ranges_of
+from reliable_kafka.receiver import ReceivedBlockInfo, WriteAheadLogBasedBlockHandler
+from reliable_kafka.storage import BlockManager, StorageLevel, decode_block
+from tests.cluster_backends import ClusterUnderTest, unique_name
+from tests.kafka.harness import (
+    RecordingTracker,
+    RunningReceiver,
+    assert_exactly_once,
+    committed_offset,
+    offset_ranges_cover,
+    offsets_reach,
+    produce,
+    wait_for,
+)
+from wal import FileBasedWriteAheadLog, RecordHandle, WriteAheadLog
+
+pytestmark = pytest.mark.integration
+
+FAST_GROUP_PARAMS = {
+    "auto.offset.reset": "smallest",
+    "zookeeper.session.timeout.ms": "2000",
+    "rebalance.backoff.ms": "300",
+    "rebalance.max.retries": "30",
+}
+
+
+@pytest.fixture
+def admin_zk(kafka_cluster: ClusterUnderTest) -> Iterator[Any]:
+    zk = kafka_cluster.zookeeper_client()
+    yield zk
+    zk.stop()
+    zk.close()
+
+
+def test_thirty_messages_with_the_wal_on_are_stored_once_in_order_and_committed_after_storing(
+    kafka_cluster: ClusterUnderTest, admin_zk: Any, tmp_path: Path
+) -> None:
+    topic, group = unique_name("thirty"), unique_name("g")
+    kafka_cluster.create_topic(topic, 1)
+    sent = produce(kafka_cluster.client_config(), topic, 1, 30)
+    offsets_when_stored: list[int | None] = []
+
+    def before_report(info: ReceivedBlockInfo) -> None:
+        # The block is in the block manager and the WAL now; its offsets must not be committed yet.
+        offsets_when_stored.append(committed_offset(admin_zk, group, topic, 0))
+
+    # No bootstrap.servers: the brokers are found in ZooKeeper, as the 0.8 consumer did.
+    protocol_config = {k: v for k, v in kafka_cluster.client_config().items() if k != "bootstrap.servers"}
+    receiver = ReliableKafkaReceiver(
+        kafka_cluster.zookeeper_connect,
+        group,
+        {topic: 1},
+        {**protocol_config, **FAST_GROUP_PARAMS, "auto.commit.enable": "true"},
+        StorageLevel.MEMORY_AND_DISK_SER,
+    )
+    running = RunningReceiver(receiver, tmp_path, tracker=RecordingTracker(before_report))
+    try:
+        wait_for(offsets_reach(admin_zk, group, {(topic, 0): 30}), 30, "offset 30 in ZooKeeper")
+    finally:
+        running.stop()
+
+    assert offsets_when_stored[0] is None, "an offset was committed before the first block was stored"
+    assert_exactly_once(running.records(), {(topic, 0): sent[0]})
+    # Every reported block went to the WAL and reads back from there as well.
+    wal_records = []
+    for info in running.tracker.blocks:
+        handle = info.block_store_result.wal_record_handle
+        assert isinstance(handle, RecordHandle)
+        with FileBasedWriteAheadLog(str(Path(handle.path).parent)) as log:
+            wal_records.extend(decode_block(log.read(handle)))
+    assert [r[1] for r in wal_records] == sent[0]
+    # Offset ranges in the metadata tile 0..30 without gaps.
+    ranges = [r for info in running.tracker.blocks for r in offset_ranges_of(info.metadata)]
+    assert ranges[0].from_offset == 0 and ranges[-1].until_offset == 30
+    assert all(a.until_offset == b.from_offset for a, b in itertools.pairwise(ranges))
+    assert committed_offset(admin_zk, group, topic, 0) == 30
+
+
+def test_three_topics_of_four_partitions_every_message_once_every_offset_at_log_end(
+    kafka_cluster: ClusterUnderTest, admin_zk: Any, tmp_path: Path
+) -> None:
+    topics = [unique_name(f"multi{i}") for i in range(3)]
+    group = unique_name("g")
+    expected: dict[tuple[str, int], list[bytes]] = {}
+    for topic in topics:
+        kafka_cluster.create_topic(topic, 4)
+    per_partition = 100_000 // 12 + 1  # 100,008 messages in all
+    for topic in topics:
+        for p, values in produce(kafka_cluster.client_config(), topic, 4, per_partition).items():
+            expected[(topic, p)] = values
+    receiver = ReliableKafkaReceiver(
+        kafka_cluster.zookeeper_connect,
+        group,
+        {topics[0]: 1, topics[1]: 2, topics[2]: 4},
+        {**kafka_cluster.client_config(), **FAST_GROUP_PARAMS},
+        StorageLevel.MEMORY_AND_DISK_SER,
+    )
+    running = RunningReceiver(receiver, tmp_path)
+    try:
+        ends = {key: len(values) for key, values in expected.items()}
+        wait_for(offsets_reach(admin_zk, group, ends), 90, "every partition's offset at its log end")
+    finally:
+        running.stop()
+    assert_exactly_once(running.records(), expected)
+    assert offset_ranges_cover(running.tracker.blocks) == {key: per_partition for key in expected}
+
+
+class FailingWriteAheadLog(WriteAheadLog):
+    def __init__(self) -> None:
+        self.writes = 0
+        self.lock = threading.Lock()
+
+    def write(self, record: bytes, time_ms: int) -> RecordHandle:
+        with self.lock:
+            self.writes += 1
+        raise OSError("disk on fire")
+
+    def read(self, handle: RecordHandle) -> bytes:
+        raise NotImplementedError
+
+    def read_all(self) -> Iterator[bytes]:
+        return iter(())
+
+    def clean(self, thresh_time_ms: int, wait_for_completion: bool) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_wal_that_fails_every_write_stops_the_receiver_after_four_attempts_and_commits_nothing(
+    kafka_cluster: ClusterUnderTest, admin_zk: Any
+) -> None:
+    topic, group = unique_name("failing"), unique_name("g")
+    kafka_cluster.create_topic(topic, 2)
+    produce(kafka_cluster.client_config(), topic, 2, 50)
+    log = FailingWriteAheadLog()
+    receiver = ReliableKafkaReceiver(
+        kafka_cluster.zookeeper_connect,
+        group,
+        {topic: 1},
+        {**kafka_cluster.client_config(), **FAST_GROUP_PARAMS},
+        StorageLevel.MEMORY_AND_DISK_SER,
+    )
+    receiver.set_receiver_id(0)
+    handler = WriteAheadLogBasedBlockHandler(BlockManager(), 0, receiver.storage_level, log)
+    running = RunningReceiver(receiver, None, handler=handler)
+    try:
+        with pytest.raises(OSError, match="disk on fire"):
+            running.supervisor.await_termination(30)
+    finally:
+        running.stop()
+    assert log.writes == 4, "one block, four attempts in all, then nothing more"
+    assert running.tracker.blocks == []
+    assert committed_offset(admin_zk, group, topic, 0) is None
+    assert committed_offset(admin_zk, group, topic, 1) is None
+    assert running.receiver.is_stopped()
+    (message, error), *_ = running.tracker.deregistered
+    assert "Error while storing block" in message and "disk on fire" in error
+    # The group was left: nobody owns the partitions any more.
+    assert admin_zk.get_children(f"/consumers/{group}/ids") == []

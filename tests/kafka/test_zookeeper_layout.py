@@ -1,0 +1,81 @@
+"""Pure functions of the ZooKeeper layout: registrations, broker endpoints, topic partitions,
+and the per-block offset bookkeeping."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+from reliable_kafka.kafka.block_offsets import (
+    BlockOffsetTracker,
+    OffsetRange,
+    block_metadata,
+    offset_ranges_of,
+)
+from reliable_kafka.kafka.broker_discovery import broker_address, parse_topic_partitions
+from reliable_kafka.kafka.group_membership import new_consumer_id, registration_json, subscription_for
+from reliable_kafka.kafka.zk_paths import TopicAndPartition as TP
+from reliable_kafka.kafka.zk_paths import consumer_registration_path, offset_path, owner_path
+from reliable_kafka.storage import StreamBlockId
+
+
+def test_paths_are_kafka_08s() -> None:
+    assert consumer_registration_path("g", "c1") == "/consumers/g/ids/c1"
+    assert owner_path("g", TP("t", 3)) == "/consumers/g/owners/t/3"
+    assert offset_path("g", TP("t", 3)) == "/consumers/g/offsets/t/3"
+
+
+def test_registration_json_and_consumer_ids() -> None:
+    info = json.loads(registration_json({"t": 2}))
+    assert info["version"] == 1 and info["subscription"] == {"t": 2} and info["pattern"] == "static"
+    assert isinstance(info["timestamp"], str) and info["timestamp"].isdigit()
+    assert new_consumer_id("g", "fixed") == "g_fixed"
+    generated = new_consumer_id("g")
+    assert generated.startswith("g_") and generated != new_consumer_id("g")
+
+
+def test_subscriptions_of_static_and_wildcard_members() -> None:
+    static = registration_json({"a": 2, "other": 1})
+    assert subscription_for(static, ["a", "b"]) == {"a": 2}
+    white = json.dumps({"version": 1, "subscription": {"a|b.*": 3}, "pattern": "white_list"}).encode()
+    assert subscription_for(white, ["a", "bee", "c"]) == {"a": 3, "bee": 3}
+    black = json.dumps({"version": 1, "subscription": {"a": 1}, "pattern": "black_list"}).encode()
+    assert subscription_for(black, ["a", "c"]) == {"c": 1}
+    assert subscription_for(b"not json", ["a"]) == {}
+
+
+def test_broker_registrations_of_08_and_09() -> None:
+    v08 = json.dumps({"version": 1, "host": "h1", "port": 9092, "jmx_port": -1}).encode()
+    v09 = json.dumps(
+        {"version": 2, "host": "h2", "port": 9092, "endpoints": ["SSL://h2:9093", "PLAINTEXT://h2:9092"]}
+    ).encode()
+    assert broker_address(v08) == "h1:9092"
+    assert broker_address(v09) == "h2:9092"
+    assert broker_address(v09, "SSL") == "h2:9093"
+    assert broker_address(b"{}") is None
+
+
+def test_topic_partitions_sorted_numerically() -> None:
+    data = json.dumps({"version": 1, "partitions": {"10": [0], "2": [0], "0": [0]}}).encode()
+    assert parse_topic_partitions(data) == [0, 2, 10]
+    assert parse_topic_partitions(None) == []
+
+
+def test_offset_tracker_snapshots_each_block_and_tells_when_partitions_are_pushed() -> None:
+    tracker = BlockOffsetTracker()
+    tracker.add(TP("t", 0), 0, 9)
+    tracker.add(TP("t", 1), 5, 5)
+    tracker.add(TP("t", 0), 10, 19)
+    first = StreamBlockId(0, 1)
+    tracker.cut(first)
+    tracker.add(TP("t", 0), 20, 29)
+    second = StreamBlockId(0, 2)
+    tracker.cut(second)
+    assert tracker.ranges(first) == [OffsetRange("t", 0, 0, 20), OffsetRange("t", 1, 5, 6)]
+    assert tracker.ranges(second) == [OffsetRange("t", 0, 20, 30)]
+    assert offset_ranges_of(block_metadata(tracker.ranges(first))) == tracker.ranges(first)
+    assert not tracker.wait_until_pushed([TP("t", 0)], 0.05)
+    assert tracker.wait_until_pushed([TP("t", 9)], 0.05)
+    threading.Timer(0.05, tracker.done, [first]).start()
+    threading.Timer(0.1, tracker.done, [second]).start()
+    assert tracker.wait_until_pushed([TP("t", 0), TP("t", 1)], 5)
