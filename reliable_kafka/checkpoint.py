@@ -1,0 +1,290 @@
+"""The driver checkpoint: ``<checkpoint>/metadata``, a small JSON document of plain data.
+
+Spark serializes the whole ``StreamingContext`` (DStream graph, closures, conf) with Java
+serialization. We store only what a restart needs to line the new run up with the old one: the
+zero time and batch duration (so batch times stay on the same grid), the last generated batch,
+the batches still pending when it was written, the remember durations, and which receiver input
+streams existed (their ids key the recovered blocks). The graph itself is rebuilt by running the
+application's setup function again: code is the source of truth, and nothing executable is ever
+read back from disk.
+
+Writes are atomic (temp file, fsync, rename, fsync of the directory); the file is 0o600 and a
+directory we create is 0o700.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+logger = logging.getLogger(__name__)
+
+CHECKPOINT_FILE_NAME = "metadata"
+FORMAT = "reliable-kafka-driver-checkpoint"
+FORMAT_VERSION = 1
+FILE_MODE = 0o600
+DIR_MODE = 0o700
+# Spark's CheckpointWriter gives up on one checkpoint after this many failed attempts.
+MAX_WRITE_ATTEMPTS = 3
+
+
+class CheckpointError(ValueError):
+    """The checkpoint exists but cannot be used; the message says why and what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class InputStreamRecord:
+    """An input stream of the checkpointed graph: its id and kind (class name)."""
+
+    id: int
+    kind: str
+    is_receiver_input: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "kind": self.kind, "is_receiver_input": self.is_receiver_input}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> InputStreamRecord:
+        return cls(
+            id=_int(d, "id"),
+            kind=_str(d, "kind"),
+            is_receiver_input=_bool(d, "is_receiver_input"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """What the job generator knew at ``checkpoint_time_ms`` (a batch time)."""
+
+    checkpoint_time_ms: int
+    zero_time_ms: int
+    batch_duration_ms: int
+    checkpoint_duration_ms: int
+    last_generated_batch_time_ms: int
+    pending_times_ms: tuple[int, ...] = ()
+    remember_duration_ms: int | None = None
+    max_input_remember_duration_ms: int | None = None
+    input_streams: tuple[InputStreamRecord, ...] = ()
+    written_at_ms: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "version": FORMAT_VERSION,
+            "checkpoint_time_ms": self.checkpoint_time_ms,
+            "zero_time_ms": self.zero_time_ms,
+            "batch_duration_ms": self.batch_duration_ms,
+            "checkpoint_duration_ms": self.checkpoint_duration_ms,
+            "last_generated_batch_time_ms": self.last_generated_batch_time_ms,
+            "pending_times_ms": list(self.pending_times_ms),
+            "remember_duration_ms": self.remember_duration_ms,
+            "max_input_remember_duration_ms": self.max_input_remember_duration_ms,
+            "input_streams": [record.to_dict() for record in self.input_streams],
+            "written_at_ms": self.written_at_ms,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Checkpoint:
+        if d.get("format") != FORMAT:
+            raise ValueError(f"not a {FORMAT} document (format={d.get('format')!r})")
+        if d.get("version") != FORMAT_VERSION:
+            raise ValueError(
+                f"unsupported checkpoint version {d.get('version')!r}; this code reads {FORMAT_VERSION}"
+            )
+        pending = d.get("pending_times_ms")
+        streams = d.get("input_streams")
+        if not isinstance(pending, list) or not all(_is_int(t) for t in pending):
+            raise ValueError("pending_times_ms must be a list of integers")
+        if not isinstance(streams, list) or not all(isinstance(s, dict) for s in streams):
+            raise ValueError("input_streams must be a list of objects")
+        checkpoint = cls(
+            checkpoint_time_ms=_int(d, "checkpoint_time_ms"),
+            zero_time_ms=_int(d, "zero_time_ms"),
+            batch_duration_ms=_int(d, "batch_duration_ms"),
+            checkpoint_duration_ms=_int(d, "checkpoint_duration_ms"),
+            last_generated_batch_time_ms=_int(d, "last_generated_batch_time_ms"),
+            pending_times_ms=tuple(sorted(pending)),
+            remember_duration_ms=_optional_int(d, "remember_duration_ms"),
+            max_input_remember_duration_ms=_optional_int(d, "max_input_remember_duration_ms"),
+            input_streams=tuple(InputStreamRecord.from_dict(s) for s in streams),
+            written_at_ms=_int(d, "written_at_ms"),
+        )
+        if checkpoint.batch_duration_ms <= 0:
+            raise ValueError(f"batch_duration_ms must be > 0, got {checkpoint.batch_duration_ms}")
+        return checkpoint
+
+    def to_bytes(self) -> bytes:
+        return json.dumps(self.to_dict(), sort_keys=True, indent=1).encode("utf-8")
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Checkpoint:
+        document = json.loads(data.decode("utf-8"))
+        if not isinstance(document, dict):
+            raise ValueError("the checkpoint is not a JSON object")
+        return cls.from_dict(document)
+
+
+# ---------------------------------------------------------------- paths
+
+
+def local_directory(directory: str | os.PathLike[str]) -> Path:
+    """A checkpoint directory as a local path; ``file:`` URIs are accepted, other schemes are not."""
+    text = os.fspath(directory)
+    parsed = urlparse(text)
+    if parsed.scheme in ("", "file"):
+        return Path(parsed.path if parsed.scheme == "file" else text).expanduser().absolute()
+    if len(parsed.scheme) == 1:  # a Windows drive letter, not a scheme
+        return Path(text).absolute()
+    raise ValueError(
+        f"checkpoint directory {text!r}: only local directories are supported, not {parsed.scheme}://"
+    )
+
+
+def ensure_checkpoint_dir(directory: str | os.PathLike[str]) -> Path:
+    """Create the directory (0o700, parents as the umask says) unless it exists; return it."""
+    path = local_directory(directory)
+    if not path.is_dir():
+        path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
+        # mkdir's mode is filtered by the umask, which can only remove bits; set it exactly.
+        path.chmod(DIR_MODE)
+    return path
+
+
+def checkpoint_file(directory: str | os.PathLike[str]) -> Path:
+    return local_directory(directory) / CHECKPOINT_FILE_NAME
+
+
+# ---------------------------------------------------------------- read / write
+
+
+def write_checkpoint(directory: str | os.PathLike[str], checkpoint: Checkpoint) -> Path:
+    """Replace ``<directory>/metadata`` atomically; a reader sees the old or the new file, never a mix."""
+    target_dir = ensure_checkpoint_dir(directory)
+    target = target_dir / CHECKPOINT_FILE_NAME
+    temp = target_dir / f".{CHECKPOINT_FILE_NAME}.{uuid.uuid4().hex}.tmp"
+    data = checkpoint.to_bytes()
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), FILE_MODE)
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(temp, target)
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+    _fsync_directory(target_dir)
+    return target
+
+
+def read_checkpoint(directory: str | os.PathLike[str]) -> Checkpoint | None:
+    """The checkpoint in ``directory``; ``None`` when there is none (no directory or no file).
+
+    Raises :class:`CheckpointError` when the file exists but cannot be read or parsed, as Spark's
+    ``getOrCreate`` fails on an unreadable checkpoint rather than silently starting over.
+    """
+    path = checkpoint_file(directory)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise CheckpointError(f"Failed to read checkpoint {path}: {exc}") from exc
+    try:
+        return Checkpoint.from_bytes(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise CheckpointError(
+            f"Failed to read checkpoint {path}: {exc}. The file is corrupt or was written by an "
+            f"incompatible version; delete {path} to start afresh (batches pending in it will not run again)."
+        ) from exc
+
+
+class CheckpointWriter:
+    """Writes checkpoints for one directory, retrying a failed write as Spark's writer does."""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = local_directory(directory)
+        self.last_written_time_ms: int | None = None
+
+    def write(self, checkpoint: Checkpoint) -> bool:
+        """True once written; False (logged) after :data:`MAX_WRITE_ATTEMPTS` failures."""
+        for attempt in range(1, MAX_WRITE_ATTEMPTS + 1):
+            try:
+                started = time.monotonic()
+                write_checkpoint(self.directory, checkpoint)
+            except OSError:
+                logger.warning(
+                    "Error writing checkpoint for time %d (attempt %d of %d)",
+                    checkpoint.checkpoint_time_ms,
+                    attempt,
+                    MAX_WRITE_ATTEMPTS,
+                    exc_info=True,
+                )
+                continue
+            self.last_written_time_ms = checkpoint.checkpoint_time_ms
+            logger.info(
+                "Checkpoint for time %d ms saved to %s, took %.1f ms",
+                checkpoint.checkpoint_time_ms,
+                self.directory,
+                (time.monotonic() - started) * 1000,
+            )
+            return True
+        logger.warning(
+            "Could not write checkpoint for time %d to %s", checkpoint.checkpoint_time_ms, self.directory
+        )
+        return False
+
+
+def _fsync_directory(directory: Path) -> None:
+    # The rename is durable only once the directory entry is; not every platform allows it.
+    try:
+        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        logger.debug("fsync of directory %s is not supported here", directory)
+    finally:
+        os.close(fd)
+
+
+def _is_int(value: Any) -> bool:
+    # bool is an int subclass; a True where a time belongs is corruption, not 1.
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _int(d: Mapping[str, Any], name: str) -> int:
+    value = d.get(name)
+    if not _is_int(value):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    return value
+
+
+def _optional_int(d: Mapping[str, Any], name: str) -> int | None:
+    return None if d.get(name) is None else _int(d, name)
+
+
+def _str(d: Mapping[str, Any], name: str) -> str:
+    value = d.get(name)
+    if not isinstance(value, str):
+        raise ValueError(f"{name} must be a string, got {value!r}")
+    return value
+
+
+def _bool(d: Mapping[str, Any], name: str) -> bool:
+    value = d.get(name)
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be a boolean, got {value!r}")
+    return value

@@ -1,0 +1,365 @@
+"""``StreamingContext``: pyspark's entry point to streaming, over our Python DStreams and scheduler.
+
+The public surface is pyspark's (``StreamingContext(sc, batchDuration)``, ``queueStream``,
+``start``/``stop``/``awaitTermination``, ``getOrCreate``..., durations in seconds). A context goes
+INITIALIZED -> ACTIVE -> STOPPED; it cannot be started again once stopped, and only one context
+is active in a process at a time.
+
+Recovery, and how it differs from Spark: Spark's ``getOrCreate`` deserializes the whole DStream
+graph, closures included, from the checkpoint. We never read executable data back from disk, so
+``getOrCreate`` calls ``setupFunc`` again whether or not a checkpoint exists (the code is the
+source of truth, as in Structured Streaming) and then restores the checkpoint's plain metadata
+(see ``checkpoint.py``): the zero time, so that batch times stay on the old grid, and the last
+generated and pending batch times. On start, the job generator first runs again every batch the
+old run did not finish: those pending in the checkpoint, those the receiver tracker recovers from
+its metadata write-ahead log as allocated but not completed (their blocks are read back from the
+WAL), and the batch times the driver was down for. ``setupFunc`` must therefore build the same
+receiver input streams in the same order (their ids key the recovered blocks); a mismatch is an
+error. Stateful DStreams (``updateStateByKey``, ``reduceByKeyAndWindow`` with an inverse) are not
+checkpointed to disk (that would be pickled data at rest): their state starts afresh after a
+restart, from ``initialRDD`` where one is given.
+"""
+
+from __future__ import annotations
+
+import atexit
+import enum
+import itertools
+import logging
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
+
+from pyspark import RDD, SparkContext
+
+from reliable_kafka.checkpoint import Checkpoint, CheckpointError, ensure_checkpoint_dir, read_checkpoint
+from reliable_kafka.dstream.dstream import DStream
+from reliable_kafka.dstream.dstream_graph import DStreamGraph
+from reliable_kafka.dstream.functions import duration_ms
+from reliable_kafka.dstream.queue_input_dstream import QueueInputDStream
+from reliable_kafka.dstream.transformed_dstream import TransformedDStream
+from reliable_kafka.dstream.union_dstream import UnionDStream
+from reliable_kafka.receiver.clock import Clock, SystemClock
+from reliable_kafka.scheduler.job import wall_clock_ms
+from reliable_kafka.scheduler.job_scheduler import JobScheduler, ReceiverTrackerFactory
+from reliable_kafka.scheduler.listener import StreamingListener, StreamingListenerStreamingStarted
+from reliable_kafka.settings import StreamingSettings
+
+logger = logging.getLogger(__name__)
+
+
+class StreamingContextState(enum.Enum):
+    INITIALIZED = "INITIALIZED"
+    ACTIVE = "ACTIVE"
+    STOPPED = "STOPPED"
+
+
+class ContextWaiter:
+    """What ``awaitTermination`` waits on: a stop, or an error reported by the scheduler."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._error: BaseException | None = None
+        self._stopped = False
+
+    def notify_error(self, error: BaseException) -> None:
+        with self._changed:
+            self._error = error
+            self._changed.notify_all()
+
+    def notify_stop(self) -> None:
+        with self._changed:
+            self._stopped = True
+            self._changed.notify_all()
+
+    def wait_for_stop_or_error(self, timeout_s: float | None = None) -> bool:
+        """True once stopped, False on timeout; raises the reported error if there is one."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._stopped or self._error is not None, timeout_s)
+            if self._error is not None:
+                raise self._error
+            return self._stopped
+
+
+class StreamingContext:
+    """Main entry point for streaming: builds DStreams and runs their jobs every batch.
+
+    ``settings`` defaults to ``StreamingSettings.from_spark_conf(sparkContext)``. ``clock`` and
+    ``receiver_tracker_factory`` are for tests (a ``ManualClock``; a fake tracker).
+    """
+
+    _activation_lock: ClassVar[threading.RLock] = threading.RLock()
+    _active_context: ClassVar[StreamingContext | None] = None
+
+    def __init__(
+        self,
+        sparkContext: SparkContext,
+        batchDuration: float,
+        settings: StreamingSettings | None = None,
+        *,
+        clock: Clock | None = None,
+        receiver_tracker_factory: ReceiverTrackerFactory | None = None,
+    ) -> None:
+        self._sc = sparkContext
+        self.settings = settings if settings is not None else StreamingSettings.from_spark_conf(sparkContext)
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        self.graph = DStreamGraph()
+        self.graph.set_batch_duration(duration_ms(batchDuration, "batchDuration"))
+        self.checkpoint_dir: str | None = None
+        self.initial_checkpoint: Checkpoint | None = None
+        self._input_stream_ids = itertools.count()
+        self._ids_lock = threading.Lock()
+        self._lock = threading.RLock()
+        self._state = StreamingContextState.INITIALIZED
+        self._waiter = ContextWaiter()
+        self._shutdown_hook_registered = False
+        self.scheduler = JobScheduler(self, receiver_tracker_factory)
+
+    # ------------------------------------------------------------ properties
+
+    @property
+    def sparkContext(self) -> SparkContext:
+        return self._sc
+
+    @property
+    def batch_duration_ms(self) -> int:
+        batch = self.graph.batch_duration_ms
+        assert batch is not None
+        return batch
+
+    @property
+    def checkpoint_duration_ms(self) -> int:
+        """The graph is checkpointed every batch (Spark's default), or as the recovered run did."""
+        if self.initial_checkpoint is not None:
+            return self.initial_checkpoint.checkpoint_duration_ms
+        return self.batch_duration_ms
+
+    @property
+    def state(self) -> StreamingContextState:
+        return self._state
+
+    def getState(self) -> StreamingContextState:
+        return self._state
+
+    def next_input_stream_id(self) -> int:
+        with self._ids_lock:
+            return next(self._input_stream_ids)
+
+    def check_accepts_new_streams(self) -> None:
+        """DStreams can only be added before start, as in Spark."""
+        if self._state is StreamingContextState.ACTIVE:
+            raise ValueError(
+                "Adding new inputs, transformations, and output operations after starting a context "
+                "is not supported"
+            )
+        if self._state is StreamingContextState.STOPPED:
+            raise ValueError(
+                "Adding new inputs, transformations, and output operations after stopping a context "
+                "is not supported"
+            )
+
+    def notify_error(self, error: BaseException) -> None:
+        """An error in a job or in job generation: ``awaitTermination`` raises it."""
+        self._waiter.notify_error(error)
+
+    # ------------------------------------------------------------ configuration
+
+    def checkpoint(self, directory: str | None) -> None:
+        """Checkpoint the driver's metadata to ``directory`` (created 0o700) after every batch."""
+        self.checkpoint_dir = None if directory is None else str(ensure_checkpoint_dir(directory))
+
+    def remember(self, duration: float) -> None:
+        """Have every DStream keep its RDDs at least ``duration`` seconds."""
+        self.graph.remember(duration_ms(duration, "remember duration"))
+
+    def addStreamingListener(self, streamingListener: StreamingListener) -> None:
+        self.scheduler.listener_bus.add_listener(streamingListener)
+
+    def removeStreamingListener(self, streamingListener: StreamingListener) -> None:
+        self.scheduler.listener_bus.remove_listener(streamingListener)
+
+    # ------------------------------------------------------------ creating streams
+
+    def queueStream(
+        self,
+        rdds: Sequence[RDD[Any] | Sequence[Any]],
+        oneAtATime: bool = True,
+        default: RDD[Any] | Sequence[Any] | None = None,
+    ) -> DStream:
+        """An input stream taking one RDD (or all, ``oneAtATime=False``) from ``rdds`` per batch.
+
+        Lists are parallelized. A ``collections.deque`` is read live, so RDDs appended after the
+        stream was created are seen; any other sequence is copied, as in pyspark.
+        """
+        return QueueInputDStream(self, rdds, oneAtATime, default)
+
+    def union(self, *dstreams: DStream) -> DStream:
+        if not dstreams:
+            raise ValueError("should have at least one DStream to union")
+        if len(dstreams) == 1:
+            return dstreams[0]
+        if len({stream.slide_duration_ms for stream in dstreams}) > 1:
+            raise ValueError("All DStreams should have same slide duration")
+        return UnionDStream(list(dstreams))
+
+    def transform(
+        self, dstreams: Sequence[DStream], transformFunc: Callable[[list[RDD[Any]]], RDD[Any]]
+    ) -> DStream:
+        """A stream whose RDD is ``transformFunc([rdd of each stream])`` every batch."""
+        return TransformedDStream(list(dstreams), lambda _time, *rdds: transformFunc(list(rdds)))
+
+    # ------------------------------------------------------------ life cycle
+
+    def start(self) -> None:
+        with self._lock:
+            if self._state is StreamingContextState.ACTIVE:
+                logger.warning("StreamingContext has already been started")
+                return
+            if self._state is StreamingContextState.STOPPED:
+                raise ValueError("StreamingContext has already been stopped")
+            with StreamingContext._activation_lock:
+                active = StreamingContext._active_context
+                if active is not None and active is not self:
+                    raise ValueError(
+                        "Only one StreamingContext may be started in this process; stop the active one first"
+                    )
+                try:
+                    self.graph.validate()
+                    self.scheduler.start()
+                except BaseException:
+                    logger.exception("Error starting the context, marking it as stopped")
+                    self.scheduler.stop(False)
+                    self._state = StreamingContextState.STOPPED
+                    raise
+                self._state = StreamingContextState.ACTIVE
+                StreamingContext._active_context = self
+            self.scheduler.listener_bus.post(StreamingListenerStreamingStarted(wall_clock_ms()))
+            atexit.register(self._stop_on_shutdown)
+            self._shutdown_hook_registered = True
+        logger.info("StreamingContext started")
+
+    def stop(self, stopSparkContext: bool = True, stopGraceFully: bool = False) -> None:
+        """Stop the streams; with ``stopGraceFully``, first process all data already received."""
+        if self.scheduler.listener_bus.in_listener_thread():
+            raise RuntimeError("Cannot stop StreamingContext within listener bus thread.")
+        if self.scheduler.in_job_thread():
+            if stopGraceFully:
+                raise RuntimeError(
+                    "Cannot stop StreamingContext gracefully from a streaming job: it would wait for itself"
+                )
+            # The job threads are joined on stop, so this one cannot do it; a helper thread can.
+            threading.Thread(
+                target=self.stop, args=(stopSparkContext, False), name="streaming-stop", daemon=True
+            ).start()
+            return
+        with self._lock:
+            if self._state is StreamingContextState.INITIALIZED:
+                logger.warning("StreamingContext has not been started yet")
+            elif self._state is StreamingContextState.STOPPED:
+                logger.warning("StreamingContext has already been stopped")
+            else:
+                try:
+                    self.scheduler.stop(stopGraceFully)
+                except Exception:
+                    logger.exception("Error stopping the job scheduler")
+                with StreamingContext._activation_lock:
+                    if StreamingContext._active_context is self:
+                        StreamingContext._active_context = None
+                self._waiter.notify_stop()
+                logger.info("StreamingContext stopped successfully")
+            self._state = StreamingContextState.STOPPED
+            if self._shutdown_hook_registered:
+                atexit.unregister(self._stop_on_shutdown)
+                self._shutdown_hook_registered = False
+        # Even when already stopped: stop(False) then stop(True) must still stop Spark.
+        if stopSparkContext:
+            self._sc.stop()
+
+    def awaitTermination(self, timeout: float | None = None) -> None:
+        """Wait for the context to stop (at most ``timeout`` seconds); raises a job's error."""
+        self._waiter.wait_for_stop_or_error(timeout)
+
+    def awaitTerminationOrTimeout(self, timeout: float) -> bool:
+        """True if stopped within ``timeout`` seconds, False otherwise; raises a job's error."""
+        return self._waiter.wait_for_stop_or_error(timeout)
+
+    def _stop_on_shutdown(self) -> None:
+        graceful = self.settings.jobs.stop_gracefully_on_shutdown
+        logger.info("Invoking stop(stopGracefully=%s) from shutdown hook", graceful)
+        self.stop(stopSparkContext=False, stopGraceFully=graceful)
+
+    # ------------------------------------------------------------ recovery
+
+    @classmethod
+    def getOrCreate(cls, checkpointPath: str, setupFunc: Callable[[], StreamingContext]) -> StreamingContext:
+        """``setupFunc()``'s context, restored from the checkpoint in ``checkpointPath`` if there is one.
+
+        Unlike Spark, ``setupFunc`` runs in both cases (see the module docstring). A checkpoint that
+        exists but cannot be read raises :class:`~reliable_kafka.checkpoint.CheckpointError`.
+        """
+        if not callable(setupFunc):
+            raise TypeError("setupFunc should be callable.")
+        checkpoint = read_checkpoint(checkpointPath)
+        ssc = setupFunc()
+        if not isinstance(ssc, StreamingContext):
+            raise TypeError(f"setupFunc must return a StreamingContext, got {type(ssc).__name__}")
+        ssc.checkpoint(checkpointPath)
+        if checkpoint is not None:
+            ssc._restore(checkpoint)
+        return ssc
+
+    @classmethod
+    def getActive(cls) -> StreamingContext | None:
+        return cls._active_context
+
+    @classmethod
+    def getActiveOrCreate(
+        cls, checkpointPath: str | None, setupFunc: Callable[[], StreamingContext]
+    ) -> StreamingContext:
+        if not callable(setupFunc):
+            raise TypeError("setupFunc should be callable.")
+        active = cls.getActive()
+        if active is not None:
+            return active
+        if checkpointPath is not None:
+            return cls.getOrCreate(checkpointPath, setupFunc)
+        return setupFunc()
+
+    def _restore(self, checkpoint: Checkpoint) -> None:
+        if self._state is not StreamingContextState.INITIALIZED:
+            raise ValueError("a checkpoint can only be restored into a context that has not started")
+        where = self.checkpoint_dir
+        if checkpoint.batch_duration_ms != self.batch_duration_ms:
+            raise CheckpointError(
+                f"The checkpoint in {where} was written with a batch duration of "
+                f"{checkpoint.batch_duration_ms} ms "
+                f"but setupFunc built one of {self.batch_duration_ms} ms; batch times would not line up. "
+                "Use the old batch duration, or delete the checkpoint directory to start afresh."
+            )
+        old = [(s.id, s.kind) for s in checkpoint.input_streams if s.is_receiver_input]
+        new = [
+            (stream.id, type(stream).__name__)
+            for stream in self.graph.get_input_streams()
+            if getattr(stream, "is_receiver_input", False)
+        ]
+        if old != new:
+            raise CheckpointError(
+                f"The checkpoint in {where} has receiver input streams {old} (id, kind) "
+                f"but setupFunc built {new}. "
+                "Recovered blocks are keyed by stream id: build the same receiver streams in the same order."
+            )
+        if checkpoint.remember_duration_ms != self.graph.remember_duration_ms:
+            logger.warning(
+                "The checkpointed run remembered RDDs for %s ms, this one for %s ms; using this one",
+                checkpoint.remember_duration_ms,
+                self.graph.remember_duration_ms,
+            )
+        self.initial_checkpoint = checkpoint
+        logger.info(
+            "Recovered checkpoint of %d ms from %s: zero time %d ms, last generated batch %d ms, pending %s",
+            checkpoint.checkpoint_time_ms,
+            where,
+            checkpoint.zero_time_ms,
+            checkpoint.last_generated_batch_time_ms,
+            list(checkpoint.pending_times_ms),
+        )

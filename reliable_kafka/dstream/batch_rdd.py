@@ -1,0 +1,255 @@
+"""The RDD of one batch of received blocks: Spark's ``BlockRDD`` and ``WriteAheadLogBackedBlockRDD``
+in one class, plus the ``OffsetRange`` each batch exposes.
+
+One partition per block. A partition carries either the block's bytes (taken from the block
+manager when the batch is built) or only the block's write-ahead log handle, which the executor
+reads. Partition descriptors are msgpack (``NoOpSerializer`` frames to the JVM), so neither block
+data nor handles are ever pickled; decoding (block format, then the optional decoder) happens
+on the executors when the partition is computed.
+"""
+
+from __future__ import annotations
+
+import logging
+import posixpath
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import msgpack
+from pyspark import RDD, SparkContext
+from pyspark.rdd import PipelinedRDD
+from pyspark.serializers import NoOpSerializer
+
+from reliable_kafka.storage.block_format import decode_block
+from wal import FileBasedWriteAheadLog, RecordHandle
+
+if TYPE_CHECKING:
+    # Driver-side types only: executors import this module to read blocks and need neither.
+    from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo
+    from reliable_kafka.storage.block_store import BlockStore
+
+logger = logging.getLogger(__name__)
+
+Decoder = Callable[[Any], Any]
+# The block metadata entry a Kafka receiver fills with the block's offset ranges.
+OFFSET_RANGES_KEY = "offset_ranges"
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetRange:
+    """Records ``[fromOffset, untilOffset)`` of one Kafka partition (pyspark's old ``OffsetRange``)."""
+
+    topic: str
+    partition: int
+    # pyspark.streaming.kafka's camelCase names, so user code ports unchanged.
+    fromOffset: int
+    untilOffset: int
+
+    def count(self) -> int:
+        return self.untilOffset - self.fromOffset
+
+    def to_dict(self) -> dict[str, str | int]:
+        return {
+            "topic": self.topic,
+            "partition": self.partition,
+            "fromOffset": self.fromOffset,
+            "untilOffset": self.untilOffset,
+        }
+
+    @classmethod
+    def from_metadata(cls, value: Mapping[str, Any] | Sequence[Any]) -> OffsetRange:
+        """From a dict (Spark's camelCase or snake_case keys) or a ``(topic, partition, from, until)``."""
+        if isinstance(value, Mapping):
+            from_offset = value.get("fromOffset", value.get("from_offset"))
+            until_offset = value.get("untilOffset", value.get("until_offset"))
+            topic, partition = value.get("topic"), value.get("partition")
+        else:
+            topic, partition, from_offset, until_offset = value
+        if not isinstance(topic, str):
+            raise ValueError(f"offset range topic must be a str, got {topic!r}")
+        for name, number in (
+            ("partition", partition),
+            ("fromOffset", from_offset),
+            ("untilOffset", until_offset),
+        ):
+            if not isinstance(number, int) or isinstance(number, bool):
+                raise ValueError(f"offset range {name} must be an int, got {number!r}")
+        return cls(topic, partition, from_offset, until_offset)  # type: ignore[arg-type]
+
+    def __str__(self) -> str:
+        return (
+            f"OffsetRange(topic: {self.topic}, partition: {self.partition}, "
+            f"range: [{self.fromOffset} -> {self.untilOffset}])"
+        )
+
+
+def merge_offset_ranges(per_block: Iterable[Iterable[OffsetRange]]) -> list[OffsetRange]:
+    """One range per topic-partition spanning every block's range of it, sorted."""
+    merged: dict[tuple[str, int], OffsetRange] = {}
+    for ranges in per_block:
+        for r in ranges:
+            key = (r.topic, r.partition)
+            seen = merged.get(key)
+            if seen is None:
+                merged[key] = r
+            else:
+                merged[key] = OffsetRange(
+                    r.topic,
+                    r.partition,
+                    min(seen.fromOffset, r.fromOffset),
+                    max(seen.untilOffset, r.untilOffset),
+                )
+    return [merged[key] for key in sorted(merged)]
+
+
+@dataclass(frozen=True, slots=True)
+class BlockPartition:
+    """What one partition needs to produce its block: the bytes, or where they are in the WAL."""
+
+    block_id: str
+    data: bytes | None = None
+    wal_record_handle: RecordHandle | None = None
+
+    def __post_init__(self) -> None:
+        if self.data is None and self.wal_record_handle is None:
+            raise ValueError(f"block {self.block_id} has neither data nor a write-ahead log handle")
+
+    @property
+    def from_block_manager(self) -> bool:
+        return self.data is not None
+
+    def encode(self) -> bytes:
+        handle = self.wal_record_handle
+        return msgpack.packb(
+            {
+                "block_id": self.block_id,
+                "data": self.data,
+                "wal": None if handle is None else handle.to_dict(),
+            },
+            use_bin_type=True,
+        )
+
+    @classmethod
+    def decode(cls, raw: bytes) -> BlockPartition:
+        d = msgpack.unpackb(raw, raw=False)
+        handle = d["wal"]
+        return cls(d["block_id"], d["data"], None if handle is None else RecordHandle.from_dict(handle))
+
+    def read(self) -> bytes:
+        if self.data is not None:
+            return self.data
+        handle = self.wal_record_handle
+        assert handle is not None
+        # Opening a log touches nothing on disk; here it is only the reader of this one handle.
+        with FileBasedWriteAheadLog(posixpath.dirname(handle.path)) as log:
+            return log.read(handle)
+
+
+class _ReadBlocks:
+    """The executor-side function of a batch RDD: descriptors in, decoded records out."""
+
+    def __init__(self, decoder: Decoder | None) -> None:
+        self.decoder = decoder
+
+    def __call__(self, _split: int, descriptors: Iterable[bytes]) -> Iterator[Any]:
+        decoder = self.decoder
+        for raw in descriptors:
+            records = decode_block(BlockPartition.decode(raw).read())
+            if decoder is None:
+                yield from records
+            else:
+                yield from map(decoder, records)
+
+
+def _descriptor_rdd(sc: SparkContext, descriptors: list[bytes]) -> RDD[bytes]:
+    """One partition per descriptor, shipped as raw length-prefixed frames (no pickle)."""
+    if not descriptors:
+        return sc.emptyRDD()
+    num_slices = len(descriptors)
+    # pyspark's private parallelize path: it has no public one that takes another serializer.
+    jvm = sc._jvm
+    assert jvm is not None
+
+    def reader_func(temp_filename: str) -> Any:
+        return jvm.PythonRDD.readRDDFromFile(sc._jsc, temp_filename, num_slices)
+
+    def server_func() -> Any:
+        return jvm.PythonParallelizeServer(sc._jsc.sc(), num_slices)
+
+    jrdd = sc._serialize_to_jvm(descriptors, NoOpSerializer(), reader_func, server_func)
+    return RDD(jrdd, sc, NoOpSerializer())
+
+
+class BlockRDD(PipelinedRDD):
+    """The records of a batch's blocks, one partition per block, in block order.
+
+    A plain PySpark RDD for everything downstream (``map`` etc. pipeline into the same Python
+    worker); in addition it knows its blocks and, for Kafka input, its ``offsetRanges()``.
+    """
+
+    def __init__(
+        self,
+        sc: SparkContext,
+        partitions: Sequence[BlockPartition],
+        *,
+        decoder: Decoder | None = None,
+        offset_ranges: Sequence[OffsetRange] = (),
+    ) -> None:
+        source = _descriptor_rdd(sc, [p.encode() for p in partitions])
+        super().__init__(source, _ReadBlocks(decoder), preservesPartitioning=False)
+        self.block_ids: list[str] = [p.block_id for p in partitions]
+        self.num_from_block_manager = sum(p.from_block_manager for p in partitions)
+        self.num_from_write_ahead_log = len(partitions) - self.num_from_block_manager
+        self._offset_ranges = list(offset_ranges)
+
+    def offsetRanges(self) -> list[OffsetRange]:
+        """The Kafka offsets this batch holds, one range per topic-partition."""
+        return list(self._offset_ranges)
+
+
+def offset_ranges_of(block_infos: Iterable[ReceivedBlockInfo]) -> list[OffsetRange]:
+    """The batch's offset ranges, from each block's ``metadata["offset_ranges"]`` where present."""
+    return merge_offset_ranges(
+        [OffsetRange.from_metadata(entry) for entry in (info.metadata or {}).get(OFFSET_RANGES_KEY) or ()]
+        for info in block_infos
+    )
+
+
+def create_block_rdd(
+    sc: SparkContext,
+    block_infos: Sequence[ReceivedBlockInfo],
+    block_store: BlockStore,
+    *,
+    decoder: Decoder | None = None,
+    receiver_wal_enabled: bool = False,
+) -> BlockRDD:
+    """Spark's ``ReceiverInputDStream.createBlockRDD``: each block from the block store when it is
+    there, else from the write-ahead log; a block in neither is left out with Spark's warning."""
+    partitions: list[BlockPartition] = []
+    included: list[ReceivedBlockInfo] = []
+    missing: list[str] = []
+    for info in block_infos:
+        handle = info.block_store_result.wal_record_handle
+        data = block_store.get(info.block_id)
+        if data is not None or handle is not None:
+            partitions.append(BlockPartition(info.block_id.name, data, None if data is not None else handle))
+            included.append(info)
+        else:
+            missing.append(info.block_id.name)
+    with_handles = sum(info.block_store_result.wal_record_handle is not None for info in block_infos)
+    if 0 < with_handles < len(block_infos):
+        if receiver_wal_enabled:
+            logger.error(
+                "Some blocks do not have Write Ahead Log information; "
+                "this is unexpected and data may not be recoverable after driver failures"
+            )
+        else:
+            logger.warning("Some blocks have Write Ahead Log information; this is unexpected")
+    if missing:
+        logger.warning(
+            "Some blocks could not be recovered as they were not found in memory. To prevent such data "
+            "loss, enable Write Ahead Log (see programming guide for more details.) Missing: %s",
+            ", ".join(missing),
+        )
+    return BlockRDD(sc, partitions, decoder=decoder, offset_ranges=offset_ranges_of(included))

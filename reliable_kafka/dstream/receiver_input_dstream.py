@@ -1,0 +1,92 @@
+"""Spark's ``ReceiverInputDStream``: an input stream whose data a receiver pushes in as blocks.
+
+The receiver tracker starts the receiver that :meth:`ReceiverInputDStream.get_receiver` returns
+and allocates its blocks to batches; :meth:`compute` turns the blocks of one batch into a
+:class:`~reliable_kafka.dstream.batch_rdd.BlockRDD` (one partition per block, read from the block
+manager or the write-ahead log, decoded on the executors).
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import abstractmethod
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from reliable_kafka.dstream.batch_rdd import BlockRDD, Decoder, create_block_rdd
+from reliable_kafka.dstream.input_dstream import InputDStream
+from reliable_kafka.scheduler.rate_controller import RateController, ReceiverRateController
+from reliable_kafka.scheduler.rate_estimator import RateEstimator
+from reliable_kafka.storage.block_id import StreamBlockId
+
+if TYPE_CHECKING:
+    from pyspark import RDD
+
+    from reliable_kafka.context import StreamingContext
+    from reliable_kafka.receiver.receiver import Receiver
+    from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo
+    from reliable_kafka.scheduler.receiver_tracker import ReceiverTracker
+
+logger = logging.getLogger(__name__)
+
+
+class ReceiverInputDStream(InputDStream):
+    """Subclasses implement :meth:`get_receiver`. ``decoder``, if given, maps every record after the
+    block is decoded, on the executors (e.g. Kafka key/value deserialization).
+
+    With backpressure on (``settings.backpressure.enabled``) the stream has a
+    :class:`ReceiverRateController` as ``rate_controller``, which the job scheduler attaches to the
+    listener bus; its rates reach this stream's receiver through the receiver tracker.
+    """
+
+    is_receiver_input: ClassVar[bool] = True
+
+    def __init__(self, ssc: StreamingContext, decoder: Decoder | None = None) -> None:
+        super().__init__(ssc)
+        self.decoder = decoder
+        if RateController.is_back_pressure_enabled(ssc.settings):
+            estimator = RateEstimator.create(ssc.settings.backpressure, ssc.batch_duration_ms)
+            self.rate_controller = ReceiverRateController(self.id, estimator, self._publish_rate)
+
+    @abstractmethod
+    def get_receiver(self) -> Receiver:
+        """A new receiver for this stream; called for every (re)start of the receiver, as Spark
+        ships a fresh copy of the receiver each time it launches it."""
+
+    def stop(self) -> None:
+        if self.rate_controller is not None:
+            self.rate_controller.stop()
+
+    def compute(self, valid_time_ms: int) -> RDD[Any] | None:
+        tracker = self._receiver_tracker()
+        start_time = self.graph.start_time_ms if self.graph is not None else None
+        # A batch from before this run's start (a restart without the metadata log) has no blocks.
+        before_start = start_time is not None and valid_time_ms < start_time
+        block_infos: list[ReceivedBlockInfo] = (
+            [] if before_start else tracker.get_blocks_of_batch_and_stream(valid_time_ms, self.id)
+        )
+        return create_block_rdd(
+            self._sc,
+            block_infos,
+            tracker.block_store,
+            decoder=self.decoder,
+            receiver_wal_enabled=self._ssc.settings.wal.enable,
+        )
+
+    def release_rdd(self, time_ms: int, rdd: RDD[Any]) -> None:
+        """Spark's ``BlockRDD.removeBlocks``: a forgotten batch's blocks leave the block manager."""
+        super().release_rdd(time_ms, rdd)
+        if isinstance(rdd, BlockRDD):
+            block_store = self._receiver_tracker().block_store
+            for name in rdd.block_ids:
+                block_store.remove(StreamBlockId.parse(name))
+
+    def _receiver_tracker(self) -> ReceiverTracker:
+        tracker = self._ssc.scheduler.receiver_tracker
+        if tracker is None:
+            raise RuntimeError(f"{self} has no receiver tracker: the streaming context has not started")
+        return tracker
+
+    def _publish_rate(self, stream_id: int, rate: int) -> None:
+        tracker = self._ssc.scheduler.receiver_tracker
+        if tracker is not None:
+            tracker.send_rate_update(stream_id, rate)

@@ -1,0 +1,341 @@
+"""Spark's ``JobGenerator``: turns each batch boundary into the jobs of that batch.
+
+A recurring timer posts ``GenerateJobs(time)`` at every batch boundary to an event loop thread,
+which handles, in order: generating a batch (allocate received blocks, then build the jobs from
+the DStream graph, then submit them), clearing old metadata after a batch completes,
+checkpointing, and cleaning the receiver tracker once a checkpoint no longer needs old blocks.
+
+On restart from a checkpoint the batches the old run did not finish are generated again first:
+those pending when the checkpoint was written, those the receiver tracker recovered as allocated
+but not completed, and every batch time between the last generated one and the restart time.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from reliable_kafka.checkpoint import Checkpoint, CheckpointWriter, InputStreamRecord
+from reliable_kafka.receiver.recurring_timer import RecurringTimer
+from reliable_kafka.scheduler.job import JobSet, wall_clock_ms
+
+if TYPE_CHECKING:
+    from reliable_kafka.scheduler.job_scheduler import JobScheduler
+
+logger = logging.getLogger(__name__)
+
+# Spark's default spark.streaming.gracefulStopTimeout: ten batch durations.
+_DEFAULT_GRACEFUL_TIMEOUT_BATCHES = 10
+_MAX_POLL_S = 0.1
+_CHECKPOINT_ALL_MARKED_ANCESTORS = "spark.checkpoint.checkpointAllMarkedAncestors"
+
+
+# ---------------------------------------------------------------- events
+
+
+@dataclass(frozen=True, slots=True)
+class GenerateJobs:
+    time_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClearMetadata:
+    time_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class DoCheckpoint:
+    time_ms: int
+    clear_checkpoint_data_later: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ClearCheckpointData:
+    time_ms: int
+
+
+JobGeneratorEvent = GenerateJobs | ClearMetadata | DoCheckpoint | ClearCheckpointData
+_STOP = object()
+
+
+class JobGenerator:
+    def __init__(self, job_scheduler: JobScheduler) -> None:
+        self.job_scheduler = job_scheduler
+        self.ssc = job_scheduler.ssc
+        self.graph = self.ssc.graph
+        self.clock = job_scheduler.clock
+        batch_ms = self.ssc.batch_duration_ms
+        self.batch_duration_ms = batch_ms
+        self.timer = RecurringTimer(self.clock, batch_ms, self._on_timer, "RecurringTimer - JobGenerator")
+        self._events: queue.SimpleQueue[JobGeneratorEvent | object] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._checkpoint_writer: CheckpointWriter | None = None
+        self.last_generated_batch_time_ms: int | None = None
+        # Submitted batches whose jobs have not all finished: metadata at or after the oldest of
+        # them is never cleared, even when later batches finish first (concurrent jobs).
+        self._incomplete: set[int] = set()
+        self._max_completed_ms: int | None = None
+        # Batches posted for generation and not yet cleared and checkpointed: what a graceful
+        # stop waits for.
+        self._not_fully_processed: set[int] = set()
+        self.last_processed_batch_ms: int | None = None
+
+    # ------------------------------------------------------------ life cycle
+
+    @property
+    def should_checkpoint(self) -> bool:
+        return self.ssc.checkpoint_dir is not None
+
+    def start(self) -> None:
+        with self._lock:
+            if self._thread is not None:
+                return
+            if self.should_checkpoint:
+                self._checkpoint_writer = CheckpointWriter(self.ssc.checkpoint_dir)
+            self._thread = threading.Thread(target=self._run, name="JobGenerator", daemon=True)
+            self._thread.start()
+        checkpoint = self.ssc.initial_checkpoint
+        if checkpoint is not None:
+            self._restart(checkpoint)
+        else:
+            self._start_first_time()
+
+    def stop(self, process_received_data: bool) -> None:
+        """Stop generating. With ``process_received_data``, first wait (bounded by the graceful
+        stop timeout) until every received block is in a batch and every batch is processed."""
+        with self._lock:
+            if self._thread is None or self._stopped:
+                return
+            self._stopped = True
+        if process_received_data:
+            self._stop_gracefully()
+        else:
+            logger.info("Stopping JobGenerator immediately")
+            self.timer.stop(interrupt_timer=True)
+            self.graph.stop()
+        self._events.put(_STOP)
+        if self._thread is not threading.current_thread():
+            self._thread.join()
+        logger.info("Stopped JobGenerator")
+
+    def _stop_gracefully(self) -> None:
+        logger.info("Stopping JobGenerator gracefully")
+        timeout_ms = self.ssc.settings.jobs.graceful_stop_timeout_ms
+        if timeout_ms is None:
+            timeout_ms = _DEFAULT_GRACEFUL_TIMEOUT_BATCHES * self.batch_duration_ms
+        deadline = time.monotonic() + timeout_ms / 1000
+        poll_s = min(_MAX_POLL_S, self.batch_duration_ms / 1000 / 10)
+        tracker = self.job_scheduler.receiver_tracker
+
+        def wait_for(condition_met: Callable[[], bool], what: str) -> None:
+            logger.info("Waiting for %s", what)
+            while not condition_met():
+                if time.monotonic() > deadline:
+                    logger.warning("Timed out while stopping the job generator (timeout = %d ms)", timeout_ms)
+                    return
+                time.sleep(poll_s)
+
+        if tracker is not None:
+            wait_for(lambda: not tracker.has_unallocated_blocks(), "all received blocks to be in batches")
+        stop_time = self.timer.stop(interrupt_timer=False)
+        logger.info("Stopped generation timer at %d ms", stop_time)
+        wait_for(
+            lambda: self.has_processed_up_to(stop_time), "jobs to be processed and checkpoints to be written"
+        )
+        self.graph.stop()
+
+    def has_processed_up_to(self, time_ms: int) -> bool:
+        # Every batch up to time_ms was posted before the timer stopped, so it is in the set
+        # until it is fully processed (or its generation failed).
+        with self._lock:
+            return not any(t <= time_ms for t in self._not_fully_processed)
+
+    def _start_first_time(self) -> None:
+        start_time = self.timer.get_start_time()
+        self.graph.start(start_time - self.batch_duration_ms)
+        self.timer.start(start_time)
+        logger.info("Started JobGenerator at %d ms", start_time)
+
+    def _restart(self, checkpoint: Checkpoint) -> None:
+        batch = self.batch_duration_ms
+        zero = checkpoint.zero_time_ms
+        now = self.clock.get_time_ms()
+        restart_time = ((now - zero) // batch + 1) * batch + zero
+        last_generated = checkpoint.last_generated_batch_time_ms
+        # Batch times only move forward, even if this clock is behind the old run's.
+        restart_time = max(restart_time, last_generated + batch)
+        down_times = set(range(last_generated + batch, restart_time, batch))
+        tracker = self.job_scheduler.receiver_tracker
+        tracker_pending = set(tracker.pending_batch_times()) if tracker is not None else set()
+        candidates = down_times | set(checkpoint.pending_times_ms) | tracker_pending
+        misaligned = sorted(t for t in candidates if (t - zero) % batch)
+        if misaligned:
+            logger.warning("Ignoring batch times not on this batch grid: %s", misaligned)
+        to_reschedule = sorted(t for t in candidates if zero < t < restart_time and (t - zero) % batch == 0)
+        first = to_reschedule[0] if to_reschedule else restart_time
+        self.graph.start(zero, first - batch)
+        logger.info(
+            "Restarting from checkpoint of %d ms: batches pending %s, recovered by the receiver tracker %s, "
+            "down times %d; regenerating %d batches, then batches from %d ms",
+            checkpoint.checkpoint_time_ms,
+            sorted(checkpoint.pending_times_ms),
+            sorted(tracker_pending),
+            len(down_times),
+            len(to_reschedule),
+            restart_time,
+        )
+        with self._lock:
+            self.last_generated_batch_time_ms = last_generated
+        for time_ms in to_reschedule:
+            self._post_generate_jobs(time_ms)
+        self.timer.start(restart_time)
+
+    # ------------------------------------------------------------ called by the job scheduler
+
+    def on_batch_completion(self, time_ms: int) -> None:
+        with self._lock:
+            self._incomplete.discard(time_ms)
+            if self._max_completed_ms is None or time_ms > self._max_completed_ms:
+                self._max_completed_ms = time_ms
+        self._events.put(ClearMetadata(time_ms))
+
+    # ------------------------------------------------------------ event loop
+
+    def _on_timer(self, time_ms: int) -> None:
+        self._post_generate_jobs(time_ms)
+
+    def _post_generate_jobs(self, time_ms: int) -> None:
+        with self._lock:
+            self._not_fully_processed.add(time_ms)
+        self._events.put(GenerateJobs(time_ms))
+
+    def _run(self) -> None:
+        # Only matters for actions run inside transform functions, which run on this thread:
+        # they must materialize marked checkpoints (Spark sets it for the same reason, SPARK-6847).
+        try:
+            self.ssc.sparkContext.setLocalProperty(_CHECKPOINT_ALL_MARKED_ANCESTORS, "true")
+        except Exception:
+            logger.warning("Could not set %s on the job generator thread", _CHECKPOINT_ALL_MARKED_ANCESTORS)
+        while (event := self._events.get()) is not _STOP:
+            try:
+                self._process(event)
+            except Exception as exc:
+                self.job_scheduler.report_error("Error in job generator", exc)
+
+    def _process(self, event: object) -> None:
+        match event:
+            case GenerateJobs(time_ms):
+                self._generate_jobs(time_ms)
+            case ClearMetadata(time_ms):
+                self._clear_metadata(time_ms)
+            case DoCheckpoint(time_ms, clear_later):
+                self._do_checkpoint(time_ms, clear_later)
+            case ClearCheckpointData(time_ms):
+                self._clear_checkpoint_data(time_ms)
+            case _:
+                raise TypeError(f"unknown job generator event {event!r}")
+
+    def _generate_jobs(self, time_ms: int) -> None:
+        tracker = self.job_scheduler.receiver_tracker
+        try:
+            if tracker is not None:
+                tracker.allocate_blocks_to_batch(time_ms)
+            jobs = self.graph.generate_jobs(time_ms)
+            num_records = tracker.num_records_of_batch(time_ms) if tracker is not None else {}
+        except Exception as exc:
+            with self._lock:
+                self.last_generated_batch_time_ms = _later(self.last_generated_batch_time_ms, time_ms)
+                # It will never complete: a graceful stop must not wait for it.
+                self._not_fully_processed.discard(time_ms)
+            self.job_scheduler.report_error(f"Error generating jobs for time {time_ms} ms", exc)
+        else:
+            with self._lock:
+                self.last_generated_batch_time_ms = _later(self.last_generated_batch_time_ms, time_ms)
+                self._incomplete.add(time_ms)
+            self.job_scheduler.submit_job_set(JobSet(time_ms, jobs, num_records))
+        self._events.put(DoCheckpoint(time_ms, clear_checkpoint_data_later=False))
+
+    def _safe_clear_time(self) -> int | None:
+        """The latest completed batch, but before the oldest batch still running."""
+        with self._lock:
+            upto = self._max_completed_ms
+            if upto is not None and self._incomplete:
+                upto = min(upto, min(self._incomplete) - self.batch_duration_ms)
+            return upto
+
+    def _clear_metadata(self, time_ms: int) -> None:
+        clear_time = self._safe_clear_time()
+        if clear_time is not None:
+            self.graph.clear_metadata(clear_time)
+        if self.should_checkpoint:
+            # Old block metadata goes only once a checkpoint records this batch as done.
+            self._events.put(DoCheckpoint(time_ms, clear_checkpoint_data_later=True))
+        else:
+            self._cleanup_receiver_tracker(clear_time)
+            self._mark_batch_fully_processed(time_ms)
+
+    def _clear_checkpoint_data(self, time_ms: int) -> None:
+        self._cleanup_receiver_tracker(self._safe_clear_time())
+        self._mark_batch_fully_processed(time_ms)
+
+    def _cleanup_receiver_tracker(self, clear_time: int | None) -> None:
+        tracker = self.job_scheduler.receiver_tracker
+        if tracker is None or clear_time is None:
+            return
+        max_remember = self.graph.get_max_input_stream_remember_duration() or 0
+        tracker.cleanup_old_blocks_and_batches(clear_time - max_remember)
+
+    def _do_checkpoint(self, time_ms: int, clear_checkpoint_data_later: bool) -> None:
+        writer = self._checkpoint_writer
+        zero = self.graph.zero_time_ms
+        duration = self.ssc.checkpoint_duration_ms
+        if writer is None or zero is None or (time_ms - zero) % duration:
+            if clear_checkpoint_data_later:
+                self._mark_batch_fully_processed(time_ms)
+            return
+        written = writer.write(self._checkpoint(time_ms))
+        if clear_checkpoint_data_later:
+            if written:
+                self._events.put(ClearCheckpointData(time_ms))
+            else:
+                # Without a checkpoint saying the batch is done, its blocks must stay recoverable.
+                self._mark_batch_fully_processed(time_ms)
+
+    def _checkpoint(self, time_ms: int) -> Checkpoint:
+        graph = self.graph
+        assert graph.zero_time_ms is not None
+        with self._lock:
+            last_generated = _later(self.last_generated_batch_time_ms, time_ms)
+        return Checkpoint(
+            checkpoint_time_ms=time_ms,
+            zero_time_ms=graph.zero_time_ms,
+            batch_duration_ms=self.batch_duration_ms,
+            checkpoint_duration_ms=self.ssc.checkpoint_duration_ms,
+            last_generated_batch_time_ms=last_generated,
+            pending_times_ms=tuple(self.job_scheduler.get_pending_times()),
+            remember_duration_ms=graph.remember_duration_ms,
+            max_input_remember_duration_ms=graph.get_max_input_stream_remember_duration(),
+            input_streams=tuple(
+                InputStreamRecord(
+                    stream.id, type(stream).__name__, bool(getattr(stream, "is_receiver_input", False))
+                )
+                for stream in graph.input_streams
+            ),
+            written_at_ms=wall_clock_ms(),
+        )
+
+    def _mark_batch_fully_processed(self, time_ms: int) -> None:
+        with self._lock:
+            self._not_fully_processed.discard(time_ms)
+            self.last_processed_batch_ms = _later(self.last_processed_batch_ms, time_ms)
+
+
+def _later(current: int | None, time_ms: int) -> int:
+    return time_ms if current is None else max(current, time_ms)

@@ -1,0 +1,298 @@
+"""Spark's ``JobScheduler``: runs the jobs of each batch on a pool of ``concurrent_jobs`` threads.
+
+It owns the receiver tracker (started before the job generator, so that blocks can be allocated
+from the first batch), the job generator and the listener bus. Each job runs with Spark's local
+properties for streaming jobs (batch time, output operation id, a job group and description);
+when every job of a batch has finished, the batch is reported complete to the receiver tracker
+(its metadata log) and to the job generator (which clears old metadata). A failed job still
+completes its batch, as in Spark, and its error is reported to ``awaitTermination``.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any, Protocol
+
+from reliable_kafka.receiver.daemon_pool import DaemonThreadPool
+from reliable_kafka.scheduler.job import Job, JobSet, wall_clock_ms
+from reliable_kafka.scheduler.job_generator import JobGenerator
+from reliable_kafka.scheduler.listener import (
+    StreamingListenerBatchCompleted,
+    StreamingListenerBatchStarted,
+    StreamingListenerBatchSubmitted,
+    StreamingListenerBus,
+    StreamingListenerOutputOperationCompleted,
+    StreamingListenerOutputOperationStarted,
+)
+
+if TYPE_CHECKING:
+    from reliable_kafka.context import StreamingContext
+    from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo
+
+logger = logging.getLogger(__name__)
+
+BATCH_TIME_PROPERTY_KEY = "spark.streaming.internal.batchTime"
+OUTPUT_OP_ID_PROPERTY_KEY = "spark.streaming.internal.outputOpId"
+_CHECKPOINT_ALL_MARKED_ANCESTORS = "spark.checkpoint.checkpointAllMarkedAncestors"
+# Spark waits this long for running jobs on a non-graceful stop, and an hour on a graceful one.
+_STOP_WAIT_S = 2.0
+_GRACEFUL_STOP_WAIT_S = 3600.0
+
+
+class ReceiverTrackerLike(Protocol):
+    """What the scheduler and the job generator need of ``scheduler.receiver_tracker.ReceiverTracker``."""
+
+    def start(self) -> None: ...
+
+    def stop(self, graceful: bool) -> None: ...
+
+    def allocate_blocks_to_batch(self, time_ms: int) -> None: ...
+
+    def get_blocks_of_batch(self, time_ms: int) -> dict[int, list[ReceivedBlockInfo]]: ...
+
+    def has_unallocated_blocks(self) -> bool: ...
+
+    def cleanup_old_blocks_and_batches(self, clean_threshold_ms: int) -> None: ...
+
+    def on_batch_completed(self, time_ms: int) -> None: ...
+
+    def pending_batch_times(self) -> list[int]: ...
+
+    def num_records_of_batch(self, time_ms: int) -> dict[int, int]: ...
+
+    def all_receivers_stopped(self) -> bool: ...
+
+
+ReceiverTrackerFactory = Callable[["StreamingContext"], ReceiverTrackerLike]
+
+
+def default_receiver_tracker_factory(ssc: StreamingContext) -> ReceiverTrackerLike:
+    # Imported here, not at the top: the tracker pulls in the receivers, the block manager and
+    # the WAL, which a context without receiver streams never needs to load.
+    from reliable_kafka.scheduler.receiver_tracker import ReceiverTracker  # noqa: PLC0415
+
+    return ReceiverTracker(ssc)
+
+
+class JobScheduler:
+    def __init__(
+        self, ssc: StreamingContext, receiver_tracker_factory: ReceiverTrackerFactory | None = None
+    ) -> None:
+        self.ssc = ssc
+        self.clock = ssc.clock
+        self.listener_bus = StreamingListenerBus()
+        self.receiver_tracker: ReceiverTrackerLike | None = None
+        self._receiver_tracker_factory = receiver_tracker_factory or default_receiver_tracker_factory
+        self.job_generator = JobGenerator(self)
+        self.job_group_id = f"reliable-kafka-streaming-{uuid.uuid4().hex}"
+        self._lock = threading.Lock()
+        self._job_sets: dict[int, JobSet] = {}
+        self._futures: set[Future[None]] = set()
+        self._running: set[Job] = set()
+        self._executor: DaemonThreadPool | None = None
+        self._saved_properties: Any = None
+        self._state = "initialized"  # -> started -> stopping -> stopped
+        self._thread_state = threading.local()
+
+    @property
+    def is_started(self) -> bool:
+        return self._state == "started"
+
+    # ------------------------------------------------------------ life cycle
+
+    def start(self) -> None:
+        with self._lock:
+            if self._state != "initialized":
+                return
+            self._state = "started"
+        settings = self.ssc.settings
+        self._executor = DaemonThreadPool(settings.jobs.concurrent_jobs, "streaming-job-executor")
+        # Backpressure: rate controllers learn batch delays as listeners. Their streams own (and
+        # stop) them.
+        for stream in self.ssc.graph.get_input_streams():
+            controller = getattr(stream, "rate_controller", None)
+            if controller is not None:
+                self.listener_bus.add_listener(controller)
+        self.listener_bus.start()
+        self._saved_properties = self._capture_local_properties()
+        self.receiver_tracker = self._receiver_tracker_factory(self.ssc)
+        self.receiver_tracker.start()
+        self.job_generator.start()
+        logger.info("Started JobScheduler with %d job thread(s)", settings.jobs.concurrent_jobs)
+
+    def stop(self, graceful: bool) -> None:
+        with self._lock:
+            if self._state in ("initialized", "stopping", "stopped"):
+                self._state = "stopped" if self._state == "initialized" else self._state
+                return
+            self._state = "stopping" if graceful else "stopped"
+        logger.info("Stopping JobScheduler (graceful=%s)", graceful)
+        # First stop receiving, then stop generating (waiting, if graceful, for every received
+        # block to be processed), then stop the job threads.
+        if self.receiver_tracker is not None:
+            try:
+                self.receiver_tracker.stop(graceful)
+            except Exception:
+                logger.exception("Error stopping the receiver tracker")
+        self.job_generator.stop(graceful)
+        self._stop_executor(graceful)
+        with self._lock:
+            self._state = "stopped"
+        self.listener_bus.stop()
+        logger.info("Stopped JobScheduler")
+
+    def _stop_executor(self, graceful: bool) -> None:
+        executor = self._executor
+        if executor is None:
+            return
+        if not graceful:
+            with self._lock:
+                futures = list(self._futures)
+            dropped = sum(future.cancel() for future in futures)
+            if dropped:
+                logger.info("Dropped %d queued streaming jobs", dropped)
+        executor.shutdown(_GRACEFUL_STOP_WAIT_S if graceful else _STOP_WAIT_S)
+        with self._lock:
+            still_running = list(self._running)
+        if still_running:
+            # Python threads cannot be interrupted (Spark's shutdownNow); cancel their Spark jobs.
+            logger.warning("Cancelling Spark jobs of streaming jobs still running: %s", still_running)
+            try:
+                self.ssc.sparkContext.cancelJobGroup(self.job_group_id)
+            except Exception:
+                logger.exception("Could not cancel the streaming job group")
+
+    # ------------------------------------------------------------ batches
+
+    def submit_job_set(self, job_set: JobSet) -> None:
+        if not job_set.jobs:
+            # Nothing to run (e.g. a window between slides), but the batch is done: its blocks
+            # must not be replayed after a restart.
+            logger.debug("No jobs added for time %d ms", job_set.time_ms)
+            self._complete_batch(job_set.time_ms)
+            return
+        executor = self._executor
+        with self._lock:
+            if not self._accepting_jobs():
+                logger.warning("JobScheduler is stopped; dropping the jobs of %d ms", job_set.time_ms)
+                return
+            self._job_sets[job_set.time_ms] = job_set
+            self.listener_bus.post(StreamingListenerBatchSubmitted(job_set.to_batch_info()))
+        assert executor is not None
+        for job in job_set.jobs:
+            future = executor.submit(self._run_job, job)
+            with self._lock:
+                self._futures.add(future)
+            future.add_done_callback(self._forget_future)
+        logger.debug("Added %d jobs for time %d ms", len(job_set.jobs), job_set.time_ms)
+
+    def get_pending_times(self) -> list[int]:
+        with self._lock:
+            return sorted(self._job_sets)
+
+    def report_error(self, message: str, error: BaseException) -> None:
+        logger.error("%s", message, exc_info=error)
+        self.ssc.notify_error(error)
+
+    def _forget_future(self, future: Future[None]) -> None:
+        with self._lock:
+            self._futures.discard(future)
+
+    # ------------------------------------------------------------ running one job
+
+    def in_job_thread(self) -> bool:
+        """True on a thread running one of this scheduler's jobs (e.g. inside ``foreachRDD``)."""
+        return getattr(self._thread_state, "job", None) is not None
+
+    def _run_job(self, job: Job) -> None:
+        if not self._accepting_jobs():
+            return
+        self._thread_state.job = job
+        try:
+            self._run_job_here(job)
+        finally:
+            self._thread_state.job = None
+
+    def _run_job_here(self, job: Job) -> None:
+        try:
+            self._set_job_properties(job)
+        except Exception:
+            # Properties are for the UI and listeners; a job must not fail for want of them.
+            logger.warning("Could not set Spark local properties for %s", job, exc_info=True)
+        if not self._handle_job_start(job):
+            return
+        job.run()
+        self._handle_job_completion(job)
+
+    def _accepting_jobs(self) -> bool:
+        return self._state in ("started", "stopping")
+
+    def _handle_job_start(self, job: Job) -> bool:
+        with self._lock:
+            job_set = self._job_sets.get(job.time_ms)
+            if job_set is None or not self._accepting_jobs():
+                return False
+            first = not job_set.has_started
+            job_set.handle_job_start(job)
+            job.start_time_ms = wall_clock_ms()
+            self._running.add(job)
+            # Posted under the lock so that listeners see BatchStarted before any job's events.
+            if first:
+                self.listener_bus.post(StreamingListenerBatchStarted(job_set.to_batch_info()))
+            self.listener_bus.post(StreamingListenerOutputOperationStarted(job.to_output_operation_info()))
+        return True
+
+    def _handle_job_completion(self, job: Job) -> None:
+        batch_info = None
+        with self._lock:
+            self._running.discard(job)
+            job.end_time_ms = wall_clock_ms()
+            job_set = self._job_sets.get(job.time_ms)
+            if job_set is None or not self._accepting_jobs():
+                # Stopped meanwhile (not gracefully): the batch stays incomplete, so that a restart
+                # runs it again, as Spark drops the completion of a job outliving its scheduler.
+                return
+            job_set.handle_job_completion(job)
+            self.listener_bus.post(StreamingListenerOutputOperationCompleted(job.to_output_operation_info()))
+            if job_set.has_completed:
+                del self._job_sets[job.time_ms]
+                batch_info = job_set.to_batch_info()
+        if batch_info is not None:
+            self._complete_batch(job.time_ms)
+            self.listener_bus.post(StreamingListenerBatchCompleted(batch_info))
+        if job.error is not None:
+            self.report_error(f"Error running job {job}", job.error)
+
+    def _complete_batch(self, time_ms: int) -> None:
+        tracker = self.receiver_tracker
+        if tracker is not None:
+            try:
+                tracker.on_batch_completed(time_ms)
+            except Exception as exc:
+                self.report_error(f"Error recording completion of batch {time_ms} ms", exc)
+        self.job_generator.on_batch_completion(time_ms)
+
+    # ------------------------------------------------------------ Spark local properties
+
+    def _capture_local_properties(self) -> Any:
+        """The caller's local properties (scheduler pool...), which every job inherits, as in Spark."""
+        try:
+            properties = self.ssc.sparkContext._jsc.sc().getLocalProperties().clone()
+        except Exception:
+            logger.debug("Could not read the caller's Spark local properties", exc_info=True)
+            return None
+        return properties
+
+    def _set_job_properties(self, job: Job) -> None:
+        sc = self.ssc.sparkContext
+        if self._saved_properties is not None:
+            sc._jsc.sc().setLocalProperties(self._saved_properties.clone())
+        sc.setJobGroup(self.job_group_id, f"Streaming job from {job.description}", interruptOnCancel=False)
+        sc.setLocalProperty(BATCH_TIME_PROPERTY_KEY, str(job.time_ms))
+        sc.setLocalProperty(OUTPUT_OP_ID_PROPERTY_KEY, str(job.output_op_id))
+        # Truncate the lineage of RDDs marked for (local) checkpointing (SPARK-6847).
+        sc.setLocalProperty(_CHECKPOINT_ALL_MARKED_ANCESTORS, "true")

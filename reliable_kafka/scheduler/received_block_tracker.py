@@ -1,0 +1,412 @@
+"""Spark's ``ReceivedBlockTracker``: which received blocks belong to which batch, made durable by
+the driver's metadata write-ahead log.
+
+Every change is first written to the log as an event, then applied in memory, so that a driver
+that dies at any point recovers exactly the state whose events reached the log. Events are
+msgpack maps behind a 4-byte magic (``b"RKE\\x01"``, "reliable-kafka event", version 1); never
+pickle, since the log is read back by a later process.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+
+from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo
+from reliable_kafka.settings import WriteAheadLogSettings
+from wal import BatchedWriteAheadLog, FileBasedWriteAheadLog, WriteAheadLog
+from wal.aggregate import deaggregate
+
+logger = logging.getLogger(__name__)
+
+EVENT_MAGIC = b"RKE\x01"
+METADATA_LOG_DIRECTORY = "receivedBlockMetadata"
+
+
+def checkpoint_dir_to_log_dir(checkpoint_dir: str) -> str:
+    """Spark's ``ReceivedBlockTracker.checkpointDirToLogDir``: ``<checkpoint>/receivedBlockMetadata``."""
+    return f"{checkpoint_dir.rstrip('/')}/{METADATA_LOG_DIRECTORY}"
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+# ---------------------------------------------------------------- events
+
+
+@dataclass(frozen=True, slots=True)
+class AllocatedBlocks:
+    """The blocks of one batch, per stream (every tracked stream has an entry, maybe empty)."""
+
+    stream_id_to_allocated_blocks: dict[int, list[ReceivedBlockInfo]] = field(default_factory=dict)
+
+    def get_blocks_of_stream(self, stream_id: int) -> list[ReceivedBlockInfo]:
+        return list(self.stream_id_to_allocated_blocks.get(stream_id, ()))
+
+    def to_wire(self) -> list[list[Any]]:
+        # Pairs, not a map: msgpack map keys are strings by convention and ours are ints.
+        return [
+            [stream_id, [info.to_dict() for info in infos]]
+            for stream_id, infos in self.stream_id_to_allocated_blocks.items()
+        ]
+
+    @classmethod
+    def from_wire(cls, pairs: Sequence[Sequence[Any]]) -> AllocatedBlocks:
+        return cls(
+            {int(stream_id): [ReceivedBlockInfo.from_dict(d) for d in infos] for stream_id, infos in pairs}
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class BlockAdditionEvent:
+    received_block_info: ReceivedBlockInfo
+
+
+@dataclass(frozen=True, slots=True)
+class BatchAllocationEvent:
+    time_ms: int
+    allocated_blocks: AllocatedBlocks
+
+
+@dataclass(frozen=True, slots=True)
+class BatchCompletionEvent:
+    """Ours, not Spark's: lets a restarted driver tell finished batches from ones to run again."""
+
+    time_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class BatchCleanupEvent:
+    times_ms: tuple[int, ...]
+
+
+ReceivedBlockTrackerLogEvent = (
+    BlockAdditionEvent | BatchAllocationEvent | BatchCompletionEvent | BatchCleanupEvent
+)
+
+
+class EventFormatError(ValueError):
+    """Bytes in the metadata log that are not an event of this format."""
+
+
+def encode_event(event: ReceivedBlockTrackerLogEvent) -> bytes:
+    match event:
+        case BlockAdditionEvent(info):
+            body: dict[str, Any] = {"type": "add", "info": info.to_dict()}
+        case BatchAllocationEvent(time_ms, allocated):
+            body = {"type": "allocate", "time": time_ms, "blocks": allocated.to_wire()}
+        case BatchCompletionEvent(time_ms):
+            body = {"type": "complete", "time": time_ms}
+        case BatchCleanupEvent(times_ms):
+            body = {"type": "cleanup", "times": list(times_ms)}
+        case _:
+            raise TypeError(f"not a tracker event: {type(event).__name__}")
+    return EVENT_MAGIC + msgpack.packb(body, use_bin_type=True)
+
+
+def decode_event(data: bytes) -> ReceivedBlockTrackerLogEvent:
+    if data[: len(EVENT_MAGIC)] != EVENT_MAGIC:
+        raise EventFormatError(f"not a tracker event: magic {bytes(data[:4])!r}")
+    try:
+        # Block metadata is the receiver's: its maps may have int keys.
+        body = msgpack.unpackb(data[len(EVENT_MAGIC) :], raw=False, use_list=True, strict_map_key=False)
+        match body["type"]:
+            case "add":
+                return BlockAdditionEvent(ReceivedBlockInfo.from_dict(body["info"]))
+            case "allocate":
+                return BatchAllocationEvent(int(body["time"]), AllocatedBlocks.from_wire(body["blocks"]))
+            case "complete":
+                return BatchCompletionEvent(int(body["time"]))
+            case "cleanup":
+                return BatchCleanupEvent(tuple(int(t) for t in body["times"]))
+    except (ValueError, TypeError, KeyError) as exc:
+        raise EventFormatError(f"corrupt tracker event: {exc}") from exc
+    raise EventFormatError(f"unknown tracker event type {body['type']!r}")
+
+
+def create_driver_write_ahead_log(
+    checkpoint_dir: str, settings: WriteAheadLogSettings, *, after_stop: bool = False
+) -> WriteAheadLog:
+    """Spark's ``WriteAheadLogUtils.createLogForDriver``, with group commit when allowed.
+
+    ``after_stop``: the log for the few events that follow a tracker stop (the batches a graceful
+    stop still runs): one file per write, so it holds no thread and no open file.
+    """
+    log: WriteAheadLog = FileBasedWriteAheadLog(
+        checkpoint_dir_to_log_dir(checkpoint_dir),
+        rolling_interval_s=settings.driver_rolling_interval_s,
+        max_failures=settings.driver_max_failures,
+        close_file_after_write=settings.driver_close_file_after_write or after_stop,
+        fsync=settings.fsync,
+    )
+    if settings.driver_allow_batching and not after_stop:
+        log = BatchedWriteAheadLog(log, close_timeout_s=settings.driver_batching_timeout_ms / 1000)
+    return log
+
+
+# ---------------------------------------------------------------- tracker
+
+
+class ReceivedBlockTracker:
+    """Unallocated blocks per stream, blocks allocated per batch time, and completed batches.
+
+    ``write_ahead_log`` None (no checkpoint directory) keeps everything in memory only.
+    With ``recover_from_write_ahead_log`` the constructor replays the log first.
+
+    :meth:`stop` closes the log. A graceful stop of the context still allocates and completes
+    the last batches after that, so ``log_after_stop`` (when given) makes the log that records
+    them; without it, events after stop fail like any other failed write.
+    """
+
+    def __init__(
+        self,
+        stream_ids: Iterable[int],
+        write_ahead_log: WriteAheadLog | None,
+        *,
+        recover_from_write_ahead_log: bool = False,
+        now_ms: Callable[[], int] = wall_clock_ms,
+        log_after_stop: Callable[[], WriteAheadLog] | None = None,
+    ) -> None:
+        self._stream_ids = list(stream_ids)
+        self._log = write_ahead_log
+        self._log_after_stop = log_after_stop
+        self._stopped = False
+        self._now_ms = now_ms
+        self._lock = threading.RLock()
+        self._unallocated: dict[int, deque[ReceivedBlockInfo]] = {}
+        self._allocated: dict[int, AllocatedBlocks] = {}
+        self._completed: set[int] = set()
+        self._last_allocated_batch_time: int | None = None
+        if recover_from_write_ahead_log:
+            self._recover_past_events()
+
+    @classmethod
+    def create(
+        cls,
+        stream_ids: Iterable[int],
+        checkpoint_dir: str | None,
+        settings: WriteAheadLogSettings,
+        *,
+        recover_from_write_ahead_log: bool = False,
+        now_ms: Callable[[], int] = wall_clock_ms,
+    ) -> ReceivedBlockTracker:
+        if checkpoint_dir is None:
+            return cls(stream_ids, None, now_ms=now_ms)
+        return cls(
+            stream_ids,
+            create_driver_write_ahead_log(checkpoint_dir, settings),
+            recover_from_write_ahead_log=recover_from_write_ahead_log,
+            now_ms=now_ms,
+            log_after_stop=lambda: create_driver_write_ahead_log(checkpoint_dir, settings, after_stop=True),
+        )
+
+    @property
+    def is_write_ahead_log_enabled(self) -> bool:
+        return self._log is not None
+
+    @property
+    def last_allocated_batch_time(self) -> int | None:
+        with self._lock:
+            return self._last_allocated_batch_time
+
+    def add_block(self, info: ReceivedBlockInfo) -> bool:
+        """Queue a block reported by a receiver; False if its event could not be logged."""
+        # Not under the lock: concurrent receivers' writes must reach the batched log together.
+        if not self._write_to_log(BlockAdditionEvent(info)):
+            return False
+        with self._lock:
+            self._queue(info.stream_id).append(info)
+        logger.debug("Stream %d received block %s", info.stream_id, info.block_id)
+        return True
+
+    def allocate_blocks_to_batch(self, batch_time_ms: int) -> None:
+        """Give every queued block of every stream to this batch; no-op for a time already passed."""
+        with self._lock:
+            last = self._last_allocated_batch_time
+            if last is not None and batch_time_ms <= last:
+                # After a driver restart the job generator replays batch times the log already
+                # allocated; those keep their recovered blocks.
+                logger.info(
+                    "Possibly processed batch %d needs to be processed again in WAL recovery", batch_time_ms
+                )
+                return
+            allocated = AllocatedBlocks({sid: list(self._queue(sid)) for sid in self._stream_ids})
+            if not self._write_to_log(BatchAllocationEvent(batch_time_ms, allocated)):
+                # Blocks stay queued; the next batch takes them.
+                logger.info(
+                    "Possibly processed batch %d needs to be processed again in WAL recovery", batch_time_ms
+                )
+                return
+            for sid in self._stream_ids:
+                self._queue(sid).clear()
+            self._allocated[batch_time_ms] = allocated
+            self._last_allocated_batch_time = batch_time_ms
+
+    def get_blocks_of_batch(self, batch_time_ms: int) -> dict[int, list[ReceivedBlockInfo]]:
+        with self._lock:
+            allocated = self._allocated.get(batch_time_ms)
+            if allocated is None:
+                return {}
+            return {sid: list(infos) for sid, infos in allocated.stream_id_to_allocated_blocks.items()}
+
+    def get_blocks_of_batch_and_stream(self, batch_time_ms: int, stream_id: int) -> list[ReceivedBlockInfo]:
+        with self._lock:
+            allocated = self._allocated.get(batch_time_ms)
+            return [] if allocated is None else allocated.get_blocks_of_stream(stream_id)
+
+    def has_unallocated_received_blocks(self) -> bool:
+        with self._lock:
+            return any(self._unallocated.values())
+
+    def get_unallocated_blocks(self, stream_id: int) -> list[ReceivedBlockInfo]:
+        with self._lock:
+            return list(self._queue(stream_id))
+
+    def allocated_batch_times(self) -> list[int]:
+        with self._lock:
+            return sorted(self._allocated)
+
+    def pending_batch_times(self) -> list[int]:
+        """Allocated batches not marked completed: after a restart, the ones to run again."""
+        with self._lock:
+            return sorted(t for t in self._allocated if t not in self._completed)
+
+    def mark_batch_completed(self, batch_time_ms: int) -> bool:
+        with self._lock:
+            if batch_time_ms in self._completed:
+                return True
+            if not self._write_to_log(BatchCompletionEvent(batch_time_ms)):
+                logger.warning(
+                    "Failed to record completion of batch %d in the write-ahead log", batch_time_ms
+                )
+                return False
+            self._completed.add(batch_time_ms)
+            return True
+
+    def cleanup_old_batches(self, clean_threshold_ms: int, wait_for_completion: bool) -> list[int]:
+        """Forget batches before the threshold and clean the log; returns the batch times dropped."""
+        with self._lock:
+            now = self._now_ms()
+            if clean_threshold_ms >= now:
+                raise ValueError(
+                    f"cleanup threshold {clean_threshold_ms} is not before the current time {now}"
+                )
+            times = sorted(t for t in self._allocated if t < clean_threshold_ms)
+            logger.info("Deleting batches: %s", " ".join(map(str, times)))
+            if not self._write_to_log(BatchCleanupEvent(tuple(times))):
+                logger.warning("Failed to acknowledge batch clean up in the Write Ahead Log.")
+                return []
+            for t in times:
+                del self._allocated[t]
+                self._completed.discard(t)
+        if self._log is not None and not self._stopped:
+            # After stop the next run cleans: cleaning would start a thread nobody joins.
+            self._log.clean(clean_threshold_ms, wait_for_completion)
+        return times
+
+    def stop(self) -> None:
+        with self._lock:
+            if self._stopped:
+                return
+            self._stopped = True
+            log = self._log
+            if log is not None and self._log_after_stop is not None:
+                self._log = self._log_after_stop()
+        if log is not None:
+            log.close()
+
+    # ------------------------------------------------------------ internals
+
+    def _queue(self, stream_id: int) -> deque[ReceivedBlockInfo]:
+        queue = self._unallocated.get(stream_id)
+        if queue is None:
+            queue = self._unallocated[stream_id] = deque()
+        return queue
+
+    def _write_to_log(self, event: ReceivedBlockTrackerLogEvent) -> bool:
+        if self._log is None:
+            return True
+        try:
+            self._log.write(encode_event(event), self._now_ms())
+        except Exception:
+            logger.warning(
+                "Exception thrown while writing record %s to the write-ahead log", event, exc_info=True
+            )
+            return False
+        return True
+
+    def _recover_past_events(self) -> None:
+        if self._log is None:
+            return
+        logger.info("Recovering received block metadata from the write-ahead log")
+        counts: dict[str, int] = {}
+        with self._lock:
+            for event in self._read_events():
+                counts[type(event).__name__] = counts.get(type(event).__name__, 0) + 1
+                self._apply_recovered(event)
+        logger.info(
+            "Recovered %s; %d unallocated block(s), %d batch(es) allocated, %d pending",
+            counts or "no events",
+            sum(len(q) for q in self._unallocated.values()),
+            len(self._allocated),
+            len(self.pending_batch_times()),
+        )
+
+    def _apply_recovered(self, event: ReceivedBlockTrackerLogEvent) -> None:
+        match event:
+            case BlockAdditionEvent(info):
+                self._queue(info.stream_id).append(info)
+            case BatchAllocationEvent(time_ms, allocated):
+                for sid, infos in allocated.stream_id_to_allocated_blocks.items():
+                    taken = {info.block_id for info in infos}
+                    queue = self._queue(sid)
+                    kept = [info for info in queue if info.block_id not in taken]
+                    queue.clear()
+                    queue.extend(kept)
+                self._allocated[time_ms] = allocated
+                self._last_allocated_batch_time = time_ms
+            case BatchCompletionEvent(time_ms):
+                self._completed.add(time_ms)
+            case BatchCleanupEvent(times_ms):
+                for t in times_ms:
+                    self._allocated.pop(t, None)
+                    self._completed.discard(t)
+
+    def _read_events(self) -> Iterator[ReceivedBlockTrackerLogEvent]:
+        # Read the files underneath any group-commit wrapper and accept both record shapes, so a
+        # restart with driver_allow_batching flipped still recovers what the last run wrote.
+        assert self._log is not None
+        log = self._log.wrapped if isinstance(self._log, BatchedWriteAheadLog) else self._log
+        for record in log.read_all():
+            for data in _event_records(record):
+                try:
+                    yield decode_event(data)
+                except EventFormatError:
+                    logger.error(
+                        "Skipping an unreadable record in the metadata write-ahead log", exc_info=True
+                    )
+
+
+def _event_records(record: bytes) -> list[bytes]:
+    if record[: len(EVENT_MAGIC)] == EVENT_MAGIC:
+        return [record]
+    try:
+        return deaggregate(record)
+    except ValueError:
+        logger.error(
+            "Skipping a metadata write-ahead log record that is neither an event nor a batch of them"
+        )
+        return []
+
+
+def num_records_per_stream(blocks: Mapping[int, Sequence[ReceivedBlockInfo]]) -> dict[int, int]:
+    """Records per stream (blocks without a count count as 0, as in Spark's ``StreamInputInfo``)."""
+    return {sid: sum(info.num_records or 0 for info in infos) for sid, infos in blocks.items()}

@@ -1,0 +1,301 @@
+"""ReceiverTracker (BEHAVIOURS.md, "Driver: trackers and jobs"): receivers launched in-process
+through the real ReceiverSupervisor, restarted when they stop, stopped gracefully, rate updates,
+and cleanup of old blocks and receiver WAL segments."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from reliable_kafka.receiver.wal_block_handler import receiver_log_directory
+from reliable_kafka.scheduler.listener import (
+    BatchInfo,
+    StreamingListenerBatchCompleted,
+    StreamingListenerReceiverError,
+    StreamingListenerReceiverStarted,
+    StreamingListenerReceiverStopped,
+    StreamInputInfo,
+)
+from reliable_kafka.scheduler.rate_controller import ReceiverRateController
+from reliable_kafka.scheduler.rate_estimator import PIDRateEstimator
+from reliable_kafka.scheduler.receiver_scheduling_policy import ExecutorCacheTaskLocation, ReceiverState
+from reliable_kafka.scheduler.receiver_tracker import (
+    RECEIVER_WAL_WITHOUT_CHECKPOINT,
+    ReceiverTracker,
+    TrackerState,
+    WriteAheadLogConfigError,
+)
+from reliable_kafka.storage.block_format import decode_block, encode_block
+from reliable_kafka.storage.storage_level import StorageLevel
+from tests.scheduler.fakes import (
+    CounterReceiver,
+    FakeClock,
+    FakeStream,
+    FakeStreamingContext,
+    block_info,
+    quick_settings,
+    wait_until,
+)
+
+
+def counter_streams(n: int = 2, **receiver_args: object) -> list[FakeStream]:
+    return [FakeStream(i, lambda: CounterReceiver(**receiver_args)) for i in range(n)]
+
+
+def records_of(tracker: ReceiverTracker, stream_id: int, batch_times: list[int]) -> list[object]:
+    records: list[object] = []
+    for batch_time in batch_times:
+        for info in tracker.get_blocks_of_batch_and_stream(batch_time, stream_id):
+            data = tracker.block_store.get(info.block_id)
+            assert data is not None, f"block {info.block_id} not in the block manager"
+            records.extend(decode_block(data))
+    return records
+
+
+@pytest.fixture
+def started() -> list[ReceiverTracker]:
+    """Trackers a test started; stopped (not gracefully) if the test did not stop them."""
+    trackers: list[ReceiverTracker] = []
+    yield trackers
+    for tracker in trackers:
+        tracker.stop(graceful=False)
+
+
+def test_receiver_wal_without_checkpoint_directory_is_an_error_that_says_so() -> None:
+    ssc = FakeStreamingContext(counter_streams(1), quick_settings(wal={"enable": True}))
+    with pytest.raises(WriteAheadLogConfigError) as raised:
+        ReceiverTracker(ssc)
+    assert str(raised.value) == RECEIVER_WAL_WITHOUT_CHECKPOINT
+    assert "streamingContext.checkpoint()" in str(raised.value)
+
+
+def test_without_checkpoint_directory_the_tracker_keeps_metadata_in_memory() -> None:
+    tracker = ReceiverTracker(
+        FakeStreamingContext(counter_streams(1), quick_settings()), skip_receiver_launch=True
+    )
+    assert not tracker.received_block_tracker.is_write_ahead_log_enabled
+
+
+def test_receivers_run_and_a_graceful_stop_adds_every_record_received(started: list) -> None:
+    streams = counter_streams(2)
+    ssc = FakeStreamingContext(streams, quick_settings())
+    tracker = ReceiverTracker(ssc)
+    started.append(tracker)
+    tracker.start()
+    wait_until(lambda: tracker.active_receiver_ids() == [0, 1], what="both receivers registered")
+    wait_until(tracker.has_unallocated_blocks, what="blocks")
+    tracker.allocate_blocks_to_batch(1000)
+
+    tracker.stop(graceful=True)
+
+    assert tracker.state is TrackerState.STOPPED
+    assert tracker.all_receivers_stopped()
+    tracker.allocate_blocks_to_batch(2000)
+    for stream in streams:
+        (receiver,) = stream.receivers
+        assert receiver.next_value > 0
+        assert records_of(tracker, stream.id, [1000, 2000]) == list(range(receiver.next_value))
+        counted = sum(tracker.num_records_of_batch(t)[stream.id] for t in (1000, 2000))
+        assert counted == receiver.next_value
+    started_ids = sorted(e.receiver_info.stream_id for e in ssc.bus.of_type(StreamingListenerReceiverStarted))
+    stopped = ssc.bus.of_type(StreamingListenerReceiverStopped)
+    assert started_ids == [0, 1]
+    assert sorted(e.receiver_info.stream_id for e in stopped) == [0, 1]
+    assert not any(e.receiver_info.active for e in stopped)
+    assert {e.receiver_info.name for e in stopped} == {"CounterReceiver-0", "CounterReceiver-1"}
+
+
+def test_a_receiver_that_stops_is_restarted(started: list) -> None:
+    (stream,) = counter_streams(1, stop_after=30)
+    ssc = FakeStreamingContext([stream], quick_settings())
+    tracker = ReceiverTracker(ssc)
+    started.append(tracker)
+    tracker.start()
+
+    wait_until(lambda: len(ssc.bus.of_type(StreamingListenerReceiverStarted)) >= 3, what="two restarts")
+    tracker.stop(graceful=False)
+
+    assert tracker.launch_count(0) >= 3
+    assert len(stream.receivers) >= 3
+    assert len(ssc.bus.of_type(StreamingListenerReceiverStopped)) >= 3
+    # Nothing a stopped incarnation received is lost to the restart.
+    tracker.allocate_blocks_to_batch(1000)
+    assert tracker.num_records_of_batch(1000)[0] >= 60
+
+
+def test_a_stopping_tracker_restarts_nothing_and_refuses_registration(started: list) -> None:
+    (stream,) = counter_streams(1, stop_after=5)
+    ssc = FakeStreamingContext([stream], quick_settings(receiver={"restart_delay_ms": 60_000}))
+    tracker = ReceiverTracker(ssc)
+    started.append(tracker)
+    tracker.start()
+    wait_until(lambda: len(ssc.bus.of_type(StreamingListenerReceiverStopped)) == 1, what="self stop")
+
+    began = time.monotonic()
+    tracker.stop(graceful=True)
+
+    assert time.monotonic() - began < 5, "a receiver waiting out its restart delay holds up stop"
+    assert tracker.launch_count(0) == 1
+    assert not tracker.register_receiver(0, "CounterReceiver", "host", "driver", object())
+
+
+def test_registration_checks_stream_and_scheduled_executor() -> None:
+    ssc = FakeStreamingContext(counter_streams(1), quick_settings())
+    here = ExecutorCacheTaskLocation("host-a", "1")
+    tracker = ReceiverTracker(ssc, skip_receiver_launch=True, executors=[here])
+    tracker.start()
+    with pytest.raises(ValueError, match="unexpected id 7"):
+        tracker.register_receiver(7, "CounterReceiver", "host-a", "1", object())
+    assert not tracker.register_receiver(0, "CounterReceiver", "host-b", "9", object())
+    assert tracker.register_receiver(0, "CounterReceiver", "host-a", "1", object())
+    assert tracker.receiver_tracking_infos()[0].state is ReceiverState.ACTIVE
+    tracker.stop(graceful=False)
+
+
+def test_receiver_errors_reach_the_listener_bus() -> None:
+    ssc = FakeStreamingContext(counter_streams(1), quick_settings(), clock=FakeClock(5000))
+    tracker = ReceiverTracker(ssc, skip_receiver_launch=True)
+    tracker.report_error(0, "connection lost", "Traceback: boom")
+    (event,) = ssc.bus.of_type(StreamingListenerReceiverError)
+    assert event.receiver_info.last_error_message == "connection lost"
+    assert event.receiver_info.last_error == "Traceback: boom"
+    assert event.receiver_info.last_error_time_ms == 5000
+
+
+def test_rate_updates_reach_the_receivers_rate_limiters(started: list) -> None:
+    streams = counter_streams(2)
+    ssc = FakeStreamingContext(streams, quick_settings())
+    tracker = ReceiverTracker(ssc)
+    started.append(tracker)
+    tracker.start()
+    wait_until(lambda: tracker.active_receiver_ids() == [0, 1], what="receivers registered")
+
+    tracker.send_rate_update(1, 250)
+
+    assert streams[1].receivers[0].supervisor.get_current_rate_limit() == 250
+    assert streams[0].receivers[0].supervisor.get_current_rate_limit() is None
+
+
+def completed(
+    batch_time: int, records: int, processing_ms: int, scheduling_ms: int
+) -> StreamingListenerBatchCompleted:
+    start = batch_time + scheduling_ms
+    info = BatchInfo(batch_time, {0: StreamInputInfo(0, records)}, batch_time, start, start + processing_ms)
+    return StreamingListenerBatchCompleted(info)
+
+
+def test_backpressure_updates_from_completed_batches_reach_the_rate_limiter(started: list) -> None:
+    (stream,) = counter_streams(1)
+    ssc = FakeStreamingContext([stream], quick_settings())
+    tracker = ReceiverTracker(ssc)
+    started.append(tracker)
+    tracker.start()
+    wait_until(lambda: tracker.active_receiver_ids() == [0], what="receiver registered")
+    controller = ReceiverRateController(0, PIDRateEstimator(1000, min_rate=10), tracker.send_rate_update)
+    try:
+        controller.onBatchCompleted(completed(1000, 5000, 1000, 0))  # first batch: calibration only
+        controller.onBatchCompleted(completed(2000, 2000, 1000, 0))
+        wait_until(lambda: controller.get_latest_rate() == 2000, what="new rate")
+        wait_until(lambda: stream.receivers[0].supervisor.get_current_rate_limit() == 2000, what="rate limit")
+    finally:
+        controller.stop()
+
+
+def test_rate_controller_skips_batches_without_figures_for_its_stream() -> None:
+    published: list[tuple[int, int]] = []
+    controller = ReceiverRateController(
+        3, PIDRateEstimator(1000), lambda stream_id, rate: published.append((stream_id, rate))
+    )
+    unfinished = BatchInfo(1000, {3: StreamInputInfo(3, 10)}, 1000, None, None)
+    controller.on_batch_completed(StreamingListenerBatchCompleted(unfinished))
+    controller.on_batch_completed(completed(2000, 10, 10, 0))  # stream 0, not 3
+    controller.stop()
+    assert controller.get_latest_rate() == -1
+    assert published == []
+
+
+def test_metadata_of_a_batch_still_running_is_never_cleared() -> None:
+    clock = FakeClock(100_000)
+    ssc = FakeStreamingContext(counter_streams(1), quick_settings(), clock=clock)
+    tracker = ReceiverTracker(ssc, skip_receiver_launch=True)
+    batches = {}
+    for batch_time in (1000, 2000, 3000, 4000):
+        info = block_info(0)
+        tracker.block_store.put(info.block_id, encode_block([]), StorageLevel.MEMORY_ONLY)
+        tracker.add_block(info)
+        tracker.allocate_blocks_to_batch(batch_time)
+        batches[batch_time] = info
+    for batch_time in (1000, 3000, 4000):  # batch 2000 is still running
+        tracker.on_batch_completed(batch_time)
+
+    tracker.cleanup_old_blocks_and_batches(4000)
+
+    assert tracker.received_block_tracker.allocated_batch_times() == [2000, 3000, 4000]
+    assert tracker.pending_batch_times() == [2000]
+    assert not tracker.block_store.contains(batches[1000].block_id)
+    assert all(tracker.block_store.contains(batches[t].block_id) for t in (2000, 3000, 4000))
+
+    tracker.on_batch_completed(2000)
+    tracker.cleanup_old_blocks_and_batches(4000)
+    assert tracker.received_block_tracker.allocated_batch_times() == [4000]
+
+
+def wal_segments(checkpoint: Path, stream_id: int) -> list[str]:
+    directory = Path(receiver_log_directory(str(checkpoint), stream_id))
+    return sorted(p.name for p in directory.iterdir() if p.name.startswith("log-"))
+
+
+def test_old_blocks_and_wal_segments_are_cleaned_after_batches_complete_and_remember_duration(
+    tmp_path: Path, started: list
+) -> None:
+    (stream,) = counter_streams(1)
+    settings = quick_settings(wal={"enable": True, "rolling_interval_s": 1})
+    clock = FakeClock(int(time.time() * 1000) + 3_600_000)  # batch times far ahead of the WAL's clock
+    ssc = FakeStreamingContext([stream], settings, checkpoint_dir=str(tmp_path), clock=clock)
+    tracker = ReceiverTracker(ssc)
+    started.append(tracker)
+    tracker.start()
+    wait_until(tracker.has_unallocated_blocks, what="blocks")
+    tracker.allocate_blocks_to_batch(clock.now_ms - 2000)
+    old_blocks = [info.block_id for info in tracker.get_blocks_of_batch_and_stream(clock.now_ms - 2000, 0)]
+    assert all(
+        info.block_store_result.wal_record_handle
+        for info in tracker.get_blocks_of_batch(clock.now_ms - 2000)[0]
+    )
+    wait_until(lambda: len(wal_segments(tmp_path, 0)) >= 2, timeout_s=5, what="a second WAL segment")
+    wait_until(tracker.has_unallocated_blocks, what="more blocks")
+    tracker.allocate_blocks_to_batch(clock.now_ms - 1000)
+    tracker.on_batch_completed(clock.now_ms - 2000)
+    tracker.on_batch_completed(clock.now_ms - 1000)
+    segments_before = wal_segments(tmp_path, 0)
+
+    remember_ms = 1000
+    tracker.cleanup_old_blocks_and_batches(clock.now_ms - 1000 - remember_ms + 1)  # batch 2 s ago only
+
+    assert tracker.received_block_tracker.allocated_batch_times() == [clock.now_ms - 1000]
+    assert old_blocks and not any(tracker.block_store.contains(block_id) for block_id in old_blocks)
+    # The receiver's handler drops WAL segments older than the threshold; the open one stays.
+    wait_until(lambda: len(wal_segments(tmp_path, 0)) < len(segments_before), timeout_s=5, what="WAL clean")
+    assert wal_segments(tmp_path, 0)
+
+
+def test_events_after_a_graceful_stop_are_still_logged_and_no_thread_is_left(tmp_path: Path) -> None:
+    threads_before = set(threading.enumerate())
+    ssc = FakeStreamingContext(counter_streams(1), quick_settings(), checkpoint_dir=str(tmp_path))
+    tracker = ReceiverTracker(ssc, skip_receiver_launch=True)
+    tracker.start()
+    tracker.add_block(last := block_info(0))
+    tracker.stop(graceful=True)
+    # The job generator drains after the tracker stopped: the allocation must still be logged.
+    tracker.allocate_blocks_to_batch(1000)
+    tracker.on_batch_completed(1000)
+    tracker.allocate_blocks_to_batch(2000)
+    assert not (set(threading.enumerate()) - threads_before)
+
+    restarted = ReceiverTracker(ssc, skip_receiver_launch=True)
+    assert restarted.get_blocks_of_batch(1000) == {0: [last]}
+    assert restarted.pending_batch_times() == [2000]
+    restarted.stop(graceful=False)

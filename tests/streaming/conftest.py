@@ -1,0 +1,80 @@
+"""Contexts driven by a manual clock, on the session's one real SparkContext."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from pyspark import SparkContext
+
+from reliable_kafka.context import StreamingContext
+from reliable_kafka.receiver.clock import ManualClock
+from reliable_kafka.settings import StreamingSettings
+from tests.streaming.fakes import FakeReceiverTracker, processed, wait_until
+
+logging.getLogger("py4j").setLevel(logging.WARNING)
+
+BATCH_MS = 1000
+
+
+@pytest.fixture(scope="session")
+def sc(spark_context: SparkContext) -> SparkContext:
+    """The session's one SparkContext (tests/conftest.py), under the short name these tests use."""
+    return spark_context
+
+
+class ManualRun:
+    """A context on a manual clock: ``advance(n)`` moves to each of the next n batch boundaries and
+    waits until that batch (and every one before it) is processed."""
+
+    def __init__(self, ssc: StreamingContext, clock: ManualClock, tracker: FakeReceiverTracker) -> None:
+        self.ssc = ssc
+        self.clock = clock
+        self.tracker = tracker
+        self.outputs: dict[int, list[list[Any]]] = {}
+
+    def collect(self, stream: Any, sort: bool = True) -> list[list[Any]]:
+        """Every batch's records of ``stream``, one list per batch (Spark's TestOutputStream)."""
+        batches: list[list[Any]] = []
+
+        def keep(rdd: Any) -> None:
+            records = rdd.collect()
+            batches.append(sorted(records, key=repr) if sort else records)
+
+        stream.foreachRDD(keep)
+        return batches
+
+    def advance(self, batches: int = 1) -> None:
+        if self.ssc.getState().value == "INITIALIZED":
+            self.ssc.start()
+        batch = self.ssc.batch_duration_ms
+        for _ in range(batches):
+            target = (self.clock.get_time_ms() // batch + 1) * batch
+            self.clock.set_time(target)
+            wait_until(lambda t=target: processed(self.ssc, t), what=f"batch {target} to be processed")
+            # A failed job completes its batch; surface its error here rather than as a wrong result.
+            self.ssc.awaitTerminationOrTimeout(0)
+
+
+@pytest.fixture
+def make_run(sc: SparkContext) -> Iterator[Callable[..., ManualRun]]:
+    runs: list[ManualRun] = []
+
+    def make(
+        batch_s: float = BATCH_MS / 1000,
+        settings: StreamingSettings | None = None,
+        tracker: FakeReceiverTracker | None = None,
+        start_ms: int = 0,
+    ) -> ManualRun:
+        clock = ManualClock(start_ms)
+        fake = tracker or FakeReceiverTracker()
+        ssc = StreamingContext(sc, batch_s, settings, clock=clock, receiver_tracker_factory=lambda _ssc: fake)
+        run = ManualRun(ssc, clock, fake)
+        runs.append(run)
+        return run
+
+    yield make
+    for run in runs:
+        run.ssc.stop(stopSparkContext=False)

@@ -1,0 +1,190 @@
+"""StreamingContext life cycle: states, one active context, stops (graceful or not), errors."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from reliable_kafka.context import StreamingContext, StreamingContextState
+from reliable_kafka.scheduler.job_scheduler import default_receiver_tracker_factory
+from reliable_kafka.settings import StreamingSettings
+from tests.streaming.conftest import ManualRun
+from tests.streaming.fakes import FakeReceiverInputStream, FakeReceiverTracker, wait_until
+
+SMALL_BATCH_S = 0.1
+
+
+def test_states_go_initialized_active_stopped_and_start_after_stop_raises(make_run) -> None:
+    run: ManualRun = make_run()
+    ssc = run.ssc
+    ssc.queueStream([[1]]).foreachRDD(lambda rdd: None)
+    assert ssc.getState() is StreamingContextState.INITIALIZED
+    ssc.start()
+    assert ssc.getState() is StreamingContextState.ACTIVE
+    ssc.start()  # a second start only warns, as in Spark
+    with pytest.raises(ValueError, match="after starting a context"):
+        ssc.queueStream([[2]])
+    ssc.stop(stopSparkContext=False)
+    assert ssc.getState() is StreamingContextState.STOPPED
+    with pytest.raises(ValueError, match="already been stopped"):
+        ssc.start()
+    ssc.stop(stopSparkContext=False)  # stopping twice is harmless
+    assert ssc.awaitTerminationOrTimeout(0) is True
+
+
+def test_stop_before_start_and_missing_outputs(make_run) -> None:
+    unstarted = make_run().ssc
+    unstarted.stop(stopSparkContext=False)
+    assert unstarted.getState() is StreamingContextState.STOPPED
+    with pytest.raises(ValueError, match="already been stopped"):
+        unstarted.start()
+
+    no_outputs = make_run().ssc
+    no_outputs.queueStream([[1]])
+    with pytest.raises(ValueError, match="No output operations registered"):
+        no_outputs.start()
+    assert no_outputs.getState() is StreamingContextState.STOPPED
+
+
+def test_only_one_context_is_active(make_run) -> None:
+    first, second = make_run().ssc, make_run().ssc
+    for ssc in (first, second):
+        ssc.queueStream([[1]]).foreachRDD(lambda rdd: None)
+    assert StreamingContext.getActive() is None
+    first.start()
+    assert StreamingContext.getActive() is first
+    assert StreamingContext.getActiveOrCreate(None, lambda: second) is first
+    with pytest.raises(ValueError, match="Only one StreamingContext"):
+        second.start()
+    first.stop(stopSparkContext=False)
+    assert StreamingContext.getActive() is None
+    second.start()
+    assert StreamingContext.getActive() is second
+
+
+def test_receiver_tracker_starts_before_the_job_generator(make_run) -> None:
+    class OrderCheckingTracker(FakeReceiverTracker):
+        generator_running_at_start: bool | None = None
+
+        def start(self) -> None:
+            self.generator_running_at_start = self.ssc.scheduler.job_generator._thread is not None
+            super().start()
+
+    tracker = OrderCheckingTracker()
+    run: ManualRun = make_run(tracker=tracker)
+    tracker.ssc = run.ssc
+    run.ssc.queueStream([[1]]).foreachRDD(lambda rdd: None)
+    run.ssc.start()
+    assert tracker.generator_running_at_start is False
+    run.ssc.stop(stopSparkContext=False)
+    assert tracker.stopped_graceful is False
+
+
+def test_await_termination_or_timeout(make_run) -> None:
+    run: ManualRun = make_run()
+    run.ssc.queueStream([[1]]).foreachRDD(lambda rdd: None)
+    run.ssc.start()
+    assert run.ssc.awaitTerminationOrTimeout(0.05) is False
+    threading.Timer(0.1, run.ssc.stop, kwargs={"stopSparkContext": False}).start()
+    run.ssc.awaitTermination()
+    assert run.ssc.getState() is StreamingContextState.STOPPED
+
+
+class FlushingTracker(FakeReceiverTracker):
+    """Like real receivers, pushes one last block while being stopped."""
+
+    def __init__(self, stream_id: int = 0, last_block: int = 7) -> None:
+        super().__init__()
+        self.stream_id = stream_id
+        self.last_block = last_block
+
+    def stop(self, graceful: bool) -> None:
+        if graceful:
+            self.add_block(self.stream_id, self.last_block)
+        super().stop(graceful)
+
+
+def test_graceful_stop_processes_every_received_record(sc) -> None:
+    tracker = FlushingTracker()
+    ssc = StreamingContext(sc, SMALL_BATCH_S, receiver_tracker_factory=lambda _ssc: tracker)
+    stream = FakeReceiverInputStream(ssc)
+    counted: list[int] = []
+
+    def slow_count(rdd: Any) -> None:
+        counted.append(rdd.count())
+        time.sleep(0.15)  # slower than a batch: job sets queue up behind this one
+
+    stream.foreachRDD(slow_count)
+    received = 0
+    ssc.start()
+    try:
+        for i in range(1, 6):
+            tracker.add_block(stream.id, i)
+            received += i
+            time.sleep(0.05)
+        wait_until(lambda: len(ssc.scheduler.get_pending_times()) >= 2, what="a backlog of batches")
+    finally:
+        ssc.stop(stopSparkContext=False, stopGraceFully=True)
+    received += tracker.last_block
+
+    assert sum(counted) == received
+    assert not tracker.has_unallocated_blocks()
+    assert ssc.scheduler.get_pending_times() == []
+    # Receivers were stopped first; batches were still allocated afterwards.
+    names = tracker.call_names()
+    assert names.index("stop") < len(names) - 1 - names[::-1].index("allocate")
+    allocated = {time_ms for name, time_ms in tracker.calls if name == "allocate"}
+    assert allocated <= tracker.completed
+
+
+def test_non_graceful_stop_drops_queued_batches_and_leaves_them_incomplete(sc) -> None:
+    tracker = FakeReceiverTracker()
+    ssc = StreamingContext(sc, 0.05, receiver_tracker_factory=lambda _ssc: tracker)
+    ran: list[int] = []
+
+    def slow(rdd: Any) -> None:
+        time.sleep(0.3)
+        ran.append(1)
+
+    ssc.queueStream([]).foreachRDD(slow)
+    ssc.start()
+    wait_until(lambda: len(ssc.scheduler.get_pending_times()) >= 4, what="a backlog of batches")
+    stopped_at = time.monotonic()
+    ssc.stop(stopSparkContext=False, stopGraceFully=False)
+    assert time.monotonic() - stopped_at < 3
+    generated = {time_ms for name, time_ms in tracker.calls if name == "allocate"}
+    # Queued batches were dropped: not run, and not reported complete (a restart runs them again).
+    assert len(ran) < len(generated)
+    assert len(tracker.completed) <= len(ran)
+    assert generated - tracker.completed
+    assert tracker.stopped_graceful is False
+
+
+def test_stop_from_inside_a_job(make_run) -> None:
+    run: ManualRun = make_run()
+    run.ssc.queueStream([[1]]).foreachRDD(lambda rdd: run.ssc.stop(stopSparkContext=False))
+    run.ssc.start()
+    run.clock.set_time(1000)
+    assert run.ssc.awaitTerminationOrTimeout(20) is True
+    wait_until(lambda: run.ssc.getState() is StreamingContextState.STOPPED)
+
+
+def test_default_tracker_is_the_real_receiver_tracker(sc, tmp_path) -> None:
+    from reliable_kafka.scheduler.receiver_tracker import ReceiverTracker
+
+    settings = StreamingSettings.from_spark_conf({})
+    ssc = StreamingContext(sc, SMALL_BATCH_S, settings)
+    ssc.checkpoint(str(tmp_path / "checkpoint"))
+    seen: list[int] = []
+    ssc.queueStream([[1, 2], [3]]).foreachRDD(lambda rdd: seen.extend(rdd.collect()))
+    ssc.start()
+    try:
+        assert isinstance(ssc.scheduler.receiver_tracker, ReceiverTracker)
+        wait_until(lambda: sorted(seen) == [1, 2, 3], what="both batches")
+    finally:
+        ssc.stop(stopSparkContext=False, stopGraceFully=True)
+    assert default_receiver_tracker_factory is not None
+    assert (tmp_path / "checkpoint" / "metadata").exists()

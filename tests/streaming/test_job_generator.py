@@ -1,0 +1,148 @@
+"""The job generator and scheduler against a fake receiver tracker, on a manual clock."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import datetime
+
+from reliable_kafka.scheduler.listener import StreamingListener, StreamingListenerBatchCompleted
+from reliable_kafka.settings import StreamingSettings
+from tests.streaming.conftest import ManualRun
+from tests.streaming.fakes import FakeReceiverInputStream, batch_ms, processed, wait_until
+
+
+def concurrent(jobs: int) -> StreamingSettings:
+    return StreamingSettings.from_spark_conf({"spark.streaming.concurrentJobs": str(jobs)})
+
+
+def test_batches_fall_on_batch_boundaries_after_the_start_time(make_run) -> None:
+    run: ManualRun = make_run(start_ms=1234)
+    times: list[datetime] = []
+    run.ssc.queueStream([[1], [2]]).foreachRDD(lambda time, rdd: times.append(time))
+    run.advance(2)
+    # Spark: the first batch is the next multiple of the batch duration; the zero time one before.
+    assert run.ssc.graph.zero_time_ms == 1000
+    assert [batch_ms(t) for t in times] == [2000, 3000]
+
+
+def test_blocks_are_allocated_before_jobs_are_generated(make_run) -> None:
+    run: ManualRun = make_run()
+    batches: list[StreamingListenerBatchCompleted] = []
+
+    class Recorder(StreamingListener):
+        def onBatchCompleted(self, batchCompleted: StreamingListenerBatchCompleted) -> None:
+            batches.append(batchCompleted)
+
+    run.ssc.addStreamingListener(Recorder())
+    stream = FakeReceiverInputStream(run.ssc)
+    sizes = run.collect(stream.count())
+    run.tracker.add_block(stream.id, 3)
+    run.tracker.add_block(stream.id, 2)
+    run.advance(1)
+    run.tracker.add_block(stream.id, 4)
+    run.advance(1)
+
+    assert sizes == [[5], [4]]
+    # At compute time the tracker had already allocated this batch, and no later one.
+    assert stream.calls_seen_at_compute[1000][-1:] == ["allocate"]
+    assert run.tracker.calls[run.tracker.call_names().index("allocate")] == ("allocate", 1000)
+    assert run.ssc.scheduler.listener_bus.wait_until_empty(10)
+    assert [b.batchInfo.numRecords for b in batches] == [5, 4]
+    assert batches[0].batchInfo.streamIdToInputInfo[stream.id].numRecords == 5
+    assert run.tracker.completed == {1000, 2000}
+
+
+def test_concurrent_jobs_run_batches_side_by_side(make_run) -> None:
+    for jobs, overlap in ((1, False), (2, True)):
+        run: ManualRun = make_run(settings=concurrent(jobs))
+        release = threading.Event()
+        started: list[int] = []
+
+        def work(
+            time: datetime, rdd: object, release: threading.Event = release, started: list = started
+        ) -> None:
+            started.append(batch_ms(time))
+            if batch_ms(time) == 1000:
+                release.wait(20)
+
+        run.ssc.queueStream([[1], [2]]).foreachRDD(work)
+        run.ssc.start()
+        run.clock.set_time(2000)
+        if overlap:
+            wait_until(lambda started=started: sorted(started) == [1000, 2000], what="second batch to start")
+        else:
+            wait_until(
+                lambda run=run, started=started: (
+                    started == [1000] and 2000 in run.ssc.scheduler.get_pending_times()
+                ),
+                what="second batch queued behind the first",
+            )
+            time.sleep(0.3)
+            assert started == [1000]
+        release.set()
+        wait_until(lambda run=run: processed(run.ssc, 2000), what="both batches")
+        run.ssc.stop(stopSparkContext=False)
+
+
+def test_metadata_of_a_running_batch_is_never_cleared_when_later_batches_finish(make_run) -> None:
+    run: ManualRun = make_run(settings=concurrent(3))
+    release = threading.Event()
+    stream = FakeReceiverInputStream(run.ssc)
+
+    def work(time: datetime, rdd: object) -> None:
+        if batch_ms(time) == 1000:
+            release.wait(30)
+
+    stream.foreachRDD(work)
+    for _ in range(4):
+        run.tracker.add_block(stream.id, 1)
+    run.ssc.start()
+    for time_ms in (1000, 2000, 3000, 4000):
+        run.tracker.add_block(stream.id, 1)
+        run.clock.set_time(time_ms)
+        wait_until(
+            lambda t=time_ms: 1000 in run.tracker.allocated and t in run.tracker.allocated, what=f"{time_ms}"
+        )
+    wait_until(lambda: run.tracker.completed == {2000, 3000, 4000}, what="later batches to complete")
+    wait_until(lambda: run.tracker.call_names().count("cleanup") >= 3, what="cleanups after later batches")
+
+    # Batch 1000 still runs: its blocks and its RDD must still be there.
+    assert all(threshold <= 1000 for threshold in run.tracker.cleanups), run.tracker.cleanups
+    assert 1000 in run.tracker.allocated
+    assert 1000 in stream.generated_rdds
+    assert run.ssc.scheduler.get_pending_times() == [1000]
+
+    release.set()
+    wait_until(lambda: processed(run.ssc, 4000), what="the first batch to finish")
+    # Now everything up to the newest completed batch can go (minus the one-batch remember).
+    assert run.tracker.cleanups[-1] == 3000
+    assert sorted(run.tracker.allocated) == [3000, 4000]
+    assert sorted(stream.generated_rdds) == [4000]
+
+
+def test_a_batch_without_jobs_is_still_completed_in_the_tracker(make_run) -> None:
+    run: ManualRun = make_run()
+    # A two-second slide has no job at odd seconds, but those batches are done all the same.
+    run.collect(run.ssc.queueStream([[1], [2]]).window(2, 2))
+    run.advance(2)
+    assert run.tracker.completed == {1000, 2000}
+
+
+def test_job_generation_errors_reach_await_termination(make_run) -> None:
+    run: ManualRun = make_run()
+
+    def broken(rdd: object) -> object:
+        raise RuntimeError("generation failed on purpose")
+
+    run.collect(run.ssc.queueStream([[1]]).transform(broken))
+    run.ssc.start()
+    run.clock.set_time(1000)
+    try:
+        run.ssc.awaitTerminationOrTimeout(20)
+    except RuntimeError as exc:
+        assert "on purpose" in str(exc)
+    else:
+        raise AssertionError("the generation error was not raised")
+    # The failed batch never completes, so a graceful stop must not wait for it.
+    assert run.ssc.scheduler.job_generator.has_processed_up_to(1000)
