@@ -1,0 +1,259 @@
+"""End to end through createStream with the WAL on, against a raw confluent-kafka consumer.
+
+    python benchmarks/pipeline_bench.py [--messages 1000000] [--partitions 4] [--size 100]
+        [--latency-rate 5000] [--latency-seconds 15] [--master local[2]]
+
+On a real local ZooKeeper + Kafka 0.9 and a real Spark (this process's SparkContext):
+
+1. throughput: ``--messages`` are produced first; (a) a plain confluent-kafka consumer reads them
+   all (assign from offset 0, count only); (b) ``KafkaUtils.createStream`` with the receiver WAL
+   on and checkpointing, ``foreachRDD(rdd.count())``, from ``ssc.start()`` until every record has
+   been counted in a batch (receive, WAL fsync, ZooKeeper commit, batch allocation, block read
+   and msgpack + UTF-8 decode in the Python workers). Prints both rates and (b)/(a).
+2. latency: a producer sends ``--latency-rate`` msg/s for ``--latency-seconds``, each value
+   starting with its produce time; foreachRDD computes (time the batch's output runs) - (produce
+   time) per record. Prints p50/p99/max. Batch duration 1 s, block interval 200 ms (Spark's),
+   so ~0.5-1 s of it is batching by design.
+3. empty batches: the same context keeps running with no input; the processing time of each
+   empty batch (a Spark job over zero blocks) is the fixed per-batch overhead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from pyspark import SparkConf, SparkContext, StorageLevel
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from reliable_kafka import KafkaUtils, StreamingContext
+from reliable_kafka.local import LocalCluster
+from reliable_kafka.scheduler.listener import StreamingListener, StreamingListenerBatchCompleted
+
+BATCH_S = 1.0
+
+
+def make_value(size: int) -> bytes:
+    stamp = str(time.time_ns()).encode() + b":"
+    return stamp + b"x" * max(0, size - len(stamp))
+
+
+def produce_backlog(cluster: LocalCluster, topic: str, partitions: int, messages: int, size: int) -> None:
+    producer = Producer(
+        cluster.client_config(
+            **{"linger.ms": 50, "batch.num.messages": 10000, "queue.buffering.max.messages": 500000}
+        )
+    )
+    started = time.monotonic()
+    for i in range(messages):
+        while True:
+            try:
+                producer.produce(topic, make_value(size), partition=i % partitions)
+                break
+            except BufferError:
+                producer.poll(0.05)
+    if producer.flush(300) != 0:
+        raise RuntimeError("not every message was acknowledged")
+    print(f"produced {messages:,} x {size} B in {time.monotonic() - started:.1f} s")
+
+
+def raw_consume(cluster: LocalCluster, topic: str, partitions: int, messages: int) -> float:
+    consumer = Consumer(cluster.client_config(**{"group.id": "bench-raw", "enable.auto.commit": False}))
+    started = time.monotonic()
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    count = 0
+    while count < messages:
+        count += sum(1 for m in consumer.consume(num_messages=10000, timeout=1.0) if m.error() is None)
+    elapsed = time.monotonic() - started
+    consumer.close()
+    return elapsed
+
+
+def create_stream(ssc: StreamingContext, cluster: LocalCluster, topic: str, group: str) -> Any:
+    return KafkaUtils.createStream(
+        ssc,
+        cluster.zookeeper_connect,
+        group,
+        {topic: 1},
+        {"auto.offset.reset": "smallest", **cluster.client_config()},
+        # One copy in the block manager: the WAL is the other (Spark warns about _2 with a WAL).
+        storageLevel=StorageLevel.MEMORY_AND_DISK,
+    )
+
+
+def new_context(sc: SparkContext, checkpoint: Path) -> StreamingContext:
+    ssc = StreamingContext(sc, BATCH_S)
+    ssc.checkpoint(str(checkpoint))
+    return ssc
+
+
+def pipeline_throughput(
+    sc: SparkContext, cluster: LocalCluster, topic: str, messages: int, checkpoint: Path
+) -> float:
+    ssc = new_context(sc, checkpoint)
+    counted = [0]
+    done = threading.Event()
+    finished_at = [0.0]
+
+    def count(rdd: Any) -> None:
+        counted[0] += rdd.count()
+        if counted[0] >= messages and not done.is_set():
+            finished_at[0] = time.monotonic()
+            done.set()
+
+    create_stream(ssc, cluster, topic, "bench-pipeline").foreachRDD(count)
+    started = time.monotonic()
+    ssc.start()
+    if not done.wait(1800):
+        raise RuntimeError(f"only {counted[0]:,} of {messages:,} records counted")
+    ssc.stop(stopSparkContext=False)
+    if counted[0] != messages:
+        print(f"note: {counted[0]:,} records counted for {messages:,} produced")
+    return finished_at[0] - started
+
+
+class BatchTimes(StreamingListener):
+    """Processing time of every completed batch, with its record count."""
+
+    def __init__(self) -> None:
+        self.batches: list[tuple[int, int]] = []  # (records, processing ms)
+        self.lock = threading.Lock()
+
+    def onBatchCompleted(self, batchCompleted: StreamingListenerBatchCompleted) -> None:
+        info = batchCompleted.batchInfo
+        if info.processing_delay_ms is not None:
+            with self.lock:
+                self.batches.append((info.num_records, info.processing_delay_ms))
+
+
+def steady_producer(
+    cluster: LocalCluster, topic: str, partitions: int, rate: int, seconds: float, size: int
+) -> int:
+    producer = Producer(cluster.client_config(**{"linger.ms": 5}))
+    interval, sent = 0.01, 0
+    per_tick = max(1, int(rate * interval))
+    started = time.monotonic()
+    next_tick = started
+    while next_tick - started < seconds:
+        for _ in range(per_tick):
+            producer.produce(topic, make_value(size), partition=sent % partitions)
+            sent += 1
+        producer.poll(0)
+        next_tick += interval
+        time.sleep(max(0.0, next_tick - time.monotonic()))
+    if producer.flush(60) != 0:
+        raise RuntimeError("not every message was acknowledged")
+    return sent
+
+
+def latency_and_empty_batches(
+    sc: SparkContext, cluster: LocalCluster, topic: str, args: argparse.Namespace, checkpoint: Path
+) -> tuple[list[float], list[int]]:
+    ssc = new_context(sc, checkpoint)
+    latencies_ms: list[float] = []
+    lock = threading.Lock()
+
+    def measure(rdd: Any) -> None:
+        stamps = rdd.map(lambda kv: int(kv[1].split(":", 1)[0])).collect()
+        now = time.time_ns()
+        with lock:
+            latencies_ms.extend((now - stamp) / 1e6 for stamp in stamps)
+
+    create_stream(ssc, cluster, topic, "bench-latency").foreachRDD(measure)
+    listener = BatchTimes()
+    ssc.addStreamingListener(listener)
+    ssc.start()
+    # Let the receiver join its group before the clock of the first message starts.
+    time.sleep(3)
+    sent = steady_producer(
+        cluster, topic, args.partitions, args.latency_rate, args.latency_seconds, args.size
+    )
+    deadline = time.monotonic() + 300
+    while len(latencies_ms) < sent and time.monotonic() < deadline:
+        time.sleep(0.2)
+    with listener.lock:
+        seen = len(listener.batches)
+    # Empty batches from here on: the stream is idle.
+    while time.monotonic() < deadline:
+        with listener.lock:
+            if len(listener.batches) >= seen + args.empty_batches + 2:
+                break
+        time.sleep(0.2)
+    ssc.stop(stopSparkContext=False)
+    with listener.lock:
+        # Skip the first two idle batches: they may still hold the producer's last records.
+        empty = [ms for records, ms in listener.batches[seen + 2 :] if records == 0]
+    return latencies_ms, empty
+
+
+def percentile(values: list[float], q: int) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=1_000_000)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--latency-rate", type=int, default=5000, help="msg/s in the latency run")
+    parser.add_argument("--latency-seconds", type=float, default=15.0)
+    parser.add_argument("--empty-batches", type=int, default=10)
+    parser.add_argument("--master", default="local[2]")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    logging.getLogger("kazoo.client").setLevel(logging.ERROR)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+    with (
+        tempfile.TemporaryDirectory(prefix="pipeline-bench-") as work,
+        LocalCluster(Path(work) / "cluster") as cluster,
+    ):
+        cluster.create_topic("bench", partitions=args.partitions)
+        cluster.create_topic("latency", partitions=args.partitions)
+        produce_backlog(cluster, "bench", args.partitions, args.messages, args.size)
+        conf = (
+            SparkConf()
+            .setMaster(args.master)
+            .setAppName("pipeline-bench")
+            .set("spark.ui.enabled", "false")
+            .set("spark.ui.showConsoleProgress", "false")
+            .set("spark.streaming.receiver.writeAheadLog.enable", "true")
+        )
+        sc = SparkContext(conf=conf)
+        sc.setLogLevel("ERROR")
+        try:
+            raw_s = raw_consume(cluster, "bench", args.partitions, args.messages)
+            pipeline_s = pipeline_throughput(sc, cluster, "bench", args.messages, Path(work) / "cp1")
+            latencies, empty = latency_and_empty_batches(sc, cluster, "latency", args, Path(work) / "cp2")
+        finally:
+            sc.stop()
+
+    raw_rate, pipeline_rate = args.messages / raw_s, args.messages / pipeline_s
+    print(f"(a) raw confluent-kafka consume: {raw_rate:>12,.0f} records/s ({raw_s:.1f} s)")
+    print(f"(b) createStream, WAL on:       {pipeline_rate:>12,.0f} records/s ({pipeline_s:.1f} s)")
+    print(f"    ratio (b)/(a): {pipeline_rate / raw_rate:.2f}")
+    if latencies:
+        print(
+            f"latency at {args.latency_rate:,} msg/s ({len(latencies):,} records, batch {BATCH_S:g} s): "
+            f"p50 {percentile(latencies, 50):.0f} ms, p99 {percentile(latencies, 99):.0f} ms, "
+            f"max {max(latencies):.0f} ms"
+        )
+    if empty:
+        print(
+            f"empty batch processing time ({len(empty)} batches): median {statistics.median(empty):.0f} ms, "
+            f"max {max(empty)} ms"
+        )
+
+
+if __name__ == "__main__":
+    main()

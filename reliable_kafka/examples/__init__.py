@@ -1,0 +1,1 @@
+"""Runnable examples: ``python -m reliable_kafka.examples.wordcount``."""

@@ -1,0 +1,86 @@
+"""Spark's ``KafkaInputDStream``: the receiver-based Kafka stream ``KafkaUtils.createStream`` returns.
+
+Which receiver runs is decided as Spark decides it: with the receiver write-ahead log on
+(``spark.streaming.receiver.writeAheadLog.enable``, read into ``ssc.settings.wal.enable``) the
+:class:`ReliableKafkaReceiver` (offsets committed only for stored blocks: no loss), otherwise the
+:class:`KafkaReceiver` (periodic auto commit, as the 0.8 consumer did). Blocks hold the raw
+``(key, value, topic, partition, offset)`` records; the stream's ``decoder`` turns them into what
+the user sees when a batch is computed, on the executors. Each batch RDD is a ``BlockRDD`` and so
+has ``offsetRanges()``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from reliable_kafka.dstream.batch_rdd import Decoder
+from reliable_kafka.dstream.receiver_input_dstream import ReceiverInputDStream
+from reliable_kafka.kafka.params import KafkaParams, parse_kafka_params, redacted
+from reliable_kafka.kafka.receiver import KafkaReceiver
+from reliable_kafka.kafka.reliable_receiver import ReliableKafkaReceiver, validate_topics
+from reliable_kafka.storage.storage_level import StorageLevel
+
+if TYPE_CHECKING:
+    from reliable_kafka.context import StreamingContext
+    from reliable_kafka.receiver.receiver import Receiver
+
+logger = logging.getLogger(__name__)
+
+
+class KafkaInputDStream(ReceiverInputDStream):
+    """A Kafka 0.8-style consumer group read by one receiver; see the module docstring.
+
+    ``kafka_params`` must hold ``zookeeper.connect`` and ``group.id``; they are validated here,
+    when the stream is created, so that a mistake fails at ``createStream`` rather than at the
+    first receiver start.
+    """
+
+    def __init__(
+        self,
+        ssc: StreamingContext,
+        kafka_params: Mapping[str, Any],
+        topics: Mapping[str, int],
+        storage_level: StorageLevel | str | Any,
+        decoder: Decoder | None = None,
+    ) -> None:
+        # Validate before registering with the graph: a bad stream must not be left behind in it.
+        self.kafka_params: dict[str, Any] = dict(kafka_params)
+        self.params: KafkaParams = parse_kafka_params(self.kafka_params)
+        self.topics: dict[str, int] = validate_topics(topics)
+        # Not ``storage_level``: DStream uses that name for how its RDDs are persisted.
+        self.receiver_storage_level = StorageLevel.of(storage_level)
+        super().__init__(ssc, decoder)
+
+    @property
+    def use_reliable_receiver(self) -> bool:
+        """Spark's ``WriteAheadLogUtils.enableReceiverLog(conf)``: the WAL on means no-loss receiving."""
+        return self._ssc.settings.wal.enable
+
+    def get_receiver(self) -> Receiver:
+        zookeeper_connect = self.params.zookeeper.connect
+        group_id = self.params.group.group_id
+        if self.use_reliable_receiver:
+            receiver: Receiver = ReliableKafkaReceiver(
+                zookeeper_connect,
+                group_id,
+                self.topics,
+                self.kafka_params,
+                self.receiver_storage_level,
+                store_max_attempts=self._ssc.settings.receiver.store_max_attempts,
+            )
+        else:
+            receiver = KafkaReceiver(
+                zookeeper_connect, group_id, self.topics, self.kafka_params, self.receiver_storage_level
+            )
+        logger.info(
+            "%s: %s for group %s, topics %s, storage level %s, client config %s",
+            self.name,
+            type(receiver).__name__,
+            group_id,
+            self.topics,
+            self.receiver_storage_level,
+            redacted(self.params.client_config),
+        )
+        return receiver

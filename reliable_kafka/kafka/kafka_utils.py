@@ -1,0 +1,253 @@
+"""``KafkaUtils.createStream``: pyspark 2.4's ``pyspark.streaming.kafka`` entry point, brought back.
+
+Same signature and defaults as pyspark 2.4 (``topics`` maps topic -> number of consumer threads,
+``storageLevel`` defaults to ``MEMORY_AND_DISK_2``, keys and values are UTF-8 decoded), returning
+a DStream of ``(key, value)``. Differences, all additive:
+
+* ``settings=KafkaStreamSettings(...)`` instead of the positional arguments (environment
+  variables ``RELIABLE_KAFKA_*`` fill it, see ``reliable_kafka.settings``);
+* ``messageHandler``, as pyspark's ``createDirectStream`` had it: a function of a
+  :class:`KafkaMessageAndMetadata` (topic, partition, offset, key, message) whose result is the
+  stream's element, for sinks that need the offsets of each record;
+* every batch RDD has ``offsetRanges()``;
+* the caller's ``kafkaParams`` dict is not modified (pyspark wrote into it), and a
+  ``zookeeper.connect``/``group.id`` in it that contradicts the arguments is an error.
+
+Decoders and the message handler run when a batch is computed, on the executors; blocks keep the
+raw bytes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from pyspark import StorageLevel as PySparkStorageLevel
+
+from reliable_kafka.kafka.input_dstream import KafkaInputDStream
+from reliable_kafka.settings import KafkaStreamSettings
+
+if TYPE_CHECKING:
+    from reliable_kafka.context import StreamingContext
+
+KeyValueDecoder = Callable[[bytes | None], Any]
+MessageHandler = Callable[["KafkaMessageAndMetadata"], Any]
+
+# pyspark 2.4 put this into every createStream's params; a value the caller gives wins here.
+_DEFAULT_ZOOKEEPER_CONNECTION_TIMEOUT_MS = "10000"
+_TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+_DEFAULT_STORAGE_LEVEL = PySparkStorageLevel.MEMORY_AND_DISK_2
+
+
+def utf8_decoder(s: bytes | None) -> str | None:
+    """Decode the unicode as UTF-8 (pyspark's default key and value decoder); ``None`` stays ``None``."""
+    if s is None:
+        return None
+    return s.decode("utf-8")
+
+
+class KafkaMessageAndMetadata:
+    """One Kafka record as a ``messageHandler`` sees it (pyspark 2.4's class of the same name).
+
+    ``key`` and ``message`` are decoded on access with the stream's decoders.
+    """
+
+    __slots__ = ("_key_decoder", "_raw_key", "_raw_message", "_value_decoder", "offset", "partition", "topic")
+
+    def __init__(  # noqa: PLR0917 - pyspark's positional signature
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        key: bytes | None,
+        message: bytes | None,
+        keyDecoder: KeyValueDecoder = utf8_decoder,
+        valueDecoder: KeyValueDecoder = utf8_decoder,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self._raw_key = key
+        self._raw_message = message
+        self._key_decoder = keyDecoder
+        self._value_decoder = valueDecoder
+
+    @property
+    def key(self) -> Any:
+        return self._key_decoder(self._raw_key)
+
+    @property
+    def message(self) -> Any:
+        return self._value_decoder(self._raw_message)
+
+    def __repr__(self) -> str:
+        return (
+            f"KafkaMessageAndMetadata(topic: {self.topic}, partition: {self.partition}, "
+            f"offset: {self.offset}, key: {self._raw_key!r}, message: {self._raw_message!r})"
+        )
+
+
+class KafkaRecordDecoder:
+    """A stored record ``(key, value, topic, partition, offset)`` -> the stream's element.
+
+    Shipped to the executors with each batch's RDD (pyspark pickles closures in flight; blocks at
+    rest stay msgpack).
+    """
+
+    def __init__(
+        self,
+        keyDecoder: KeyValueDecoder = utf8_decoder,
+        valueDecoder: KeyValueDecoder = utf8_decoder,
+        messageHandler: MessageHandler | None = None,
+    ) -> None:
+        self.key_decoder = keyDecoder
+        self.value_decoder = valueDecoder
+        self.message_handler = messageHandler
+
+    def __call__(self, record: tuple[Any, ...]) -> Any:
+        key, value, topic, partition, offset = record
+        if self.message_handler is None:
+            return self.key_decoder(key), self.value_decoder(value)
+        return self.message_handler(
+            KafkaMessageAndMetadata(
+                topic, partition, offset, key, value, self.key_decoder, self.value_decoder
+            )
+        )
+
+
+class KafkaUtils:
+    @staticmethod
+    def createStream(  # noqa: PLR0917 - pyspark's positional signature
+        ssc: StreamingContext,
+        zkQuorum: str | None = None,
+        groupId: str | None = None,
+        topics: Mapping[str, int] | None = None,
+        kafkaParams: Mapping[str, Any] | None = None,
+        storageLevel: Any = _DEFAULT_STORAGE_LEVEL,
+        keyDecoder: KeyValueDecoder = utf8_decoder,
+        valueDecoder: KeyValueDecoder = utf8_decoder,
+        *,
+        messageHandler: MessageHandler | None = None,
+        settings: KafkaStreamSettings | None = None,
+    ) -> KafkaInputDStream:
+        """Create an input stream that pulls messages from Kafka brokers through a ZooKeeper group.
+
+        :param ssc: the ``reliable_kafka.StreamingContext``
+        :param zkQuorum: ZooKeeper quorum (``hostname:port,hostname:port,..[/chroot]``)
+        :param groupId: the group id of this consumer
+        :param topics: topic -> number of consumer threads (they count in the group's range
+            assignment; each owned partition is read by a thread of its own)
+        :param kafkaParams: more Kafka 0.8 consumer params and librdkafka settings
+        :param storageLevel: where received blocks are kept (a pyspark or reliable_kafka
+            ``StorageLevel``, or a level's name)
+        :param keyDecoder: decodes each key (bytes or ``None``)
+        :param valueDecoder: decodes each value (bytes or ``None``)
+        :param messageHandler: if given, the stream's elements are ``messageHandler(m)`` of each
+            :class:`KafkaMessageAndMetadata` instead of ``(key, value)``
+        :param settings: the whole stream as :class:`KafkaStreamSettings`, instead of
+            ``zkQuorum``/``groupId``/``topics``/``kafkaParams``/``storageLevel``
+        :return: a DStream; with the receiver write-ahead log on, nothing received is lost
+        """
+        from reliable_kafka.context import StreamingContext  # noqa: PLC0415 - context imports the dstreams
+
+        if not isinstance(ssc, StreamingContext):
+            raise TypeError(
+                f"ssc should be a reliable_kafka.StreamingContext, got {type(ssc).__module__}."
+                f"{type(ssc).__name__}"
+            )
+        for name, function in (("keyDecoder", keyDecoder), ("valueDecoder", valueDecoder)):
+            if not callable(function):
+                raise TypeError(f"{name} should be callable, got {function!r}")
+        if messageHandler is not None and not callable(messageHandler):
+            raise TypeError(f"messageHandler should be callable, got {messageHandler!r}")
+        if settings is not None:
+            arguments = {
+                "zkQuorum": zkQuorum,
+                "groupId": groupId,
+                "topics": topics,
+                "kafkaParams": kafkaParams,
+            }
+            given = [name for name, value in arguments.items() if value is not None]
+            if storageLevel is not _DEFAULT_STORAGE_LEVEL:
+                given.append("storageLevel")
+            if given:
+                raise TypeError(
+                    f"give either settings or {', '.join(given)}, not both: settings holds them all"
+                )
+            params, topic_threads, level = _from_settings(settings)
+        else:
+            params = _params_from_arguments(zkQuorum, groupId, kafkaParams)
+            topic_threads, level = _checked_topics(topics), storageLevel
+        decoder = KafkaRecordDecoder(keyDecoder, valueDecoder, messageHandler)
+        return KafkaInputDStream(ssc, params, topic_threads, level, decoder)
+
+
+def _params_from_arguments(
+    zk_quorum: str | None, group_id: str | None, kafka_params: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    if not isinstance(zk_quorum, str):
+        raise TypeError(f"zkQuorum should be a str (host:port[,host:port...][/chroot]), got {zk_quorum!r}")
+    if not isinstance(group_id, str):
+        raise TypeError(f"groupId should be a str, got {group_id!r}")
+    if not group_id.strip():
+        raise ValueError("groupId must not be empty")
+    if kafka_params is None:
+        kafka_params = {}
+    if not isinstance(kafka_params, Mapping):
+        raise TypeError(f"kafkaParams should be dict, got {type(kafka_params).__name__}")
+    params = dict(kafka_params)
+    params.setdefault("zookeeper.connection.timeout.ms", _DEFAULT_ZOOKEEPER_CONNECTION_TIMEOUT_MS)
+    # Spark's createStream overwrote these keys; a contradiction is more likely a mistake.
+    for key, value in (("zookeeper.connect", zk_quorum), ("group.id", group_id)):
+        given = params.get(key)
+        if given is not None and str(given).strip() != value:
+            raise ValueError(f"kafkaParams[{key!r}]={given!r} contradicts the argument {value!r}")
+        params[key] = value
+    return params
+
+
+def _checked_topics(topics: Mapping[str, int] | None) -> dict[str, int]:
+    if not isinstance(topics, Mapping):
+        raise TypeError("topics should be dict")
+    if not topics:
+        raise ValueError("topics must name at least one topic")
+    checked: dict[str, int] = {}
+    for topic, threads in topics.items():
+        if not isinstance(topic, str) or not _TOPIC_NAME.fullmatch(topic):
+            raise ValueError(f"invalid topic name {topic!r}: use 1-249 of [a-zA-Z0-9._-]")
+        if not isinstance(threads, int) or isinstance(threads, bool):
+            raise TypeError(f"topics[{topic!r}] should be an int number of consumer threads, got {threads!r}")
+        if threads < 1:
+            raise ValueError(f"topics[{topic!r}] needs at least one consumer thread, got {threads}")
+        checked[topic] = threads
+    return checked
+
+
+def _from_settings(settings: KafkaStreamSettings) -> tuple[dict[str, Any], dict[str, int], str]:
+    if not isinstance(settings, KafkaStreamSettings):
+        raise TypeError(f"settings should be a KafkaStreamSettings, got {type(settings).__name__}")
+    zookeeper, group = settings.zookeeper, settings.group
+    owned: dict[str, Any] = {
+        "zookeeper.connect": zookeeper.connect,
+        "zookeeper.session.timeout.ms": str(zookeeper.session_timeout_ms),
+        "zookeeper.connection.timeout.ms": str(zookeeper.connection_timeout_ms),
+        "group.id": group.group_id,
+        "auto.offset.reset": group.auto_offset_reset,
+        "auto.commit.interval.ms": str(group.auto_commit_interval_ms),
+        "rebalance.max.retries": str(group.rebalance_max_retries),
+        "rebalance.backoff.ms": str(group.rebalance_backoff_ms),
+    }
+    if group.consumer_id is not None:
+        owned["consumer.id"] = group.consumer_id
+    if zookeeper.auth_credentials is not None:
+        owned["zookeeper.auth"] = zookeeper.auth_credentials.get_secret_value()
+    params: dict[str, Any] = dict(settings.kafka_params)
+    for key, value in owned.items():
+        if key in params and str(params[key]).strip() != str(value):
+            # Never echo the value: zookeeper.auth is a secret.
+            raise ValueError(
+                f"settings.kafka_params[{key!r}] contradicts the structured settings; set it there only"
+            )
+        params[key] = value
+    return params, _checked_topics(settings.topics), settings.storage_level

@@ -1,0 +1,45 @@
+"""Streaming contexts on the session's one SparkContext, stopped (Spark kept) after each test."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from pyspark import SparkContext
+
+from reliable_kafka import StreamingContext
+from reliable_kafka.settings import JobSettings, ReceiverSettings, StreamingSettings, WriteAheadLogSettings
+
+logging.getLogger("py4j").setLevel(logging.WARNING)
+
+BATCH_S = 1.0
+BLOCK_INTERVAL_MS = 200
+
+
+def e2e_settings(*, wal: bool) -> StreamingSettings:
+    return StreamingSettings(
+        receiver=ReceiverSettings(block_interval_ms=BLOCK_INTERVAL_MS),
+        wal=WriteAheadLogSettings(enable=wal),
+        # Spark's default (ten batches) is short on a loaded two-core machine; losing nothing
+        # matters here, not how long the stop takes.
+        jobs=JobSettings(graceful_stop_timeout_ms=120_000),
+    )
+
+
+@pytest.fixture
+def make_ssc(spark_context: SparkContext, tmp_path: Path) -> Iterator[Callable[..., StreamingContext]]:
+    """``make_ssc(wal=..., checkpoint=True)``: a 1 s-batch context, with a checkpoint dir unless told not."""
+    contexts: list[StreamingContext] = []
+
+    def make(*, wal: bool, checkpoint: bool = True) -> StreamingContext:
+        ssc = StreamingContext(spark_context, BATCH_S, e2e_settings(wal=wal))
+        if checkpoint:
+            ssc.checkpoint(str(tmp_path / f"checkpoint-{len(contexts)}"))
+        contexts.append(ssc)
+        return ssc
+
+    yield make
+    for ssc in contexts:
+        ssc.stop(stopSparkContext=False)

@@ -1,0 +1,72 @@
+"""Producing, reading offsets back and waiting, for the end-to-end tests (real ZooKeeper, Kafka, Spark)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+from kazoo.exceptions import NoNodeError
+
+from reliable_kafka.kafka.zk_paths import TopicAndPartition, offset_path
+from tests.cluster_backends import ClusterUnderTest
+
+
+def wait_until(condition: Callable[[], bool], timeout_s: float = 120.0, what: str = "condition") -> None:
+    """Generous by default: the machine is small and other suites run beside this one."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def produce(
+    cluster: ClusterUnderTest, topic: str, messages: Iterable[tuple[bytes | None, bytes, int]]
+) -> dict[int, int]:
+    """Send ``(key, value, partition)`` messages, wait for every ack; count per partition."""
+    producer = Producer(cluster.client_config(**{"linger.ms": 5}))
+    errors: list[Any] = []
+    counts: dict[int, int] = {}
+
+    def on_delivery(error: Any, _message: Any) -> None:
+        if error is not None:
+            errors.append(error)
+
+    for key, value, partition in messages:
+        producer.produce(topic, value, key=key, partition=partition, on_delivery=on_delivery)
+        counts[partition] = counts.get(partition, 0) + 1
+        producer.poll(0)
+    remaining = producer.flush(60)
+    assert remaining == 0 and not errors, f"{remaining} messages unacknowledged, errors {errors[:3]}"
+    return counts
+
+
+def committed_offsets(cluster: ClusterUnderTest, group: str, topic: str, partitions: int) -> dict[int, int]:
+    """What the receiver committed at /consumers/<group>/offsets/<topic>/<p> (absent partitions left out)."""
+    zk = cluster.zookeeper_client()
+    try:
+        offsets: dict[int, int] = {}
+        for partition in range(partitions):
+            try:
+                data, _ = zk.get(offset_path(group, TopicAndPartition(topic, partition)))
+            except NoNodeError:
+                continue
+            offsets[partition] = int(data.decode("utf-8"))
+        return offsets
+    finally:
+        zk.stop()
+        zk.close()
+
+
+def log_end_offsets(cluster: ClusterUnderTest, topic: str, partitions: int) -> dict[int, int]:
+    consumer = Consumer(cluster.client_config(**{"group.id": "e2e-watermarks", "enable.auto.commit": False}))
+    try:
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+            for p in range(partitions)
+        }
+    finally:
+        consumer.close()

@@ -1,0 +1,153 @@
+"""The user application of the kill test, run in a process of its own (its own SparkContext).
+
+    python -m tests.e2e.kill_child --zk ZK --group G --topic T --checkpoint DIR --output FILE --run N
+
+A Kafka word-less "sink" job with the receiver WAL and checkpointing on, built through
+``StreamingContext.getOrCreate``. For every batch ``foreachRDD`` appends to ``--output``, fsync'ed:
+
+    {"kind": "begin", "run": N, "batch": T, "blocks": [[[partition, from, until], ...], ...]}
+    {"kind": "rec", "run": N, "batch": T, "p": partition, "o": offset, "v": value}   (one per record)
+    ... then, after ``--sink-delay-ms`` (a slow sink, so that kills land inside batches):
+    {"kind": "end", "run": N, "batch": T}
+
+``--report-delay-ms`` holds each block between being reported to the driver (stored in both
+places, in the metadata log) and having its offsets committed, widening the window in which a
+kill leaves a stored but uncommitted block behind: the block the next run reads again.
+
+At start it writes ``{"kind": "recovered", "run": N, "pending": [...]}``: the batches the driver's
+metadata log recovered as allocated but not completed. Prints ``started`` once running; SIGTERM
+stops it gracefully (exit 0); SIGKILL is what the test sends otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from datetime import datetime
+from typing import Any
+
+from pyspark import SparkConf, SparkContext
+
+from reliable_kafka import KafkaUtils, StreamingContext
+from reliable_kafka.dstream.batch_rdd import offset_ranges_of
+from reliable_kafka.dstream.functions import time_ms_of
+from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo
+from reliable_kafka.scheduler.receiver_tracker import ReceiverTracker
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    for name in ("--zk", "--group", "--topic", "--checkpoint", "--output"):
+        parser.add_argument(name, required=True)
+    parser.add_argument("--run", type=int, required=True)
+    parser.add_argument("--kafka-params", default="{}")
+    parser.add_argument("--sink-delay-ms", type=int, default=250)
+    parser.add_argument("--report-delay-ms", type=int, default=150)
+    return parser.parse_args(argv)
+
+
+class Sink:
+    """Appends JSON lines with one write + fsync per group, as a careful file sink would."""
+
+    def __init__(self, path: str, run: int) -> None:
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self.run = run
+
+    def write(self, *entries: dict[str, Any]) -> None:
+        data = "".join(json.dumps({**entry, "run": self.run}) + "\n" for entry in entries).encode()
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view) :]
+        os.fsync(self._fd)
+
+
+def delay_block_reports(delay_ms: int) -> None:
+    """Sleep after every AddBlock the tracker accepts, before the receiver may commit its offsets."""
+    add_block = ReceiverTracker.add_block
+
+    def slow_add_block(self: ReceiverTracker, info: ReceivedBlockInfo) -> bool:
+        added = add_block(self, info)
+        time.sleep(delay_ms / 1000)
+        return added
+
+    ReceiverTracker.add_block = slow_add_block  # type: ignore[method-assign]
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    delay_block_reports(args.report_delay_ms)
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
+    # Group membership, commits and receiver restarts: what a failed run's log must explain.
+    for name in ("reliable_kafka.kafka", "reliable_kafka.receiver.receiver_supervisor"):
+        logging.getLogger(name).setLevel(logging.INFO)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    conf = (
+        SparkConf()
+        .setMaster("local[2]")
+        .setAppName(f"kill-child-{args.run}")
+        .set("spark.ui.enabled", "false")
+        .set("spark.ui.showConsoleProgress", "false")
+        .set("spark.python.worker.reuse", "true")
+        .set("spark.streaming.receiver.writeAheadLog.enable", "true")
+        .set("spark.streaming.blockInterval", "200ms")
+        .set("spark.streaming.gracefulStopTimeout", "120s")
+    )
+    sc = SparkContext(conf=conf)
+    sc.setLogLevel("ERROR")
+    sink = Sink(args.output, args.run)
+    holder: dict[str, Any] = {}
+
+    def setup() -> StreamingContext:
+        ssc = StreamingContext(sc, 1)
+        stream = KafkaUtils.createStream(
+            ssc,
+            args.zk,
+            args.group,
+            {args.topic: 1},
+            json.loads(args.kafka_params),
+            messageHandler=lambda m: (m.partition, m.offset, m.message),
+        )
+
+        def write_batch(batch_time: datetime, rdd: Any) -> None:
+            batch_ms = time_ms_of(batch_time)
+            records = rdd.collect()
+            tracker = holder["ssc"].scheduler.receiver_tracker
+            blocks = [
+                [[r.partition, r.fromOffset, r.untilOffset] for r in offset_ranges_of([info])]
+                for info in tracker.get_blocks_of_batch_and_stream(batch_ms, stream.id)
+            ]
+            sink.write(
+                {"kind": "begin", "batch": batch_ms, "blocks": blocks},
+                *({"kind": "rec", "batch": batch_ms, "p": p, "o": o, "v": v} for p, o, v in records),
+            )
+            time.sleep(args.sink_delay_ms / 1000)
+            sink.write({"kind": "end", "batch": batch_ms})
+
+        stream.foreachRDD(write_batch)
+        return ssc
+
+    ssc = StreamingContext.getOrCreate(args.checkpoint, setup)
+    holder["ssc"] = ssc
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    ssc.start()
+    tracker = ssc.scheduler.receiver_tracker
+    assert tracker is not None
+    # Read right after start: a regenerated batch cannot complete sooner than the sink delay.
+    sink.write({"kind": "recovered", "pending": tracker.pending_batch_times()})
+    print("started", flush=True)
+    while not stop.is_set():
+        ssc.awaitTerminationOrTimeout(0.2)  # raises a failed job's error
+    ssc.stop(stopSparkContext=True, stopGraceFully=True)
+    print("stopped", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

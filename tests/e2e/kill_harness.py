@@ -1,0 +1,210 @@
+"""Driving the kill test's child application (tests/e2e/kill_child.py) and reading what it wrote."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Producer
+
+from reliable_kafka.local import LocalCluster
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+class ChildApp:
+    """One run of the child: its own session, so that a kill takes its JVM and Python workers too."""
+
+    def __init__(self, run: int, args: list[str], log_dir: Path) -> None:
+        self.run = run
+        self.log_path = log_dir / f"child-run-{run}.log"
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYSPARK_PYTHON": sys.executable}
+        with self.log_path.open("wb") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "tests.e2e.kill_child", "--run", str(run), *args],
+                cwd=REPO_ROOT,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=log,
+                start_new_session=True,
+            )
+        self.started = threading.Event()
+        threading.Thread(target=self._read_stdout, name=f"child-{run}-stdout", daemon=True).start()
+
+    def _read_stdout(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            if line.strip() == b"started":
+                self.started.set()
+
+    def wait_started(self, timeout_s: float = 240.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not self.started.wait(0.2):
+            self.check_alive()
+            if time.monotonic() > deadline:
+                self.kill()
+                raise AssertionError(f"run {self.run} did not start in {timeout_s} s:\n{self.log_tail()}")
+
+    def check_alive(self) -> bool:
+        """True while running; a run that ended by itself failed, and says why in its log."""
+        code = self.process.poll()
+        if code is not None:
+            raise AssertionError(f"run {self.run} exited with {code} on its own:\n{self.log_tail()}")
+        return True
+
+    def kill(self) -> None:
+        """SIGKILL the whole process group (driver, JVM, Python workers): a driver machine crash."""
+        if self.process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait(60)
+
+    def stop_gracefully(self, timeout_s: float = 240.0) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise
+
+    def log_tail(self, lines: int = 40) -> str:
+        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+
+
+class RecordingProducer(threading.Thread):
+    """Sends ``m-<n>`` round-robin over the partitions, ``per_tick`` every 100 ms, up to ``limit``;
+    keeps the (partition, offset) -> value of every acknowledged message."""
+
+    def __init__(self, cluster: LocalCluster, topic: str, partitions: int, per_tick: int, limit: int) -> None:
+        super().__init__(name="recording-producer", daemon=True)
+        self._producer = Producer(cluster.client_config(**{"linger.ms": 5}))
+        self._topic, self._partitions, self._per_tick, self._limit = topic, partitions, per_tick, limit
+        self._stop_sending = threading.Event()
+        self.acked: dict[tuple[int, int], str] = {}
+        self.errors: list[Any] = []
+        self.sent = 0
+
+    def _on_delivery(self, error: Any, message: Any) -> None:
+        if error is not None:
+            self.errors.append(error)
+        else:
+            self.acked[(message.partition(), message.offset())] = message.value().decode()
+
+    def run(self) -> None:
+        while self.sent < self._limit and not self._stop_sending.wait(0.1):
+            for _ in range(min(self._per_tick, self._limit - self.sent)):
+                value = f"m-{self.sent}".encode()
+                self._producer.produce(
+                    self._topic, value, partition=self.sent % self._partitions, on_delivery=self._on_delivery
+                )
+                self.sent += 1
+            self._producer.poll(0)
+
+    def finish(self) -> None:
+        self._stop_sending.set()
+        self.join()
+        assert self._producer.flush(60) == 0 and not self.errors, self.errors[:3]
+        assert len(self.acked) == self.sent
+
+
+@dataclass
+class BatchRun:
+    """One batch as one run wrote it."""
+
+    blocks: list[list[list[int]]]
+    records: set[tuple[int, int, str]] = field(default_factory=set)
+    ended: bool = False
+
+
+@dataclass
+class Output:
+    """Everything the child runs wrote, by run and batch time."""
+
+    batches: dict[int, dict[int, BatchRun]] = field(default_factory=lambda: defaultdict(dict))
+    recovered: dict[int, list[int]] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, path: Path) -> Output:
+        output = cls()
+        if not path.exists():
+            return output
+        for line in path.read_text().splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue  # a line torn by a kill: its batch has no "end" and runs again
+            run, kind = entry["run"], entry["kind"]
+            if kind == "recovered":
+                output.recovered[run] = entry["pending"]
+            elif kind == "begin":
+                output.batches[run][entry["batch"]] = BatchRun(entry["blocks"])
+            elif kind == "rec":
+                output.batches[run][entry["batch"]].records.add((entry["p"], entry["o"], entry["v"]))
+            elif kind == "end":
+                output.batches[run][entry["batch"]].ended = True
+        return output
+
+    def offsets(self) -> set[tuple[int, int]]:
+        return {(p, o) for runs in self.batches.values() for b in runs.values() for p, o, _ in b.records}
+
+    def has_ended_batch(self, run: int) -> bool:
+        return any(b.ended for b in self.batches.get(run, {}).values())
+
+    def has_unfinished_batch_with_records(self, run: int) -> bool:
+        return any(not b.ended and b.records for b in self.batches.get(run, {}).values())
+
+    def unfinished(self) -> list[tuple[int, int]]:
+        """(run, batch time) of every batch begun but not ended in its run."""
+        return sorted((run, t) for run, bs in self.batches.items() for t, b in bs.items() if not b.ended)
+
+    def block_ranges(self) -> set[tuple[int, int, int]]:
+        return {
+            (p, start, until)
+            for bs in self.batches.values()
+            for b in bs.values()
+            for block in b.blocks
+            for p, start, until in block
+        }
+
+    def duplicate_levels(self) -> dict[int, list[set[int]]]:
+        """partition -> [offsets delivered in 2+ batches, in 3+ batches, ...].
+
+        A batch run again after a kill keeps its batch time, so replays of unfinished batches are
+        not counted: these are records the receiver read (and stored) more than once.
+        """
+        batch_times: dict[tuple[int, int], set[int]] = defaultdict(set)
+        for batches in self.batches.values():
+            for t, b in batches.items():
+                for p, o, _ in b.records:
+                    batch_times[(p, o)].add(t)
+        levels: dict[int, list[set[int]]] = defaultdict(list)
+        for (p, o), times in batch_times.items():
+            for level in range(len(times) - 1):
+                while len(levels[p]) <= level:
+                    levels[p].append(set())
+                levels[p][level].add(o)
+        return dict(levels)
+
+
+def blocks_to_cover(offsets: set[int], blocks: list[tuple[int, int]]) -> int | None:
+    """Fewest of ``blocks`` ([from, until) ranges) that hold every offset; None if they cannot."""
+    remaining, used = sorted(offsets), 0
+    while remaining:
+        first = remaining[0]
+        ends = [until for start, until in blocks if start <= first < until]
+        if not ends:
+            return None
+        end = max(ends)
+        remaining = [o for o in remaining if o >= end]
+        used += 1
+    return used

@@ -1,0 +1,151 @@
+"""createStream's argument checks, the receiver it picks, and Spark's error for a WAL without checkpoint.
+
+No Kafka is contacted: a stream validates its arguments when created and builds its receiver only
+when the context starts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pyspark import StorageLevel as PySparkStorageLevel
+
+from reliable_kafka import KafkaUtils, StreamingContext
+from reliable_kafka.kafka import KafkaInputDStream, KafkaReceiver, ReliableKafkaReceiver, utf8_decoder
+from reliable_kafka.kafka.kafka_utils import KafkaRecordDecoder
+from reliable_kafka.scheduler.receiver_tracker import RECEIVER_WAL_WITHOUT_CHECKPOINT
+from reliable_kafka.settings import (
+    ConsumerGroupSettings,
+    KafkaStreamSettings,
+    StreamingSettings,
+    WriteAheadLogSettings,
+    ZooKeeperSettings,
+)
+from reliable_kafka.storage import StorageLevel
+
+ZK = "127.0.0.1:2181"
+
+
+def test_utf8_decoder_is_pysparks() -> None:
+    assert utf8_decoder(None) is None
+    assert utf8_decoder("é".encode()) == "é"
+
+
+def test_record_decoder_gives_key_value_pairs() -> None:
+    assert KafkaRecordDecoder()((b"k", b"v", "t", 0, 5)) == ("k", "v")
+    assert KafkaRecordDecoder()((None, None, "t", 0, 5)) == (None, None)
+    handled = KafkaRecordDecoder(messageHandler=lambda m: (m.topic, m.partition, m.offset, m.key, m.message))
+    assert handled((b"k", b"v", "t", 3, 7)) == ("t", 3, 7, "k", "v")
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"topics": {}}, ValueError, "at least one topic"),
+        ({"topics": ["t"]}, TypeError, "topics should be dict"),
+        ({"topics": None}, TypeError, "topics should be dict"),
+        ({"topics": {"t": 0}}, ValueError, "at least one consumer thread"),
+        ({"topics": {"t": -2}}, ValueError, "at least one consumer thread"),
+        ({"topics": {"t": 1.5}}, TypeError, "number of consumer threads"),
+        ({"topics": {"t": True}}, TypeError, "number of consumer threads"),
+        ({"topics": {"bad topic": 1}}, ValueError, "invalid topic name"),
+        ({"zkQuorum": "localhost"}, ValueError, "zookeeper.connect"),
+        ({"zkQuorum": "localhost:99999"}, ValueError, "zookeeper.connect"),
+        ({"zkQuorum": "a:1,:2"}, ValueError, "zookeeper.connect"),
+        ({"zkQuorum": ""}, ValueError, "zookeeper.connect"),
+        ({"zkQuorum": 2181}, TypeError, "zkQuorum should be a str"),
+        ({"groupId": ""}, ValueError, "groupId must not be empty"),
+        ({"groupId": None}, TypeError, "groupId should be a str"),
+        ({"kafkaParams": [("a", "b")]}, TypeError, "kafkaParams should be dict"),
+        ({"kafkaParams": {"group.id": "other"}}, ValueError, "contradicts"),
+        ({"kafkaParams": {"auto.offset.reset": "sometimes"}}, ValueError, "auto.offset.reset"),
+        ({"storageLevel": "MEMORY_SOMEWHERE"}, ValueError, "unknown storage level"),
+        ({"keyDecoder": "utf-8"}, TypeError, "keyDecoder should be callable"),
+        ({"messageHandler": 3}, TypeError, "messageHandler should be callable"),
+    ],
+)
+def test_bad_arguments_fail_at_create_stream(
+    spark_context: Any, kwargs: dict[str, Any], error: type[Exception], match: str
+) -> None:
+    ssc = StreamingContext(spark_context, 1)
+    arguments: dict[str, Any] = {"zkQuorum": ZK, "groupId": "g", "topics": {"t": 1}, **kwargs}
+    with pytest.raises(error, match=match):
+        KafkaUtils.createStream(ssc, **arguments)
+    assert ssc.graph.get_input_streams() == [], "a rejected stream must not join the graph"
+
+
+def test_not_our_streaming_context_is_a_type_error() -> None:
+    with pytest.raises(TypeError, match=r"reliable_kafka\.StreamingContext"):
+        KafkaUtils.createStream(object(), ZK, "g", {"t": 1})  # type: ignore[arg-type]
+
+
+def test_the_wal_setting_picks_the_receiver(spark_context: Any) -> None:
+    ssc = StreamingContext(spark_context, 1)
+    stream = KafkaUtils.createStream(ssc, ZK, "g", {"t": 1})
+    assert isinstance(stream, KafkaInputDStream)
+    assert stream.name == f"Kafka stream [{stream.id}]"
+    # The SparkConf of the test session leaves the WAL off: Spark's default.
+    assert type(stream.get_receiver()) is KafkaReceiver
+
+    wal_on = StreamingContext(spark_context, 1, StreamingSettings(wal=WriteAheadLogSettings(enable=True)))
+    reliable = KafkaUtils.createStream(wal_on, ZK, "g", {"t": 3}, {"zookeeper.session.timeout.ms": "4000"})
+    receiver = reliable.get_receiver()
+    assert type(receiver) is ReliableKafkaReceiver
+    assert receiver.topics == {"t": 3}
+    assert receiver.params.zookeeper.session_timeout_ms == 4000
+    # pyspark 2.4's default connection timeout, unless the caller sets one.
+    assert receiver.params.zookeeper.connection_timeout_ms == 10000
+    assert receiver.storage_level == StorageLevel.of(PySparkStorageLevel.MEMORY_AND_DISK_2)
+
+
+def test_wal_on_from_the_spark_conf(spark_context: Any) -> None:
+    conf = {**dict(spark_context.getConf().getAll()), "spark.streaming.receiver.writeAheadLog.enable": "true"}
+    ssc = StreamingContext(spark_context, 1, StreamingSettings.from_spark_conf(conf))
+    assert type(KafkaUtils.createStream(ssc, ZK, "g", {"t": 1}).get_receiver()) is ReliableKafkaReceiver
+
+
+def test_wal_without_checkpoint_is_sparks_error(spark_context: Any) -> None:
+    ssc = StreamingContext(spark_context, 1, StreamingSettings(wal=WriteAheadLogSettings(enable=True)))
+    stream = KafkaUtils.createStream(ssc, ZK, "g", {"t": 1})
+    stream.pprint()
+    with pytest.raises(
+        ValueError, match="Cannot enable receiver write-ahead log without checkpoint directory"
+    ):
+        ssc.start()
+    assert ssc.getState().value == "STOPPED"
+    assert RECEIVER_WAL_WITHOUT_CHECKPOINT.startswith("Cannot enable receiver write-ahead log")
+
+
+def test_kafka_stream_settings(spark_context: Any) -> None:
+    settings = KafkaStreamSettings(
+        zookeeper=ZooKeeperSettings(connect="zk1:2181,zk2:2181/kafka", session_timeout_ms=5000),
+        group=ConsumerGroupSettings(group_id="orders", auto_offset_reset="smallest"),
+        topics={"orders": 2, "refunds": 1},
+        kafka_params={"fetch.wait.max.ms": "50"},
+        storage_level="MEMORY_AND_DISK_SER",
+    )
+    ssc = StreamingContext(spark_context, 1)
+    stream = KafkaUtils.createStream(ssc, settings=settings)
+    assert stream.topics == {"orders": 2, "refunds": 1}
+    assert stream.receiver_storage_level == StorageLevel.MEMORY_AND_DISK_SER
+    params = stream.params
+    assert params.zookeeper.connect == "zk1:2181,zk2:2181/kafka"
+    assert params.zookeeper.session_timeout_ms == 5000
+    assert params.group.group_id == "orders"
+    assert params.group.auto_offset_reset == "smallest"
+    assert params.client_config["fetch.wait.max.ms"] == "50"
+
+
+def test_kafka_stream_settings_exclude_the_positional_arguments(spark_context: Any) -> None:
+    settings = KafkaStreamSettings(
+        zookeeper=ZooKeeperSettings(connect=ZK), group=ConsumerGroupSettings(group_id="g"), topics={"t": 1}
+    )
+    ssc = StreamingContext(spark_context, 1)
+    with pytest.raises(TypeError, match="either settings or zkQuorum, topics"):
+        KafkaUtils.createStream(ssc, ZK, topics={"t": 1}, settings=settings)
+    with pytest.raises(TypeError, match="storageLevel"):
+        KafkaUtils.createStream(ssc, storageLevel=PySparkStorageLevel.DISK_ONLY, settings=settings)
+    contradicting = settings.model_copy(update={"kafka_params": {"group.id": "other"}})
+    with pytest.raises(ValueError, match=r"kafka_params\['group.id'\] contradicts"):
+        KafkaUtils.createStream(ssc, settings=contradicting)
