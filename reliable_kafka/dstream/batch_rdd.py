@@ -1,5 +1,5 @@
 """The RDD of one batch of received blocks: Spark's ``BlockRDD`` and ``WriteAheadLogBackedBlockRDD``
-in one class, plus the ``OffsetRange`` each batch exposes.
+in one class; each batch exposes its Kafka ``OffsetRange``s.
 
 One partition per block. A partition carries either the block's bytes (taken from the block
 manager when the batch is built) or only the block's write-ahead log handle, which the executor
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import posixpath
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +21,7 @@ from pyspark import RDD, SparkContext
 from pyspark.rdd import PipelinedRDD
 from pyspark.serializers import NoOpSerializer
 
+from reliable_kafka.kafka.offset_range import OffsetRange, merge_offset_ranges, ranges_in_metadata
 from reliable_kafka.storage.block_format import decode_block
 from wal import FileBasedWriteAheadLog, RecordHandle
 
@@ -32,75 +33,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 Decoder = Callable[[Any], Any]
-# The block metadata entry a Kafka receiver fills with the block's offset ranges.
-OFFSET_RANGES_KEY = "offset_ranges"
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetRange:
-    """Records ``[fromOffset, untilOffset)`` of one Kafka partition (pyspark's old ``OffsetRange``)."""
-
-    topic: str
-    partition: int
-    # pyspark.streaming.kafka's camelCase names, so user code ports unchanged.
-    fromOffset: int
-    untilOffset: int
-
-    def count(self) -> int:
-        return self.untilOffset - self.fromOffset
-
-    def to_dict(self) -> dict[str, str | int]:
-        return {
-            "topic": self.topic,
-            "partition": self.partition,
-            "fromOffset": self.fromOffset,
-            "untilOffset": self.untilOffset,
-        }
-
-    @classmethod
-    def from_metadata(cls, value: Mapping[str, Any] | Sequence[Any]) -> OffsetRange:
-        """From a dict (Spark's camelCase or snake_case keys) or a ``(topic, partition, from, until)``."""
-        if isinstance(value, Mapping):
-            from_offset = value.get("fromOffset", value.get("from_offset"))
-            until_offset = value.get("untilOffset", value.get("until_offset"))
-            topic, partition = value.get("topic"), value.get("partition")
-        else:
-            topic, partition, from_offset, until_offset = value
-        if not isinstance(topic, str):
-            raise ValueError(f"offset range topic must be a str, got {topic!r}")
-        for name, number in (
-            ("partition", partition),
-            ("fromOffset", from_offset),
-            ("untilOffset", until_offset),
-        ):
-            if not isinstance(number, int) or isinstance(number, bool):
-                raise ValueError(f"offset range {name} must be an int, got {number!r}")
-        return cls(topic, partition, from_offset, until_offset)  # type: ignore[arg-type]
-
-    def __str__(self) -> str:
-        return (
-            f"OffsetRange(topic: {self.topic}, partition: {self.partition}, "
-            f"range: [{self.fromOffset} -> {self.untilOffset}])"
-        )
-
-
-def merge_offset_ranges(per_block: Iterable[Iterable[OffsetRange]]) -> list[OffsetRange]:
-    """One range per topic-partition spanning every block's range of it, sorted."""
-    merged: dict[tuple[str, int], OffsetRange] = {}
-    for ranges in per_block:
-        for r in ranges:
-            key = (r.topic, r.partition)
-            seen = merged.get(key)
-            if seen is None:
-                merged[key] = r
-            else:
-                merged[key] = OffsetRange(
-                    r.topic,
-                    r.partition,
-                    min(seen.fromOffset, r.fromOffset),
-                    max(seen.untilOffset, r.untilOffset),
-                )
-    return [merged[key] for key in sorted(merged)]
 
 
 @dataclass(frozen=True, slots=True)
@@ -210,10 +142,7 @@ class BlockRDD(PipelinedRDD):
 
 def offset_ranges_of(block_infos: Iterable[ReceivedBlockInfo]) -> list[OffsetRange]:
     """The batch's offset ranges, from each block's ``metadata["offset_ranges"]`` where present."""
-    return merge_offset_ranges(
-        [OffsetRange.from_metadata(entry) for entry in (info.metadata or {}).get(OFFSET_RANGES_KEY) or ()]
-        for info in block_infos
-    )
+    return merge_offset_ranges(ranges_in_metadata(info.metadata) for info in block_infos)
 
 
 def create_block_rdd(

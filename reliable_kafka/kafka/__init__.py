@@ -8,13 +8,13 @@ assignment in ZooKeeper, one confluent-kafka consumer per owned partition.
 import importlib
 from typing import Any
 
-from reliable_kafka.kafka.block_offsets import OffsetRange, block_metadata, offset_ranges_of
 from reliable_kafka.kafka.consumer_connector import ZookeeperConsumerConnector
 from reliable_kafka.kafka.group_membership import (
     ConsumerRebalanceFailedError,
     RebalanceListener,
     ZookeeperConsumerGroup,
 )
+from reliable_kafka.kafka.offset_range import OffsetRange, block_metadata, ranges_in_metadata
 from reliable_kafka.kafka.offset_store import CommitResult, CorruptOffsetError, ZooKeeperOffsetStore
 from reliable_kafka.kafka.params import KafkaParams, parse_kafka_params
 from reliable_kafka.kafka.partition_consumer import Record
@@ -57,8 +57,8 @@ __all__ = [
     "ZookeeperConsumerConnector",
     "ZookeeperConsumerGroup",
     "block_metadata",
-    "offset_ranges_of",
     "parse_kafka_params",
     "range_assign",
+    "ranges_in_metadata",
     "utf8_decoder",
 ]

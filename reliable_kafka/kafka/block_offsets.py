@@ -2,61 +2,18 @@
 
 The block generator calls :meth:`BlockOffsetTracker.add` under its lock with every batch it
 takes and :meth:`cut` under the same lock when it cuts a block, so a block's offsets are
-exactly those of its records. Ranges are Spark's ``OffsetRange``: ``until`` is exclusive,
-which is also the next offset to read, i.e. what gets committed.
+exactly those of its records.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Collection
 
+from reliable_kafka.kafka.offset_range import OffsetRange
 from reliable_kafka.kafka.zk_paths import TopicAndPartition
 from reliable_kafka.storage.block_id import StreamBlockId
-
-OFFSET_RANGES_KEY = "offset_ranges"
-
-
-@dataclass(frozen=True, slots=True)
-class OffsetRange:
-    """Offsets ``[from_offset, until_offset)`` of one partition (Spark's ``OffsetRange``)."""
-
-    topic: str
-    partition: int
-    from_offset: int
-    until_offset: int
-
-    @property
-    def count(self) -> int:
-        return self.until_offset - self.from_offset
-
-    def to_dict(self) -> dict[str, Any]:
-        # Spark's (and pyspark.streaming.kafka's) camelCase names, as the batch RDDs expose them.
-        return {
-            "topic": self.topic,
-            "partition": self.partition,
-            "fromOffset": self.from_offset,
-            "untilOffset": self.until_offset,
-        }
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> OffsetRange:
-        return cls(str(d["topic"]), int(d["partition"]), int(d["fromOffset"]), int(d["untilOffset"]))
-
-
-def block_metadata(ranges: Iterable[OffsetRange]) -> dict[str, Any]:
-    """The metadata reported with a block: plain data, so it can cross the tracker seam."""
-    return {OFFSET_RANGES_KEY: [r.to_dict() for r in ranges]}
-
-
-def offset_ranges_of(metadata: Mapping[str, Any] | None) -> list[OffsetRange]:
-    """The offset ranges in a block's metadata (empty for blocks of other receivers)."""
-    if not metadata:
-        return []
-    return [OffsetRange.from_dict(d) for d in metadata.get(OFFSET_RANGES_KEY) or ()]
 
 
 class BlockOffsetTracker:

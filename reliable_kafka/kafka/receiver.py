@@ -13,8 +13,9 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from reliable_kafka.kafka.block_offsets import BlockOffsetTracker, block_metadata
+from reliable_kafka.kafka.block_offsets import BlockOffsetTracker
 from reliable_kafka.kafka.consumer_connector import ZookeeperConsumerConnector
+from reliable_kafka.kafka.offset_range import block_metadata
 from reliable_kafka.kafka.params import KafkaParams, parse_kafka_params
 from reliable_kafka.kafka.partition_consumer import DEFAULT_BATCH_SIZE, DEFAULT_POLL_TIMEOUT_S, Record
 from reliable_kafka.kafka.reliable_receiver import validate_topics

@@ -15,8 +15,9 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from reliable_kafka.kafka.block_offsets import BlockOffsetTracker, OffsetRange, block_metadata
+from reliable_kafka.kafka.block_offsets import BlockOffsetTracker
 from reliable_kafka.kafka.consumer_connector import ZookeeperConsumerConnector
+from reliable_kafka.kafka.offset_range import OffsetRange, block_metadata
 from reliable_kafka.kafka.params import KafkaParams, parse_kafka_params
 from reliable_kafka.kafka.partition_consumer import DEFAULT_BATCH_SIZE, DEFAULT_POLL_TIMEOUT_S, Record
 from reliable_kafka.kafka.zk_paths import TopicAndPartition
@@ -171,7 +172,7 @@ class ReliableKafkaReceiver(Receiver):
         connector = self._connector
         if connector is None or not ranges:
             return
-        offsets = {TopicAndPartition(r.topic, r.partition): r.until_offset for r in ranges}
+        offsets = {TopicAndPartition(r.topic, r.partition): r.untilOffset for r in ranges}
         try:
             connector.offsets.commit(offsets)
         except Exception as exc:

@@ -29,6 +29,7 @@ from reliable_kafka.receiver.tracker_endpoint import (
     ReceiverTrackerEndpoint,
 )
 from reliable_kafka.receiver.wal_block_handler import (
+    RECEIVER_WAL_WITHOUT_CHECKPOINT,
     WriteAheadLogBasedBlockHandler,
     create_receiver_write_ahead_log,
 )
@@ -114,10 +115,7 @@ class ReceiverSupervisor:
         if not wal.enable:
             return BlockManagerBasedBlockHandler(block_store, self.receiver.storage_level)
         if checkpoint_dir is None:
-            raise ValueError(
-                "Cannot enable receiver write-ahead log without checkpoint directory set. Please use "
-                "streamingContext.checkpoint() to set the checkpoint directory."
-            )
+            raise ValueError(RECEIVER_WAL_WITHOUT_CHECKPOINT)
         log = create_receiver_write_ahead_log(
             checkpoint_dir,
             self.stream_id,

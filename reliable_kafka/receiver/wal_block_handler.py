@@ -19,6 +19,12 @@ from wal import FileBasedWriteAheadLog, WriteAheadLog
 logger = logging.getLogger(__name__)
 
 DEFAULT_BLOCK_STORE_TIMEOUT_S = 30.0
+# Spark's words, raised by the driver (ReceiverTracker) and by a supervisor started without one.
+RECEIVER_WAL_WITHOUT_CHECKPOINT = (
+    "Cannot enable receiver write-ahead log without checkpoint directory set. "
+    "Please use streamingContext.checkpoint() to set the checkpoint directory. "
+    "See documentation for more details."
+)
 
 
 def receiver_log_directory(checkpoint_dir: str, stream_id: int) -> str:

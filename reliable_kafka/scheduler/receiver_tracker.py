@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from reliable_kafka.receiver.receiver_supervisor import ReceiverSupervisor
 from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo, ReceiverControl
+from reliable_kafka.receiver.wal_block_handler import RECEIVER_WAL_WITHOUT_CHECKPOINT
 from reliable_kafka.scheduler.listener import (
     ReceiverInfo,
     StreamingListenerReceiverError,
@@ -51,11 +52,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-RECEIVER_WAL_WITHOUT_CHECKPOINT = (
-    "Cannot enable receiver write-ahead log without checkpoint directory set. "
-    "Please use streamingContext.checkpoint() to set the checkpoint directory. "
-    "See documentation for more details."
-)
 # How long a non-graceful stop waits for receivers to end (Spark's receiverJobExitLatch wait).
 STOP_WAIT_S = 10.0
 LOCAL_EXECUTOR_ID = "driver"

@@ -14,7 +14,7 @@ from pyspark import StorageLevel as PySparkStorageLevel
 from reliable_kafka import KafkaUtils, StreamingContext
 from reliable_kafka.kafka import KafkaInputDStream, KafkaReceiver, ReliableKafkaReceiver, utf8_decoder
 from reliable_kafka.kafka.kafka_utils import KafkaRecordDecoder
-from reliable_kafka.scheduler.receiver_tracker import RECEIVER_WAL_WITHOUT_CHECKPOINT
+from reliable_kafka.receiver.wal_block_handler import RECEIVER_WAL_WITHOUT_CHECKPOINT
 from reliable_kafka.settings import (
     ConsumerGroupSettings,
     KafkaStreamSettings,

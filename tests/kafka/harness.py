@@ -13,7 +13,7 @@ from confluent_kafka import Producer
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from reliable_kafka.kafka.block_offsets import offset_ranges_of
+from reliable_kafka.kafka.offset_range import ranges_in_metadata
 from reliable_kafka.receiver import ReceivedBlockInfo, Receiver, ReceiverControl, ReceiverSupervisor
 from reliable_kafka.receiver.received_block_handler import ReceivedBlockHandler
 from reliable_kafka.receiver.wal_block_handler import receiver_log_directory
@@ -180,6 +180,6 @@ def offset_ranges_cover(infos: Iterable[ReceivedBlockInfo]) -> Counter[tuple[str
     """Records per partition as the blocks' offset-range metadata counts them."""
     counts: Counter[tuple[str, int]] = Counter()
     for info in infos:
-        for r in offset_ranges_of(info.metadata):
-            counts[(r.topic, r.partition)] += r.count
+        for r in ranges_in_metadata(info.metadata):
+            counts[(r.topic, r.partition)] += r.count()
     return counts

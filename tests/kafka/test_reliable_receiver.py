@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from reliable_kafka.kafka import ReliableKafkaReceiver, offset_ranges_of
+from reliable_kafka.kafka import ReliableKafkaReceiver, ranges_in_metadata
 from reliable_kafka.receiver import ReceivedBlockInfo, WriteAheadLogBasedBlockHandler
 from reliable_kafka.storage import BlockManager, StorageLevel, decode_block
 from tests.cluster_backends import ClusterUnderTest, unique_name
@@ -82,9 +82,9 @@ def test_thirty_messages_with_the_wal_on_are_stored_once_in_order_and_committed_
             wal_records.extend(decode_block(log.read(handle)))
     assert [r[1] for r in wal_records] == sent[0]
     # Offset ranges in the metadata tile 0..30 without gaps.
-    ranges = [r for info in running.tracker.blocks for r in offset_ranges_of(info.metadata)]
-    assert ranges[0].from_offset == 0 and ranges[-1].until_offset == 30
-    assert all(a.until_offset == b.from_offset for a, b in itertools.pairwise(ranges))
+    ranges = [r for info in running.tracker.blocks for r in ranges_in_metadata(info.metadata)]
+    assert ranges[0].fromOffset == 0 and ranges[-1].untilOffset == 30
+    assert all(a.untilOffset == b.fromOffset for a, b in itertools.pairwise(ranges))
     assert committed_offset(admin_zk, group, topic, 0) == 30
 
 

@@ -6,14 +6,10 @@ from __future__ import annotations
 import json
 import threading
 
-from reliable_kafka.kafka.block_offsets import (
-    BlockOffsetTracker,
-    OffsetRange,
-    block_metadata,
-    offset_ranges_of,
-)
+from reliable_kafka.kafka.block_offsets import BlockOffsetTracker
 from reliable_kafka.kafka.broker_discovery import broker_address, parse_topic_partitions
 from reliable_kafka.kafka.group_membership import new_consumer_id, registration_json, subscription_for
+from reliable_kafka.kafka.offset_range import OffsetRange, block_metadata, ranges_in_metadata
 from reliable_kafka.kafka.zk_paths import TopicAndPartition as TP
 from reliable_kafka.kafka.zk_paths import consumer_registration_path, offset_path, owner_path
 from reliable_kafka.storage import StreamBlockId
@@ -73,7 +69,7 @@ def test_offset_tracker_snapshots_each_block_and_tells_when_partitions_are_pushe
     tracker.cut(second)
     assert tracker.ranges(first) == [OffsetRange("t", 0, 0, 20), OffsetRange("t", 1, 5, 6)]
     assert tracker.ranges(second) == [OffsetRange("t", 0, 20, 30)]
-    assert offset_ranges_of(block_metadata(tracker.ranges(first))) == tracker.ranges(first)
+    assert ranges_in_metadata(block_metadata(tracker.ranges(first))) == tracker.ranges(first)
     assert not tracker.wait_until_pushed([TP("t", 0)], 0.05)
     assert tracker.wait_until_pushed([TP("t", 9)], 0.05)
     threading.Timer(0.05, tracker.done, [first]).start()
