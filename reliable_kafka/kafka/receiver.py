@@ -17,11 +17,12 @@ from reliable_kafka.kafka.block_offsets import BlockOffsetTracker
 from reliable_kafka.kafka.consumer_connector import ZookeeperConsumerConnector
 from reliable_kafka.kafka.offset_range import block_metadata
 from reliable_kafka.kafka.params import KafkaParams, parse_kafka_params
-from reliable_kafka.kafka.partition_consumer import DEFAULT_BATCH_SIZE, DEFAULT_POLL_TIMEOUT_S, Record
+from reliable_kafka.kafka.partition_consumer import DEFAULT_BATCH_SIZE, DEFAULT_POLL_TIMEOUT_S
 from reliable_kafka.kafka.reliable_receiver import validate_topics
 from reliable_kafka.kafka.zk_paths import TopicAndPartition
 from reliable_kafka.receiver.block_generator import BlockGenerator, BlockGeneratorListener
 from reliable_kafka.receiver.receiver import Receiver
+from reliable_kafka.storage.block_format import PackedChunk, encode_chunks
 from reliable_kafka.storage.block_id import StreamBlockId
 from reliable_kafka.storage.storage_level import StorageLevel
 
@@ -97,10 +98,10 @@ class KafkaReceiver(Receiver):
             connector.shutdown()
         self._connector = None
 
-    def _add_records(self, records: list[Record], tp: TopicAndPartition, first: int, last: int) -> None:
+    def _add_records(self, tp: TopicAndPartition, chunk: PackedChunk, first: int, last: int) -> None:
         generator = self._block_generator
         assert generator is not None
-        generator.add_multiple_data_with_callback(records, (tp, first, last))
+        generator.add_data_with_callback(chunk, (tp, first, last), chunk.num_records)
 
     def _auto_commit(self) -> None:
         interval_s = self.params.group.auto_commit_interval_ms / 1000.0
@@ -135,8 +136,13 @@ class _BlockPusher(BlockGeneratorListener):
         self._offsets.cut(block_id)
 
     def on_push_block(self, block_id: StreamBlockId, records: list[Any]) -> None:
+        chunks: list[PackedChunk] = records  # what the consumers added: packed chunks
         try:
-            self._receiver.store_many(records, block_metadata(self._offsets.ranges(block_id)))
+            self._receiver.store_bytes(
+                encode_chunks(chunks),
+                block_metadata(self._offsets.ranges(block_id)),
+                sum(chunk.num_records for chunk in chunks),
+            )
         finally:
             self._offsets.done(block_id)
 

@@ -19,10 +19,11 @@ from reliable_kafka.kafka.block_offsets import BlockOffsetTracker
 from reliable_kafka.kafka.consumer_connector import ZookeeperConsumerConnector
 from reliable_kafka.kafka.offset_range import OffsetRange, block_metadata
 from reliable_kafka.kafka.params import KafkaParams, parse_kafka_params
-from reliable_kafka.kafka.partition_consumer import DEFAULT_BATCH_SIZE, DEFAULT_POLL_TIMEOUT_S, Record
+from reliable_kafka.kafka.partition_consumer import DEFAULT_BATCH_SIZE, DEFAULT_POLL_TIMEOUT_S
 from reliable_kafka.kafka.zk_paths import TopicAndPartition
 from reliable_kafka.receiver.block_generator import BlockGenerator, BlockGeneratorListener
 from reliable_kafka.receiver.receiver import Receiver
+from reliable_kafka.storage.block_format import PackedChunk, encode_chunks
 from reliable_kafka.storage.block_id import StreamBlockId
 from reliable_kafka.storage.storage_level import StorageLevel
 
@@ -127,10 +128,10 @@ class ReliableKafkaReceiver(Receiver):
 
     # -- data path ----------------------------------------------------------------------------
 
-    def _add_records(self, records: list[Record], tp: TopicAndPartition, first: int, last: int) -> None:
+    def _add_records(self, tp: TopicAndPartition, chunk: PackedChunk, first: int, last: int) -> None:
         generator = self._block_generator
         assert generator is not None
-        generator.add_multiple_data_with_callback(records, (tp, first, last))
+        generator.add_data_with_callback(chunk, (tp, first, last), chunk.num_records)
 
     def _consumer_failed(self, message: str, error: BaseException) -> None:
         self.restart(message, error)
@@ -146,13 +147,17 @@ class ReliableKafkaReceiver(Receiver):
                 self._flush_timeout_s,
             )
 
-    def _store_block(self, block_id: StreamBlockId, records: list[Any], ranges: list[OffsetRange]) -> bool:
+    def _store_block(
+        self, block_id: StreamBlockId, chunks: list[PackedChunk], ranges: list[OffsetRange]
+    ) -> bool:
         """Store with retries (``store_max_attempts`` in all); on failure stop the receiver."""
         error: BaseException | None = None
         metadata = block_metadata(ranges)
+        data = encode_chunks(chunks)
+        num_records = sum(chunk.num_records for chunk in chunks)
         for attempt in range(1, self.store_max_attempts + 1):
             try:
-                self.store_many(records, metadata)
+                self.store_bytes(data, metadata, num_records)
                 return True
             except Exception as exc:
                 error = exc
@@ -201,7 +206,7 @@ class _GeneratedBlockHandler(BlockGeneratorListener):
                 logger.info("dropping block %s: an earlier block failed to store", block_id)
                 return
             ranges = self._offsets.ranges(block_id)
-            if receiver._store_block(block_id, records, ranges):
+            if receiver._store_block(block_id, records, ranges):  # the consumers' packed chunks
                 receiver._commit(ranges)
         finally:
             self._offsets.done(block_id)

@@ -189,11 +189,15 @@ class BlockGenerator:
                 self._raise_not_active()
             self._current_buffer.append(data)
 
-    def add_data_with_callback(self, data: Any, metadata: Any) -> None:
-        """Add one record and call ``on_add_data(data, metadata)`` atomically with it."""
+    def add_data_with_callback(self, data: Any, metadata: Any, num_records: int = 1) -> None:
+        """Add one item and call ``on_add_data(data, metadata)`` atomically with it.
+
+        ``num_records`` is how many records the item stands for in the rate limit (a receiver
+        that buffers packed chunks of records counts each chunk's records).
+        """
         if self._state is not BlockGeneratorState.ACTIVE:
             self._raise_not_active()
-        self._rate_limiter.acquire(1)
+        self._rate_limiter.acquire(num_records)
         with self._lock:
             if self._state is not BlockGeneratorState.ACTIVE:
                 self._raise_not_active()

@@ -23,10 +23,12 @@ class IteratorBlock:
 
 @dataclass(frozen=True, slots=True)
 class ByteBufferBlock:
-    """A block the receiver serialized itself; must be in the block format
-    (:func:`reliable_kafka.storage.encode_block`). Its record count is unknown."""
+    """A block the receiver serialized itself, in the block format
+    (:func:`reliable_kafka.storage.encode_block` or ``encode_chunks``), with its record count
+    if the receiver knows it."""
 
     data: bytes
+    num_records: int | None = None
 
 
 ReceivedBlock = ArrayBufferBlock | IteratorBlock | ByteBufferBlock

@@ -42,10 +42,10 @@ def serialize_block(block: ReceivedBlock) -> tuple[bytes, int | None]:
         case IteratorBlock(iterator):
             records = list(iterator)
             return encode_block(records), len(records)
-        case ByteBufferBlock(data):
+        case ByteBufferBlock(data, num_records):
             # Fail here, next to the receiver that made them, not at batch time in a Spark task.
             check_block(data)
-            return bytes(data), None
+            return bytes(data), num_records
     raise TypeError(f"unknown received block type {type(block).__name__}")
 
 

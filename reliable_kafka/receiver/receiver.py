@@ -85,9 +85,12 @@ class Receiver(ABC):
         """Store everything the iterator yields as one block; returns once stored and reported."""
         self.supervisor.push_iterator(iterator, metadata)
 
-    def store_bytes(self, data: bytes, metadata: dict[str, Any] | None = None) -> None:
-        """Store a block already in the block format; returns once stored and reported."""
-        self.supervisor.push_bytes(data, metadata)
+    def store_bytes(
+        self, data: bytes, metadata: dict[str, Any] | None = None, num_records: int | None = None
+    ) -> None:
+        """Store a block already in the block format; returns once stored and reported.
+        ``num_records``, if known, is what the tracker counts for the block."""
+        self.supervisor.push_bytes(data, metadata, num_records=num_records)
 
     def report_error(self, message: str, error: BaseException | None) -> None:
         """Tell the tracker about an error without stopping."""

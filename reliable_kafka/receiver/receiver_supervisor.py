@@ -203,9 +203,14 @@ class ReceiverSupervisor:
         self.push_and_report_block(IteratorBlock(iterator), metadata, block_id)
 
     def push_bytes(
-        self, data: bytes, metadata: dict[str, Any] | None = None, block_id: StreamBlockId | None = None
+        self,
+        data: bytes,
+        metadata: dict[str, Any] | None = None,
+        block_id: StreamBlockId | None = None,
+        *,
+        num_records: int | None = None,
     ) -> None:
-        self.push_and_report_block(ByteBufferBlock(data), metadata, block_id)
+        self.push_and_report_block(ByteBufferBlock(data, num_records), metadata, block_id)
 
     def push_and_report_block(
         self, block: ReceivedBlock, metadata: dict[str, Any] | None, block_id: StreamBlockId | None

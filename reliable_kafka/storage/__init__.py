@@ -1,6 +1,15 @@
 """Where received blocks live: storage levels, block ids, the block format and the block manager."""
 
-from reliable_kafka.storage.block_format import BLOCK_MAGIC, BlockFormatError, decode_block, encode_block
+from reliable_kafka.storage.block_format import (
+    BLOCK_MAGIC,
+    CHUNKED_BLOCK_MAGIC,
+    BlockFormatError,
+    PackedChunk,
+    decode_block,
+    encode_block,
+    encode_chunks,
+    pack_chunk,
+)
 from reliable_kafka.storage.block_id import StreamBlockId, StreamBlockIdGenerator
 from reliable_kafka.storage.block_manager import BlockManager
 from reliable_kafka.storage.block_store import BlockStore, BlockStoreError
@@ -8,13 +17,17 @@ from reliable_kafka.storage.storage_level import StorageLevel
 
 __all__ = [
     "BLOCK_MAGIC",
+    "CHUNKED_BLOCK_MAGIC",
     "BlockFormatError",
     "BlockManager",
     "BlockStore",
     "BlockStoreError",
+    "PackedChunk",
     "StorageLevel",
     "StreamBlockId",
     "StreamBlockIdGenerator",
     "decode_block",
     "encode_block",
+    "encode_chunks",
+    "pack_chunk",
 ]

@@ -39,6 +39,13 @@ def test_consumer_config_reads_by_assign_and_never_commits_to_kafka() -> None:
     assert params.group.auto_commit_set_by_user
 
 
+def test_a_partition_that_fell_behind_is_fetched_again_soon_unless_the_user_says_otherwise() -> None:
+    default = parse_kafka_params({}, zookeeper_connect="zk:2181", group_id="g")
+    assert default.consumer_config("b:9092")["fetch.queue.backoff.ms"] == 20
+    chosen = parse_kafka_params({"fetch.queue.backoff.ms": "500"}, zookeeper_connect="zk:2181", group_id="g")
+    assert chosen.consumer_config("b:9092")["fetch.queue.backoff.ms"] == "500"
+
+
 @pytest.mark.parametrize(
     ("key", "value"),
     [

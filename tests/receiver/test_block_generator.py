@@ -14,6 +14,7 @@ from reliable_kafka.receiver import (
     BlockGeneratorState,
     BlockGeneratorStateError,
     ManualClock,
+    RateLimiter,
 )
 from reliable_kafka.storage import StreamBlockId, StreamBlockIdGenerator
 from tests.receiver.fakes import RecordingListener, wait_until
@@ -220,6 +221,26 @@ def test_rate_limit_with_max_rate_r_keeps_throughput_within_5_percent_of_r() -> 
     middle = [len(records) for _, records in listener.pushed[1:-1]]
     per_block = max_rate * interval_ms / 1000
     assert per_block * 0.95 <= sum(middle) / len(middle) <= per_block * 1.05, middle
+
+
+def test_an_item_standing_for_many_records_takes_that_many_permits() -> None:
+    class CountingLimiter(RateLimiter):
+        def __init__(self) -> None:
+            super().__init__(None)
+            self.permits: list[int] = []
+
+        def acquire(self, permits: int = 1) -> None:
+            self.permits.append(permits)
+
+    limiter = CountingLimiter()
+    listener = RecordingListener()
+    generator = BlockGenerator(listener, 0, rate_limiter=limiter)
+    generator.start()
+    generator.add_data_with_callback("a chunk of 200 records", "meta", 200)
+    generator.add_data_with_callback("one record", "meta")
+    generator.stop()
+    assert limiter.permits == [200, 1]
+    assert listener.pushed_records() == ["a chunk of 200 records", "one record"]
 
 
 def test_update_rate_reaches_the_generators_limiter() -> None:

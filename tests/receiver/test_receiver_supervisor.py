@@ -60,16 +60,18 @@ def test_receiver_every_store_variant_reaches_the_supervisor() -> None:
     receiver.store_many(["many-1", "many-2"], {"offsets": {"events-0": 2}})
     receiver.store_iterator(iter(["it-1", "it-2", "it-3"]))
     receiver.store_bytes(encode_block(["bytes-1"]), {"source": "raw"})
-    # The three block stores are synchronous: reported before they return.
+    receiver.store_bytes(encode_block(["bytes-2", "bytes-3"]), num_records=2)
+    # The block stores are synchronous: reported before they return.
     assert [(info.num_records, info.metadata) for info in tracker.blocks] == [
         (2, {"offsets": {"events-0": 2}}),
         (3, None),
-        (None, {"source": "raw"}),
+        (None, {"source": "raw"}),  # raw bytes of unknown count
+        (2, None),
     ]
-    wait_until(lambda: len(tracker.blocks) == 4, what="the single record's block")
-    assert tracker.blocks[3].num_records == 1
+    wait_until(lambda: len(tracker.blocks) == 5, what="the single record's block")
+    assert tracker.blocks[4].num_records == 1
     assert sorted(stored_records(tracker, manager)) == sorted(
-        ["single", "many-1", "many-2", "it-1", "it-2", "it-3", "bytes-1"]
+        ["single", "many-1", "many-2", "it-1", "it-2", "it-3", "bytes-1", "bytes-2", "bytes-3"]
     )
     supervisor.stop("test over")
     assert receiver.is_stopped()
