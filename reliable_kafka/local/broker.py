@@ -11,7 +11,7 @@ from kazoo.exceptions import NoNodeError
 
 from reliable_kafka.local.distribution import kafka_classpath
 from reliable_kafka.local.errors import ClusterStartError
-from reliable_kafka.local.java import JavaServer
+from reliable_kafka.local.java import JavaServer, ManagedServer
 from reliable_kafka.local.ports import LOOPBACK, free_port, port_in_use, wait_port_free
 
 _LOG4J_CONFIG = """\
@@ -27,8 +27,10 @@ log4j.logger.org.apache.zookeeper=WARN
 """
 
 
-class LocalKafkaBroker:
+class LocalKafkaBroker(ManagedServer):
     """One broker whose log dir survives kills and restarts, so data written before survives."""
+
+    DEFAULT_START_TIMEOUT_S = 120.0
 
     def __init__(
         self,
@@ -46,7 +48,7 @@ class LocalKafkaBroker:
         self.broker_id = broker_id
         self.heap = heap
         self.zookeeper_session_timeout_ms = zookeeper_session_timeout_ms
-        self._server: JavaServer | None = None
+        super().__init__()
         self._last_registration_owner: int | None = None
 
     @property
@@ -184,21 +186,3 @@ class LocalKafkaBroker:
             f"Kafka did not register under {self.registration_path} within {timeout_s:.0f} s.",
             self._server.log_tail(),
         )
-
-    def is_running(self) -> bool:
-        return self._server is not None and self._server.is_running()
-
-    def kill(self) -> None:
-        if self._server is not None:
-            self._server.kill()
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.stop()
-
-    def restart(self, timeout_s: float = 120.0) -> None:
-        self.kill()
-        self.start(timeout_s)
-
-    def log_tail(self, lines: int = 40) -> str:
-        return self._server.log_tail(lines) if self._server else ""

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import threading
 import weakref
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -149,3 +150,35 @@ class JavaServer:
 def _stop_all_servers() -> None:
     for server in list(_LIVE_SERVERS):
         server.kill()
+
+
+class ManagedServer(ABC):
+    """A server of the local cluster: started by a subclass, then killed, stopped, restarted
+    (data kept) and inspected the same way whatever it is."""
+
+    DEFAULT_START_TIMEOUT_S = 60.0
+
+    def __init__(self) -> None:
+        self._server: JavaServer | None = None
+
+    @abstractmethod
+    def start(self, timeout_s: float) -> None:
+        """Start the JVM (``self._server``) and return once it serves."""
+
+    def is_running(self) -> bool:
+        return self._server is not None and self._server.is_running()
+
+    def kill(self) -> None:
+        if self._server is not None:
+            self._server.kill()
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.stop()
+
+    def restart(self, timeout_s: float | None = None) -> None:
+        self.kill()
+        self.start(self.DEFAULT_START_TIMEOUT_S if timeout_s is None else timeout_s)
+
+    def log_tail(self, lines: int = 40) -> str:
+        return self._server.log_tail(lines) if self._server else ""

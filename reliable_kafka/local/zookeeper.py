@@ -8,7 +8,7 @@ from pathlib import Path
 
 from reliable_kafka.local.distribution import zookeeper_classpath
 from reliable_kafka.local.errors import ClusterStartError
-from reliable_kafka.local.java import JavaServer
+from reliable_kafka.local.java import JavaServer, ManagedServer
 from reliable_kafka.local.ports import LOOPBACK, free_port, port_in_use, wait_port_free
 
 _LOG4J2_CONFIG = """\
@@ -32,14 +32,16 @@ def four_letter_word(port: int, word: str, timeout_s: float = 2.0) -> str:
     return b"".join(chunks).decode("utf-8", "replace")
 
 
-class LocalZooKeeper:
+class LocalZooKeeper(ManagedServer):
     """ZooKeeper with its data under ``work_dir``; restartable with its data kept."""
+
+    DEFAULT_START_TIMEOUT_S = 60.0
 
     def __init__(self, work_dir: Path, port: int | None = None, *, tick_time_ms: int = 500) -> None:
         self.work_dir = work_dir
         self.port = port or free_port()
         self.tick_time_ms = tick_time_ms
-        self._server: JavaServer | None = None
+        super().__init__()
 
     @property
     def connect_string(self) -> str:
@@ -115,21 +117,3 @@ class LocalZooKeeper:
             f"ZooKeeper did not answer 'ruok' on port {self.port} within {timeout_s:.0f} s.",
             self._server.log_tail(),
         )
-
-    def is_running(self) -> bool:
-        return self._server is not None and self._server.is_running()
-
-    def kill(self) -> None:
-        if self._server is not None:
-            self._server.kill()
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.stop()
-
-    def restart(self, timeout_s: float = 60.0) -> None:
-        self.kill()
-        self.start(timeout_s)
-
-    def log_tail(self, lines: int = 40) -> str:
-        return self._server.log_tail(lines) if self._server else ""
