@@ -19,7 +19,8 @@ from reliable_kafka.dstream.batch_rdd import Decoder
 from reliable_kafka.dstream.receiver_input_dstream import ReceiverInputDStream
 from reliable_kafka.kafka.params import KafkaParams, parse_kafka_params, redacted
 from reliable_kafka.kafka.receiver import KafkaReceiver
-from reliable_kafka.kafka.reliable_receiver import ReliableKafkaReceiver, validate_topics
+from reliable_kafka.kafka.reliable_receiver import ReliableKafkaReceiver
+from reliable_kafka.kafka.zookeeper_receiver import validate_topics
 from reliable_kafka.storage.storage_level import StorageLevel
 
 if TYPE_CHECKING:

@@ -16,13 +16,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from reliable_kafka.kafka.block_offsets import BlockOffsetTracker
-from reliable_kafka.kafka.consumer_connector import ZookeeperConsumerConnector
 from reliable_kafka.kafka.offset_range import OffsetRange, block_metadata
-from reliable_kafka.kafka.params import KafkaParams, parse_kafka_params
 from reliable_kafka.kafka.partition_consumer import DEFAULT_BATCH_SIZE, DEFAULT_POLL_TIMEOUT_S
 from reliable_kafka.kafka.zk_paths import TopicAndPartition
-from reliable_kafka.receiver.block_generator import BlockGenerator, BlockGeneratorListener
-from reliable_kafka.receiver.receiver import Receiver
+from reliable_kafka.kafka.zookeeper_receiver import OffsetTrackingListener, ZookeeperKafkaReceiver
 from reliable_kafka.storage.block_format import PackedChunk, encode_chunks
 from reliable_kafka.storage.block_id import StreamBlockId
 from reliable_kafka.storage.storage_level import StorageLevel
@@ -36,24 +33,10 @@ DEFAULT_STORE_MAX_ATTEMPTS = 4
 DEFAULT_FLUSH_ON_REVOKE_TIMEOUT_S = 10.0
 
 
-def validate_topics(topics: Mapping[str, int]) -> dict[str, int]:
-    if not topics:
-        raise ValueError("topics: at least one topic is needed")
-    for topic, threads in topics.items():
-        if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
-            raise ValueError(
-                f"topics: {topic!r} needs a positive number of consumer threads, got {threads!r}"
-            )
-    return dict(topics)
-
-
-class ReliableKafkaReceiver(Receiver):
+class ReliableKafkaReceiver(ZookeeperKafkaReceiver):
     """Receiver-based Kafka input with offsets in ZooKeeper, committed only for stored blocks.
 
-    ``topics`` maps topic -> number of consumer threads, which (as in Spark and Kafka 0.8)
-    counts in the group's range assignment; each owned partition gets its own consumer thread.
-    ``kafka_params`` takes 0.8 consumer keys (``zookeeper.*``, ``auto.offset.reset``,
-    ``rebalance.*``...) and any librdkafka key; auto commit is always off here.
+    Arguments as :class:`ZookeeperKafkaReceiver`'s; auto commit is always off here.
     """
 
     def __init__(
@@ -69,24 +52,24 @@ class ReliableKafkaReceiver(Receiver):
         poll_timeout_s: float = DEFAULT_POLL_TIMEOUT_S,
         flush_on_revoke_timeout_s: float = DEFAULT_FLUSH_ON_REVOKE_TIMEOUT_S,
     ) -> None:
-        super().__init__(storage_level)
-        self.params: KafkaParams = parse_kafka_params(
-            kafka_params or {}, zookeeper_connect=zookeeper_connect, group_id=group_id
+        super().__init__(
+            zookeeper_connect,
+            group_id,
+            topics,
+            kafka_params,
+            storage_level,
+            consume_batch_size=consume_batch_size,
+            poll_timeout_s=poll_timeout_s,
         )
         if self.params.group.auto_commit_set_by_user and self.params.group.auto_commit_enable:
             logger.warning(
                 "kafka param auto.commit.enable is true; ReliableKafkaReceiver commits offsets only for "
                 "stored blocks, so auto commit is turned off"
             )
-        self.topics = validate_topics(topics)
         if store_max_attempts < 1:
             raise ValueError(f"store_max_attempts must be >= 1, got {store_max_attempts}")
         self.store_max_attempts = store_max_attempts
-        self._batch_size = consume_batch_size
-        self._poll_timeout_s = poll_timeout_s
         self._flush_timeout_s = flush_on_revoke_timeout_s
-        self._connector: ZookeeperConsumerConnector | None = None
-        self._block_generator: BlockGenerator | None = None
         self._offsets = BlockOffsetTracker()
         self._store_failed = threading.Event()
 
@@ -95,18 +78,12 @@ class ReliableKafkaReceiver(Receiver):
     def on_start(self) -> None:
         self._offsets = BlockOffsetTracker()
         self._store_failed = threading.Event()
-        self._block_generator = self.supervisor.create_block_generator(_GeneratedBlockHandler(self))
-        self._block_generator.start()
-        self._connector = ZookeeperConsumerConnector(
-            self.params,
-            self.topics,
-            sink=self._add_records,
+        # One offset tracker, shared by the listener and the revoke flush.
+        self._start_consuming(
+            _GeneratedBlockHandler(self, self._offsets),
             on_failure=self._consumer_failed,
             before_release=self._flush_revoked,
-            batch_size=self._batch_size,
-            poll_timeout_s=self._poll_timeout_s,
         )
-        self._connector.start()
 
     def on_stop(self) -> None:
         # Consumers first, then the generator, whose final blocks are committed while the
@@ -120,18 +97,7 @@ class ReliableKafkaReceiver(Receiver):
             connector.shutdown()
         self._connector = None
 
-    @property
-    def connector(self) -> ZookeeperConsumerConnector:
-        if self._connector is None:
-            raise RuntimeError("the receiver is not started")
-        return self._connector
-
     # -- data path ----------------------------------------------------------------------------
-
-    def _add_records(self, tp: TopicAndPartition, chunk: PackedChunk, first: int, last: int) -> None:
-        generator = self._block_generator
-        assert generator is not None
-        generator.add_data_with_callback(chunk, (tp, first, last), chunk.num_records)
 
     def _consumer_failed(self, message: str, error: BaseException) -> None:
         self.restart(message, error)
@@ -185,31 +151,15 @@ class ReliableKafkaReceiver(Receiver):
             logger.warning("committing offsets %s failed: %r", offsets, exc)
 
 
-class _GeneratedBlockHandler(BlockGeneratorListener):
+class _GeneratedBlockHandler(OffsetTrackingListener):
     """Spark's GeneratedBlockHandler: offsets per block, store, then commit."""
 
-    def __init__(self, receiver: ReliableKafkaReceiver) -> None:
-        self._receiver = receiver
-        self._offsets = receiver._offsets  # one tracker, shared with the revoke flush
+    _receiver: ReliableKafkaReceiver
 
-    def on_add_data(self, data: Any, metadata: Any) -> None:
-        tp, first, last = metadata
-        self._offsets.add(tp, first, last)
-
-    def on_generate_block(self, block_id: StreamBlockId) -> None:
-        self._offsets.cut(block_id)
-
-    def on_push_block(self, block_id: StreamBlockId, records: list[Any]) -> None:
+    def store(self, block_id: StreamBlockId, chunks: list[PackedChunk], ranges: list[OffsetRange]) -> None:
         receiver = self._receiver
-        try:
-            if receiver._store_failed.is_set():
-                logger.info("dropping block %s: an earlier block failed to store", block_id)
-                return
-            ranges = self._offsets.ranges(block_id)
-            if receiver._store_block(block_id, records, ranges):  # the consumers' packed chunks
-                receiver._commit(ranges)
-        finally:
-            self._offsets.done(block_id)
-
-    def on_error(self, message: str, error: BaseException) -> None:
-        self._receiver.report_error(message, error)
+        if receiver._store_failed.is_set():
+            logger.info("dropping block %s: an earlier block failed to store", block_id)
+            return
+        if receiver._store_block(block_id, chunks, ranges):
+            receiver._commit(ranges)
