@@ -70,10 +70,13 @@ def produce_backlog(cluster: LocalCluster, topic: str, partitions: int, messages
 def raw_consume(cluster: LocalCluster, topic: str, partitions: int, messages: int) -> float:
     consumer = Consumer(cluster.client_config(**{"group.id": "bench-raw", "enable.auto.commit": False}))
     started = time.monotonic()
+    # The receiver's consumers learn the leader before assign(); so does this one, or it would
+    # wait out librdkafka's 500 ms offset-query retry timer.
+    consumer.list_topics(topic, timeout=5)
     consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
     count = 0
     while count < messages:
-        count += sum(1 for m in consumer.consume(num_messages=10000, timeout=1.0) if m.error() is None)
+        count += sum(1 for m in consumer.consume(num_messages=100, timeout=1.0) if m.error() is None)
     elapsed = time.monotonic() - started
     consumer.close()
     return elapsed
