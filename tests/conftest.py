@@ -7,12 +7,15 @@ import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
-from pyspark import SparkConf, SparkContext
 
-from reliable_kafka.local import LocalCluster
-from tests.cluster_backends import COMPOSE_FILE, ClusterUnderTest, DockerComposeCluster, docker_engine_answers
+if TYPE_CHECKING:
+    from pyspark import SparkContext
+
+    from reliable_kafka.local import LocalCluster
+    from tests.cluster_backends import ClusterUnderTest
 
 logging.getLogger("kazoo.client").setLevel(logging.WARNING)
 
@@ -20,6 +23,9 @@ logging.getLogger("kazoo.client").setLevel(logging.WARNING)
 @pytest.fixture(scope="session")
 def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """The cluster the project starts itself; the fault-injection tests need this one."""
+    # Imported here, not at module level: tests/wal must run without Spark or Kafka installed.
+    from reliable_kafka.local import LocalCluster
+
     cluster = LocalCluster(tmp_path_factory.mktemp("local-cluster"))
     with cluster:
         yield cluster
@@ -27,6 +33,8 @@ def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalClu
 
 @pytest.fixture(scope="session")
 def docker_compose_file() -> Path:
+    from tests.cluster_backends import COMPOSE_FILE
+
     return COMPOSE_FILE
 
 
@@ -38,6 +46,8 @@ def docker_compose_project_name() -> str:
 @pytest.fixture(scope="session", params=["local", "docker"])
 def kafka_cluster(request: pytest.FixtureRequest) -> ClusterUnderTest:
     """Every integration test runs against both backends; docker is skipped where no engine answers."""
+    from tests.cluster_backends import DockerComposeCluster, docker_engine_answers
+
     if request.param == "local":
         return request.getfixturevalue("local_cluster")
     reason = docker_engine_answers()
@@ -54,6 +64,8 @@ def spark_context() -> Iterator[SparkContext]:
 
     local[4]: receivers run as driver threads, so every core slot is free for batch jobs.
     """
+    from pyspark import SparkConf, SparkContext
+
     # Python workers must run this interpreter (the venv with msgpack and the project).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     conf = (
