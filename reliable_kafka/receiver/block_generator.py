@@ -228,6 +228,10 @@ class BlockGenerator:
     def is_stopped(self) -> bool:
         return self._state is BlockGeneratorState.STOPPED_ALL
 
+    def on_push_thread(self) -> bool:
+        """True when called from this generator's push thread (i.e. from ``on_push_block``)."""
+        return threading.current_thread() is self._block_pushing_thread
+
     def update_rate(self, new_rate: int) -> None:
         self._rate_limiter.update_rate(new_rate)
 

@@ -249,13 +249,29 @@ class ReceiverSupervisor:
         self._start_receiver()
 
     def stop(self, message: str, error: BaseException | None = None) -> None:
-        """Stop the receiver and everything of this supervisor for good; a second call only logs."""
+        """Stop the receiver and everything of this supervisor for good; a second call only logs.
+
+        Called from a block generator's push thread (a listener giving up on a block), the stop
+        runs on a thread of its own and this call returns at once: a restart running meanwhile
+        waits in ``on_stop`` for that very push thread, and this stop waits for the restart.
+        """
         with self._lifecycle_lock:
             if self._stop_requested.is_set():
                 logger.info("Receiver supervisor %d is already stopping: %s", self.stream_id, message)
                 return
             self._stop_requested.set()
             self._stopping_error = error
+        if any(generator.on_push_thread() for generator in self._registered_block_generators()):
+            threading.Thread(
+                target=self._stop,
+                args=(message, error),
+                name=f"Receiver-{self.stream_id}-stop",
+                daemon=True,
+            ).start()
+            return
+        self._stop(message, error)
+
+    def _stop(self, message: str, error: BaseException | None) -> None:
         logger.info("Stopping receiver supervisor %d: %s", self.stream_id, message)
         receiver_was_running = self._stop_receiving(message, error)
         self._stop_block_generators()

@@ -329,3 +329,38 @@ def test_a_receiver_runs_again_under_a_new_supervisor_once_the_old_one_terminate
     second.start()
     assert receiver.starts == 2 and receiver.is_started()
     second.stop("test over")
+
+
+class OwnGeneratorReceiver(Receiver):
+    """Buffers into a block generator of its own, as the Kafka receivers do."""
+
+    def __init__(self, listener: RecordingListener) -> None:
+        super().__init__("MEMORY_AND_DISK_SER")
+        self.listener = listener
+        self.generator: Any = None
+
+    def on_start(self) -> None:
+        self.generator = self.supervisor.create_block_generator(self.listener)
+        self.generator.start()
+
+    def on_stop(self) -> None:
+        self.generator.stop()
+
+
+def test_a_store_failure_stopping_the_receiver_during_a_restart_does_not_deadlock() -> None:
+    # The restart's on_stop waits for the generator's push thread; the push thread's listener
+    # fails to store the final block and stops the receiver, and that stop waits for the restart.
+    listener = RecordingListener()
+    receiver = OwnGeneratorReceiver(listener)
+    failure = OSError("block store down")
+    listener.on_push = lambda block_id, records: receiver.stop("Error while storing block", failure)
+    # A manual clock cuts no block on a timer: the only block is the final one of the restart.
+    supervisor, tracker, _ = supervise(receiver, clock=ManualClock())
+    supervisor.start()
+    receiver.generator.add_data("last")
+    receiver.restart("source hiccup", delay_ms=0)
+    with pytest.raises(OSError, match="block store down"):
+        supervisor.await_termination(30)
+    assert listener.pushed_records() == ["last"]
+    assert receiver.is_stopped() and receiver.generator.is_stopped()
+    assert tracker.event_names() == ["register", "deregister"]
