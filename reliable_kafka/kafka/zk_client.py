@@ -1,12 +1,15 @@
 """A kazoo client for the consumer-group protocol, and the retry policy for its calls.
 
 Connection loss is routine (a ZooKeeper restart, a GC pause); calls that fail with it are
-retried with backoff by tenacity. Digest credentials go to kazoo only and are never logged.
+retried with backoff by tenacity. Digest credentials go to kazoo only and are never logged:
+kazoo logs every request it sends at DEBUG, ``Auth(..., auth='user:password')`` included,
+so its clients log through a logger that masks them.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import threading
 
 from kazoo.client import KazooClient
@@ -27,6 +30,38 @@ from tenacity.stop import stop_base
 from reliable_kafka.kafka.params import ZooKeeperParams
 
 logger = logging.getLogger(__name__)
+
+# The digest secret in a logged ``Auth`` request, and the session password in the ``Connect``
+# request and reply and the session lines kazoo logs (with it, anyone could take the session).
+_SECRETS = (
+    re.compile(r"""(\b(?:auth|passwd)=)(b?'(?:[^'\\]|\\.)*'|b?"(?:[^"\\]|\\.)*")"""),
+    re.compile(r"(session_passwd: )(\S+)"),
+)
+_MASK = "'***'"
+
+
+class MaskZooKeeperSecrets(logging.Filter):
+    """Rewrites a record's message with digest credentials and session passwords masked."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:
+            # The handler would print the arguments on its own failure to format them.
+            record.msg, record.args = f"unformattable kazoo log record: {record.msg!r}", None
+            return True
+        masked = message
+        for pattern in _SECRETS:
+            masked = pattern.sub(lambda match: match.group(1) + _MASK, masked)
+        if masked != message:
+            record.msg, record.args = masked, None
+        return True
+
+
+# A child of kazoo's own logger, so that configuring ``kazoo.client`` still sets its level
+# and handlers; the filter sees every record kazoo logs through it.
+kazoo_logger = logging.getLogger("kazoo.client.masked")
+kazoo_logger.addFilter(MaskZooKeeperSecrets())
 
 RETRIABLE_ZOOKEEPER_ERRORS: tuple[type[BaseException], ...] = (
     ConnectionLoss,
@@ -56,6 +91,7 @@ def connect_zookeeper(params: ZooKeeperParams) -> KazooClient:
         connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=2.0),
         auth_data=[("digest", params.auth)] if params.auth else None,
         default_acl=zookeeper_acl(params),
+        logger=kazoo_logger,
     )
     try:
         client.start(timeout=params.connection_timeout_ms / 1000.0)

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator, Mapping
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
+from kazoo.loggingsupport import BLATHER
 
 from reliable_kafka.kafka.group_membership import ZookeeperConsumerGroup
 from reliable_kafka.kafka.offset_store import CommitResult, ZooKeeperOffsetStore
@@ -245,6 +246,9 @@ def test_digest_auth_and_acls_protect_ownership_and_offsets_and_the_secret_is_ne
     local_cluster: LocalCluster, admin: KazooClient, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
+    # tests/conftest.py keeps kazoo.client at WARNING; open it down to BLATHER (below DEBUG),
+    # where kazoo logs the session password. Last, as it also sets the capture handler's level.
+    caplog.set_level(BLATHER, logger="kazoo.client")
     group, topic = unique_name("g"), unique_name("t")
     fake_topic(admin, topic, 1)
     secure = ZooKeeperParams(connect=local_cluster.zookeeper_connect, auth="rk-user:s3cret-pw", set_acl=True)
@@ -263,4 +267,7 @@ def test_digest_auth_and_acls_protect_ownership_and_offsets_and_the_secret_is_ne
             admin.delete(f"/consumers/{group}/owners/{topic}/0")
     finally:
         member.close()
+    # kazoo did log the auth request and the session: the test would see a leak.
+    assert "Auth(auth_type=0, scheme='digest', auth='***')" in caplog.text
+    assert "session_passwd: '***'" in caplog.text
     assert "s3cret-pw" not in caplog.text
