@@ -14,7 +14,7 @@ from wal.errors import CorruptRecordError, SegmentNotFoundError, WriteAheadLogCl
 from wal.filesystem import open_storage
 from wal.framing import HEADER_SIZE, FrameError, decode_header, encode_header, verify_payload
 from wal.recovery import read_segments, read_segments_parallel
-from wal.segments import SegmentInfo, segment_name, segments_in_order
+from wal.segments import SegmentInfo, parse_segment_name, segment_basename, segment_name, segments_in_order
 from wal.storage import SegmentWriter
 
 if TYPE_CHECKING:
@@ -35,10 +35,20 @@ class FileBasedWriteAheadLog(WriteAheadLog):
 
     ``fsync``: ``True``/``FsyncPolicy.FSYNC`` (default) syncs every write, ``FsyncPolicy.FDATASYNC``
     syncs data only, ``False``/``FsyncPolicy.NONE`` only hands bytes to the OS.
-    ``close_file_after_write``: one segment per write (object stores), recovered in parallel.
+    ``close_file_after_write``: one segment per write, recovered in parallel. On fsspec stores
+    where a flushed write is not yet in the store (anything but the protocols in
+    ``wal.fsspec_storage.PUBLISHED_ON_FLUSH_PROTOCOLS``: S3, GCS, Azure, WebHDFS, ...) it is
+    forced on, with one warning at the first write, as Spark requires it on S3: there a write
+    returns only after its segment was closed, i.e. uploaded.
+    If closing a rolled-over segment fails, ``write`` raises ``WriteAheadLogError`` naming that
+    segment (its records may be lost) and does not write the new record.
     A failed write is retried up to ``max_failures`` attempts in all, each in a fresh segment;
     if the failure came after the bytes landed (a failed fsync or close), recovery may return
     that record twice, which at-least-once delivery tolerates.
+
+    A restarted log starts its first segment after every segment already in the directory,
+    so ``read_all`` returns records in write order even if the clock went backwards.
+    ``read`` accepts only handles naming a file directly inside ``log_directory``.
 
     ``write``/``clean``/``close`` are thread-safe; ``read``/``read_all`` take no lock and also
     work after ``close``; ``clean`` after ``close`` is ignored. Nothing touches the disk before
@@ -66,7 +76,8 @@ class FileBasedWriteAheadLog(WriteAheadLog):
         self._storage = open_storage(log_directory, filesystem, self._policy)
         self._interval_ms = rolling_interval_s * 1000
         self._max_failures = max_failures
-        self._close_after_write = close_file_after_write
+        self._close_after_write = close_file_after_write or not self._storage.published_on_flush
+        self._must_warn_forced_close = self._close_after_write and not close_file_after_write
         self._recovery_threads = recovery_threads
         self._lock = threading.Lock()
         self._writer: SegmentWriter | None = None
@@ -83,6 +94,12 @@ class FileBasedWriteAheadLog(WriteAheadLog):
     # ------------------------------------------------------------ write
 
     def write(self, record: bytes, time_ms: int) -> RecordHandle:
+        if type(record) is not bytes:
+            # len() of a memoryview counts items, not bytes: frame the flat bytes instead.
+            try:
+                record = memoryview(record).cast("B")  # type: ignore[assignment]
+            except TypeError as exc:
+                raise TypeError(f"record must be contiguous bytes-like, got {type(record).__name__}") from exc
         # Segment names carry the time; anything else would make a file recovery cannot parse.
         if not isinstance(time_ms, int):
             raise TypeError(f"time_ms must be an int, got {type(time_ms).__name__}")
@@ -93,6 +110,16 @@ class FileBasedWriteAheadLog(WriteAheadLog):
         with self._lock:
             if self._closed:
                 raise WriteAheadLogClosedError(f"write to closed write-ahead log {self.log_directory}")
+            if self._writer is not None and time_ms > self._writer_end_ms:
+                # Outside the retry loop: this failure is the old segment's, not the new record's.
+                self._close_rolled_writer()
+            if self._must_warn_forced_close:
+                self._must_warn_forced_close = False
+                logger.warning(
+                    "write-ahead log %s: this store publishes a file only when it is closed; "
+                    "closing every segment after its write (close_file_after_write forced on)",
+                    self.log_directory,
+                )
             failures = 0
             while True:
                 try:
@@ -120,9 +147,11 @@ class FileBasedWriteAheadLog(WriteAheadLog):
 
     def _writer_for(self, time_ms: int) -> SegmentWriter:
         writer = self._writer
-        if writer is not None and time_ms <= self._writer_end_ms:
+        if writer is not None:
             return writer
-        self._close_writer()
+        if self._last_start_ms < 0:
+            # A restarted process may see an earlier clock; its segments must still sort last.
+            self._last_start_ms = max((s.start_ms for s in self._list_segments()), default=-1)
         # Strictly increasing starts keep segment order == write order, even for equal or
         # backwards times (close-after-write, retries); end >= time keeps clean() safe.
         start = max(time_ms, self._last_start_ms + 1)
@@ -143,6 +172,18 @@ class FileBasedWriteAheadLog(WriteAheadLog):
         if writer is not None:
             writer.close()
 
+    def _close_rolled_writer(self) -> None:
+        writer, self._writer = self._writer, None
+        assert writer is not None
+        try:
+            writer.close()
+        except Exception as exc:
+            logger.error("could not close write-ahead log segment %s", writer.path, exc_info=True)
+            raise WriteAheadLogError(
+                f"closing write-ahead log segment {writer.path} failed, records acknowledged in it "
+                f"may be lost: {exc}"
+            ) from exc
+
     def _abandon_writer(self) -> None:
         writer, self._writer = self._writer, None
         if writer is not None:
@@ -156,6 +197,11 @@ class FileBasedWriteAheadLog(WriteAheadLog):
     # ------------------------------------------------------------ read
 
     def read(self, handle: RecordHandle) -> bytes:
+        path = handle.path
+        if not self._storage.contains(path) or parse_segment_name(segment_basename(path)) is None:
+            raise WriteAheadLogError(
+                f"handle path {handle.path!r} is not a segment of write-ahead log {self.log_directory}"
+            )
         try:
             data = self._storage.read_range(handle.path, handle.offset, HEADER_SIZE + handle.length)
         except FileNotFoundError:

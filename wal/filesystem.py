@@ -27,4 +27,4 @@ def open_storage(
 
     if isinstance(filesystem, LocalFileSystem):
         return LocalStorage(filesystem._strip_protocol(log_directory), policy)
-    return FsspecStorage(filesystem, filesystem._strip_protocol(log_directory))
+    return FsspecStorage(filesystem, filesystem._strip_protocol(log_directory), policy)

@@ -40,7 +40,8 @@ def checksum(length: int, payload: bytes | memoryview) -> int:
 
 def encode_header(payload: bytes | memoryview) -> bytes:
     """Header for ``payload``; written together with the payload in one system call."""
-    length = len(payload)
+    # nbytes, not len(): a memoryview of wider items would otherwise get a short frame length.
+    length = payload.nbytes if isinstance(payload, memoryview) else len(payload)
     if length > MAX_PAYLOAD:
         raise ValueError(f"record of {length} bytes exceeds the {MAX_PAYLOAD}-byte frame limit")
     return HEADER.pack(MAGIC, length, checksum(length, payload))

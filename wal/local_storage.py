@@ -22,12 +22,12 @@ class _LocalSegmentWriter(SegmentWriter):
         self._fd = fd
         self._sync = _sync_function(policy)
 
-    def append(self, header: bytes, payload: bytes) -> int:
+    def append(self, header: bytes, payload: bytes | memoryview) -> int:
         # One writev per record: no concatenation copy, no seek, no fstat; we track the offset.
         total = len(header) + len(payload)
         written = os.writev(self._fd, (header, payload))
         if written != total:
-            self._write_rest(memoryview(header + payload)[written:])
+            self._write_rest(memoryview(header + bytes(payload))[written:])
         if self._sync is not None:
             self._sync(self._fd)
         offset = self.position
@@ -63,6 +63,10 @@ class LocalStorage(Storage):
 
     def join(self, name: str) -> str:
         return os.path.join(self.directory, name)
+
+    def contains(self, path: str) -> bool:
+        # abspath folds "..": "<dir>/../elsewhere/log-1-2" is not inside.
+        return os.path.isabs(path) and os.path.dirname(os.path.abspath(path)) == self.directory
 
     def create_segment(self, path: str) -> SegmentWriter:
         try:

@@ -6,7 +6,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-_NAME = re.compile(r"log-(\d+)-(\d+)")
+# The optional suffix is added on stores without exclusive create (see FsspecStorage).
+_NAME = re.compile(r"log-(\d+)-(\d+)(?:\.[0-9a-f]{32})?")
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -20,6 +21,11 @@ class SegmentInfo:
 
 def segment_name(start_ms: int, end_ms: int) -> str:
     return f"log-{start_ms}-{end_ms}"
+
+
+def segment_basename(path: str) -> str:
+    """The file name of a local or fsspec path (both use "/"; local paths may also use os.sep)."""
+    return path.replace("\\", "/").rsplit("/", 1)[-1]
 
 
 def parse_segment_name(name: str) -> tuple[int, int] | None:

@@ -14,7 +14,7 @@ class SegmentWriter(ABC):
         self.position = 0
 
     @abstractmethod
-    def append(self, header: bytes, payload: bytes) -> int:
+    def append(self, header: bytes, payload: bytes | memoryview) -> int:
         """Write header+payload, make them as durable as the policy says, return the frame offset."""
 
     @abstractmethod
@@ -22,7 +22,13 @@ class SegmentWriter(ABC):
 
 
 class Storage(ABC):
-    """The log directory on some filesystem."""
+    """The log directory on some filesystem.
+
+    ``published_on_flush``: a write that returned is in the store while its segment stays
+    open; False where only closing the file publishes it (object stores).
+    """
+
+    published_on_flush = True
 
     def __init__(self, directory: str) -> None:
         self.directory = directory
@@ -31,8 +37,16 @@ class Storage(ABC):
     def join(self, name: str) -> str: ...
 
     @abstractmethod
+    def contains(self, path: str) -> bool:
+        """Whether ``path`` names a file directly inside the directory (handles come from outside)."""
+
+    @abstractmethod
     def create_segment(self, path: str) -> SegmentWriter:
-        """Create a new, empty segment (and the directory on first use); ``FileExistsError`` if taken."""
+        """Create a new, empty segment (and the directory on first use); ``FileExistsError`` if taken.
+
+        The writer's ``path`` is where the segment really lives (a store without exclusive
+        create may add a unique suffix to the name).
+        """
 
     @abstractmethod
     def read_range(self, path: str, offset: int, size: int) -> bytes:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import array
 import logging
 import os
 import random
@@ -10,9 +11,11 @@ import stat
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+import wal.local_storage
 from tests.wal.conftest import segment_files
 from wal import (
     CorruptRecordError,
@@ -21,6 +24,7 @@ from wal import (
     RecordHandle,
     SegmentNotFoundError,
     WriteAheadLogClosedError,
+    WriteAheadLogError,
 )
 from wal.framing import HEADER_SIZE
 
@@ -231,7 +235,7 @@ def test_reading_a_deleted_segment_raises_a_clear_error(make_log):
         log.read(handle)
     assert info.value.path == handle.path
     with pytest.raises(SegmentNotFoundError):
-        log.read(RecordHandle("/no/such/dir/log-1-2", 0, 1))
+        log.read(RecordHandle(os.path.join(log.log_directory, "log-1-2"), 0, 1))
 
 
 def test_recovery_skips_a_segment_deleted_while_reading(make_log, log_dir, caplog):
@@ -461,3 +465,119 @@ def test_concurrent_writers_lose_nothing(make_log):
         t.join()
     assert sorted(log.read_all()) == sorted(handles)
     assert all(log.read(h) == r for r, h in handles.items())
+
+
+# ---------------------------------------------------------------- audit fixes
+
+
+def test_default_rolling_interval_is_sixty_seconds(make_log, log_dir):
+    log = make_log()
+    log.write(b"a", 0)
+    log.write(b"b", 60_000)
+    assert segment_files(log_dir) == ["log-0-60000"]
+    log.write(b"c", 60_001)
+    assert segment_files(log_dir) == ["log-0-60000", "log-60001-120001"]
+
+
+def test_restarted_log_with_an_earlier_clock_still_reads_back_in_write_order(make_log, log_dir):
+    first = make_log(rolling_interval_s=1)
+    first.write(b"before restart", 10_000)
+    first.close()
+    restarted = make_log(rolling_interval_s=1)
+    restarted.write(b"after restart, clock went back", 5_000)
+    assert list(restarted.read_all()) == [b"before restart", b"after restart, clock went back"]
+
+
+def test_multi_byte_memoryview_is_framed_by_its_byte_length(make_log):
+    log = make_log()
+    values = array.array("I", [1, 2, 3, 0xFFFFFFFF])
+    handle = log.write(memoryview(values), 1)
+    assert handle.length == values.itemsize * len(values)
+    assert log.read(handle) == values.tobytes()
+    assert list(log.read_all()) == [values.tobytes()]
+    with pytest.raises(TypeError, match="bytes-like"):
+        log.write("text", 2)  # type: ignore[arg-type]
+
+
+def test_read_rejects_a_handle_outside_the_log_directory(make_log, tmp_path):
+    log = make_log()
+    other = make_log(directory=tmp_path / "other")
+    foreign = other.write(b"not yours", 1)
+    log.write(b"mine", 1)
+    for path in (
+        foreign.path,
+        os.path.join(log.log_directory, "..", "other", os.path.basename(foreign.path)),
+    ):
+        with pytest.raises(WriteAheadLogError, match="not a segment of write-ahead log"):
+            log.read(RecordHandle(path, foreign.offset, foreign.length))
+    with pytest.raises(WriteAheadLogError, match="not a segment"):
+        log.read(RecordHandle(os.path.join(log.log_directory, "README"), 0, 1))
+
+
+@pytest.mark.parametrize(
+    ("policy", "file_fsyncs", "fdatasyncs", "directory_fsyncs"),
+    [(FsyncPolicy.FSYNC, 3, 0, 1), (FsyncPolicy.FDATASYNC, 0, 3, 1), (FsyncPolicy.NONE, 0, 0, 0)],
+)
+def test_sync_calls_per_policy(
+    make_log, log_dir, monkeypatch, policy, file_fsyncs, fdatasyncs, directory_fsyncs
+):
+    log_dir.mkdir()  # only the segment's own directory entry is synced, no parents created
+    calls: list[tuple[str, bool]] = []
+    real_fsync, real_fdatasync = os.fsync, os.fdatasync
+
+    def fsync(fd: int) -> None:
+        calls.append(("fsync", stat.S_ISDIR(os.fstat(fd).st_mode)))
+        real_fsync(fd)
+
+    def fdatasync(fd: int) -> None:
+        calls.append(("fdatasync", stat.S_ISDIR(os.fstat(fd).st_mode)))
+        real_fdatasync(fd)
+
+    monkeypatch.setattr(wal.local_storage.os, "fsync", fsync)
+    monkeypatch.setattr(wal.local_storage.os, "fdatasync", fdatasync)
+    log = make_log(fsync=policy)
+    for i in range(3):
+        log.write(b"r%d" % i, 1)
+    assert calls.count(("fsync", False)) == file_fsyncs
+    assert calls.count(("fdatasync", False)) == fdatasyncs
+    assert calls.count(("fsync", True)) == directory_fsyncs
+    assert len(calls) == file_fsyncs + fdatasyncs + directory_fsyncs
+
+
+def _fail_on_regular_files(real: Any, failures: list[int]) -> Any:
+    def call(fd: int, *args: Any) -> Any:
+        if failures[0] > 0 and stat.S_ISREG(os.fstat(fd).st_mode):
+            failures[0] -= 1
+            raise OSError(5, "injected I/O error")
+        return real(fd, *args)
+
+    return call
+
+
+@pytest.mark.parametrize("syscall", ["writev", "fsync"])
+def test_local_write_failing_once_is_retried_in_a_fresh_segment(make_log, log_dir, monkeypatch, syscall):
+    failures = [0]
+    monkeypatch.setattr(wal.local_storage.os, syscall, _fail_on_regular_files(getattr(os, syscall), failures))
+    log = make_log(max_failures=3)
+    first = log.write(b"before", 1)
+    failures[0] = 1
+    retried = log.write(b"retried", 1)
+    assert failures == [0]
+    assert retried.path != first.path
+    assert log.read(retried) == b"retried"
+    assert len(segment_files(log_dir)) == 2  # the first (abandoned on the failure) and a fresh one
+    # A failed fsync came after the bytes landed: recovery may return that record twice.
+    recovered = list(log.read_all())
+    assert recovered[0] == b"before" and recovered[-1] == b"retried"
+    assert set(recovered) == {b"before", b"retried"}
+
+
+@pytest.mark.parametrize("syscall", ["writev", "fsync"])
+def test_local_write_failing_max_failures_times_raises(make_log, monkeypatch, syscall):
+    log = make_log(max_failures=3)
+    failures = [3]
+    monkeypatch.setattr(wal.local_storage.os, syscall, _fail_on_regular_files(getattr(os, syscall), failures))
+    with pytest.raises(WriteAheadLogError, match="after 3 attempts"):
+        log.write(b"lost", 1)
+    assert failures == [0]
+    assert log.read(log.write(b"next", 2)) == b"next"
