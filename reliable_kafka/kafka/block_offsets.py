@@ -9,11 +9,24 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Collection
+from collections.abc import Collection, Iterable
 
 from reliable_kafka.kafka.offset_range import OffsetRange
 from reliable_kafka.kafka.zk_paths import TopicAndPartition
 from reliable_kafka.storage.block_id import StreamBlockId
+
+
+def next_offsets(ranges: Iterable[OffsetRange]) -> dict[TopicAndPartition, int]:
+    """Per partition, the offset after the block's last record: what storing it lets one commit.
+
+    The largest end, as a partition read again from an earlier offset has two ranges in one
+    block, and blocks are stored in order, so everything below the largest end is stored.
+    """
+    offsets: dict[TopicAndPartition, int] = {}
+    for r in ranges:
+        tp = TopicAndPartition(r.topic, r.partition)
+        offsets[tp] = max(r.untilOffset, offsets.get(tp, r.untilOffset))
+    return offsets
 
 
 class BlockOffsetTracker:

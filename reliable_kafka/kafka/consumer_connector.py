@@ -32,6 +32,8 @@ CONSUMER_JOIN_TIMEOUT_S = 30.0
 
 # Revoked partitions -> next offset each consumer would have read (None: it read nothing).
 RevokeHook = Callable[[dict[TopicAndPartition, int | None]], None]
+# A partition -> the offset after the last record this receiver stored of it (None: nothing).
+StoredOffsets = Callable[[TopicAndPartition], int | None]
 
 
 class ZookeeperConsumerConnector:
@@ -39,6 +41,11 @@ class ZookeeperConsumerConnector:
 
     ``before_release`` runs after the consumers of revoked partitions have stopped and while
     the partitions are still owned (the place to flush or commit their last records).
+
+    ``stored_offsets`` tells how far the receiver has stored each partition. A partition that
+    comes back (typically after a ZooKeeper session loss, when the commits of blocks stored
+    meanwhile were refused) is read, and committed, from that offset when it is past the
+    committed one, instead of storing those records a second time.
     """
 
     def __init__(
@@ -49,6 +56,7 @@ class ZookeeperConsumerConnector:
         sink: RecordSink,
         on_failure: FailureHandler,
         before_release: RevokeHook | None = None,
+        stored_offsets: StoredOffsets | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
         poll_timeout_s: float = DEFAULT_POLL_TIMEOUT_S,
     ) -> None:
@@ -57,6 +65,7 @@ class ZookeeperConsumerConnector:
         self._sink = sink
         self._on_failure = on_failure
         self._before_release = before_release
+        self._stored_offsets = stored_offsets
         self._batch_size = batch_size
         self._poll_timeout_s = poll_timeout_s
         self._consumers: dict[TopicAndPartition, PartitionConsumer] = {}
@@ -149,7 +158,7 @@ class ZookeeperConsumerConnector:
     def on_partitions_assigned(self, partitions: Mapping[TopicAndPartition, str]) -> None:
         if self._closing.is_set():
             return
-        committed = self.offsets.read_all(partitions)
+        committed = self._start_offsets(self.offsets.read_all(partitions))
         started: list[PartitionConsumer] = []
         for tp in sorted(partitions):
             consumer = PartitionConsumer(
@@ -174,6 +183,29 @@ class ZookeeperConsumerConnector:
             )
         for consumer in started:
             consumer.start()
+
+    def _start_offsets(
+        self, committed: dict[TopicAndPartition, int | None]
+    ) -> dict[TopicAndPartition, int | None]:
+        """The committed offsets, moved up to what this receiver already stored, and committed so."""
+        if self._stored_offsets is None:
+            return committed
+        ahead: dict[TopicAndPartition, int] = {}
+        for tp, offset in committed.items():
+            stored = self._stored_offsets(tp)
+            if stored is not None and (offset is None or stored > offset):
+                ahead[tp] = stored
+        if ahead:
+            logger.info(
+                "resuming %s where this receiver stored them, past the committed offsets",
+                ", ".join(f"{tp} at {offset}" for tp, offset in sorted(ahead.items())),
+            )
+            try:
+                self.offsets.commit(ahead)
+            except Exception as exc:
+                # The next stored block commits past them anyway.
+                logger.warning("committing the stored offsets %s failed: %r", ahead, exc)
+        return {**committed, **ahead}
 
     def on_partitions_revoked(self, partitions: list[TopicAndPartition]) -> None:
         with self._lock:

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-from reliable_kafka.kafka.block_offsets import BlockOffsetTracker
+from reliable_kafka.kafka.block_offsets import BlockOffsetTracker, next_offsets
 from reliable_kafka.kafka.offset_range import OffsetRange, block_metadata
 from reliable_kafka.kafka.partition_consumer import DEFAULT_BATCH_SIZE, DEFAULT_POLL_TIMEOUT_S
 from reliable_kafka.kafka.zk_paths import TopicAndPartition
@@ -72,6 +72,10 @@ class ReliableKafkaReceiver(ZookeeperKafkaReceiver):
         self._flush_timeout_s = flush_on_revoke_timeout_s
         self._offsets = BlockOffsetTracker()
         self._store_failed = threading.Event()
+        # Per partition, the offset after the last record stored (committed or not). Kept across
+        # restarts: what was stored stays stored, so reading it again would only duplicate it.
+        self._stored_until: dict[TopicAndPartition, int] = {}
+        self._stored_lock = threading.Lock()
 
     # -- life cycle ---------------------------------------------------------------------------
 
@@ -83,6 +87,7 @@ class ReliableKafkaReceiver(ZookeeperKafkaReceiver):
             _GeneratedBlockHandler(self, self._offsets),
             on_failure=self._consumer_failed,
             before_release=self._flush_revoked,
+            stored_offsets=self.stored_offset,
         )
 
     def on_stop(self) -> None:
@@ -139,11 +144,20 @@ class ReliableKafkaReceiver(ZookeeperKafkaReceiver):
         self.stop("Error while storing block into Spark", error)
         return False
 
-    def _commit(self, ranges: list[OffsetRange]) -> None:
+    def stored_offset(self, tp: TopicAndPartition) -> int | None:
+        """The offset after the last record of ``tp`` this receiver stored, None if none."""
+        with self._stored_lock:
+            return self._stored_until.get(tp)
+
+    def _remember_stored(self, offsets: Mapping[TopicAndPartition, int]) -> None:
+        with self._stored_lock:
+            for tp, offset in offsets.items():
+                self._stored_until[tp] = max(offset, self._stored_until.get(tp, offset))
+
+    def _commit(self, offsets: Mapping[TopicAndPartition, int]) -> None:
         connector = self._connector
-        if connector is None or not ranges:
+        if connector is None or not offsets:
             return
-        offsets = {TopicAndPartition(r.topic, r.partition): r.untilOffset for r in ranges}
         try:
             connector.offsets.commit(offsets)
         except Exception as exc:
@@ -162,4 +176,8 @@ class _GeneratedBlockHandler(OffsetTrackingListener):
             logger.info("dropping block %s: an earlier block failed to store", block_id)
             return
         if receiver._store_block(block_id, chunks, ranges):
-            receiver._commit(ranges)
+            offsets = next_offsets(ranges)
+            # Remembered before committing: a commit refused after a session loss must not
+            # make the partition's next consumer store these records again.
+            receiver._remember_stored(offsets)
+            receiver._commit(offsets)

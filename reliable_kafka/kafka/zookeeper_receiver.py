@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from reliable_kafka.kafka.block_offsets import BlockOffsetTracker
-from reliable_kafka.kafka.consumer_connector import ZookeeperConsumerConnector
+from reliable_kafka.kafka.consumer_connector import StoredOffsets, ZookeeperConsumerConnector
 from reliable_kafka.kafka.offset_range import OffsetRange
 from reliable_kafka.kafka.params import KafkaParams, parse_kafka_params
 from reliable_kafka.kafka.partition_consumer import DEFAULT_BATCH_SIZE, DEFAULT_POLL_TIMEOUT_S
@@ -76,6 +76,7 @@ class ZookeeperKafkaReceiver(Receiver):
         *,
         on_failure: Callable[[str, BaseException], None],
         before_release: ReleaseHook | None,
+        stored_offsets: StoredOffsets | None = None,
     ) -> None:
         """Start the block generator, then join the group: consumers start as partitions are owned."""
         self._block_generator = self.supervisor.create_block_generator(listener)
@@ -86,6 +87,7 @@ class ZookeeperKafkaReceiver(Receiver):
             sink=self._add_chunk,
             on_failure=on_failure,
             before_release=before_release,
+            stored_offsets=stored_offsets,
             batch_size=self._batch_size,
             poll_timeout_s=self._poll_timeout_s,
         )

@@ -154,6 +154,15 @@ def produce(
     return sent
 
 
+def expire_session(connect: str, zk: KazooClient) -> None:
+    """Expire ``zk``'s session the way ZooKeeper's own tests do: close it from another client."""
+    session_id, password = zk.client_id
+    intruder = KazooClient(hosts=connect, client_id=(session_id, password), timeout=6.0)
+    intruder.start(timeout=15)
+    intruder.stop()
+    intruder.close()
+
+
 def committed_offset(zk: KazooClient, group: str, topic: str, partition: int) -> int | None:
     try:
         return int(zk.get(f"/consumers/{group}/offsets/{topic}/{partition}")[0])

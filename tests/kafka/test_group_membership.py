@@ -20,6 +20,7 @@ from reliable_kafka.kafka.zk_client import close_zookeeper, connect_zookeeper
 from reliable_kafka.kafka.zk_paths import TopicAndPartition as TP
 from reliable_kafka.local import LocalCluster
 from tests.cluster_backends import unique_name
+from tests.kafka.harness import expire_session
 
 pytestmark = pytest.mark.integration
 
@@ -205,15 +206,6 @@ def test_zookeeper_restart_keeps_or_restores_membership_and_ownership(
         assert member.offsets.read(TP(topic, 0)) == 7
     finally:
         member.close()
-
-
-def expire_session(connect: str, zk: KazooClient) -> None:
-    """Expire ``zk``'s session the way ZooKeeper's own tests do: close it from another client."""
-    session_id, password = zk.client_id
-    intruder = KazooClient(hosts=connect, client_id=(session_id, password), timeout=6.0)
-    intruder.start(timeout=15)
-    intruder.stop()
-    intruder.close()
 
 
 def test_session_expiry_voids_claims_then_reregisters_and_reclaims(zk_params, admin) -> None:

@@ -8,6 +8,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,12 +20,15 @@ import pytest
 from reliable_kafka.kafka import ReliableKafkaReceiver, range_assign
 from reliable_kafka.kafka.range_assignor import consumer_threads_per_topic
 from reliable_kafka.local import LocalCluster
-from reliable_kafka.storage import StorageLevel
+from reliable_kafka.receiver import ReceivedBlockInfo
+from reliable_kafka.storage import StorageLevel, decode_block
 from tests.cluster_backends import unique_name
 from tests.kafka.harness import (
+    RecordingTracker,
     RunningReceiver,
     assert_exactly_once,
     committed_offset,
+    expire_session,
     offsets_reach,
     produce,
     streaming_settings,
@@ -254,3 +260,57 @@ def test_zookeeper_restart_mid_stream_commits_resume_and_nothing_is_lost(
     for p in (0, 1):
         offsets = {r[4] for r in records if r[3] == p}
         assert offsets == set(range(6000)), f"partition {p} lost records"
+
+
+@pytest.mark.slow
+def test_zookeeper_session_loss_mid_stream_duplicates_at_most_one_block_per_partition(
+    local_cluster: LocalCluster, admin_zk: Any, tmp_path: Path
+) -> None:
+    topic, group = unique_name("session"), unique_name("g")
+    local_cluster.create_topic(topic, 2)
+    sent = produce(local_cluster.client_config(), topic, 2, 5000)
+    receiver = ReliableKafkaReceiver(
+        local_cluster.zookeeper_connect,
+        group,
+        {topic: 1},
+        {**local_cluster.client_config(), **FAST_GROUP_PARAMS, "zookeeper.session.timeout.ms": "6000"},
+        StorageLevel.MEMORY_AND_DISK_SER,
+        consume_batch_size=200,
+    )
+    reported = 0
+    expired = threading.Event()
+
+    def expire_mid_stream(info: ReceivedBlockInfo) -> None:
+        # On the push thread, between storing a block and committing it: this block's commit,
+        # and those of every block stored until the partitions are re-claimed, are refused.
+        nonlocal reported
+        reported += 1
+        if reported != 5:
+            return
+        expire_session(local_cluster.zookeeper_connect, receiver.connector._zk)
+        # The consumers keep reading meanwhile: several blocks are stored without a session.
+        time.sleep(0.5)
+        expired.set()
+
+    running = RunningReceiver(
+        receiver,
+        tmp_path,
+        settings=streaming_settings(wal=True, max_rate=2000),
+        tracker=RecordingTracker(expire_mid_stream),
+    )
+    try:
+        wait_for(expired.is_set, 30, "the session to be expired mid-stream")
+        ends = {(topic, p): len(values) for p, values in sent.items()}
+        wait_for(offsets_reach(admin_zk, group, ends), 60, "offsets at the log end after the session loss")
+        assert receiver.connector.group.generation >= 1, "the session was not lost"
+    finally:
+        running.stop()
+    blocks = [decode_block(running.block_manager.get(info.block_id)) for info in running.tracker.blocks]
+    for p, values in sent.items():
+        offsets = [r[4] for block in blocks for r in block if r[3] == p]
+        assert set(offsets) == set(range(len(values))), f"partition {p} lost records"
+        duplicates = {o for o, n in Counter(offsets).items() if n > 1}
+        per_block = [{r[4] for r in block if r[3] == p} for block in blocks]
+        assert not duplicates or any(duplicates <= block for block in per_block), (
+            f"partition {p}: duplicates {min(duplicates)}..{max(duplicates)} span more than one block"
+        )
