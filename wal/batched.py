@@ -34,6 +34,9 @@ class BatchedWriteAheadLog(WriteAheadLog):
 
     As in Spark, ``read(handle)`` is unsupported (the handle names a batch, not a record);
     use ``read_batch(handle)`` for all records of that batch, or ``read_all()``.
+    If the commit thread dies (e.g. ``SystemExit`` from the wrapped log), the batch in flight
+    and every queued write fail with ``WriteAheadLogError`` and later writes raise
+    ``WriteAheadLogClosedError``; no writer waits forever.
     ``close`` fails writes still queued with ``WriteAheadLogClosedError``, waits up to
     ``close_timeout_s`` for the batch in flight, and closes the wrapped log.
     """
@@ -99,6 +102,9 @@ class BatchedWriteAheadLog(WriteAheadLog):
                 self._last_batch_size = len(batch)
                 self._commit(batch)
         finally:
+            # Whatever stopped this thread, nobody may wait for it: fail what is queued, refuse more.
+            for pending in self._queue.close():
+                pending.resolve(None, WriteAheadLogError("batched write-ahead log commit thread stopped"))
             self._close_wrapped()
 
     def _commit(self, batch: list[PendingWrite]) -> None:
@@ -108,10 +114,12 @@ class BatchedWriteAheadLog(WriteAheadLog):
             started = time.monotonic()
             handle = self._wrapped.write(aggregate([p.record for p in batch]), batch[-1].time_ms)
             self._last_write_s = min(time.monotonic() - started, _MAX_GATHER_S)
-        except Exception as exc:
+        except BaseException as exc:
             logger.warning("batched write-ahead log write of %d record(s) failed", len(batch), exc_info=True)
             for pending in batch:
                 pending.resolve(None, exc)
+            if not isinstance(exc, Exception):
+                raise  # SystemExit and the like end the thread; _run fails everything after it
         else:
             for pending in batch:
                 pending.resolve(handle, None)

@@ -254,3 +254,30 @@ def test_aggregate_round_trip_and_rejects_foreign_data():
     for bad in (b"", b"\xc1", aggregate([]).replace(b"\x01", b"\x02", 1), b"\x92\x01\x91\xa1x"):
         with pytest.raises(ValueError):
             deaggregate(bad)
+
+
+class _ThreadKiller(BaseException):
+    """Not an Exception: what SystemExit or a KeyboardInterrupt delivered to the thread looks like."""
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_batched_commit_thread_dying_fails_current_and_later_writers(gated):
+    log = BatchedWriteAheadLog(gated)
+    gated.gate.clear()
+    gated.error = _ThreadKiller()  # type: ignore[assignment]
+    threads, outcome = run_writers(log, [(b"in flight", 1)])
+    assert gated.entered.wait(10)
+    queued_threads, queued_outcome = run_writers(log, [(b"queued", 2)])
+    wait_until(lambda: queued(log) == 1)
+    gated.gate.set()
+    for t in [*threads, *queued_threads]:
+        t.join(10)
+        assert not t.is_alive(), "a writer is still waiting for a dead commit thread"
+    assert isinstance(outcome[b"in flight"], WriteAheadLogError)
+    assert isinstance(outcome[b"in flight"].__cause__, _ThreadKiller)
+    assert isinstance(queued_outcome[b"queued"], WriteAheadLogError)
+    log._thread.join(10)
+    with pytest.raises(WriteAheadLogError):
+        log.write(b"later", 3)
+    assert gated.closed
+    log.close()
