@@ -6,7 +6,8 @@ Cases, per record size, each with one fsync per write:
   baseline   plain loop of os.write + os.fsync on one file
   single     FileBasedWriteAheadLog.write from one thread
   batched    BatchedWriteAheadLog with --writers concurrent writer threads (group commit)
-Each case runs --repeat times, interleaved, and the median is reported.
+Each case runs --repeat times, interleaved, and the median is reported; then one PASS/FAIL
+line per goal and record size: single >= 0.8 x baseline, batched >= 5 x single.
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from wal import BatchedWriteAheadLog, FileBasedWriteAheadLog
+
+# The project's throughput goals for the write-ahead log.
+SINGLE_GOAL = 0.8
+BATCHED_GOAL = 5
 
 
 def now_ms() -> int:
@@ -101,6 +106,7 @@ def main() -> None:
     header = f"{'case':<34}{'size':>7}{'records/s':>12}{'MB/s':>9}{'vs baseline':>13}"
     print(header)
     print("-" * len(header))
+    goals: list[tuple[int, float, float]] = []  # (size, single/baseline, batched/single)
     try:
         for size in sizes:
             record = os.urandom(size)
@@ -132,8 +138,23 @@ def main() -> None:
             single = rates["FileBasedWAL, 1 writer"]
             batched = rates[f"BatchedWAL, {args.writers} writers"]
             print(f"{'  batched / single writer':<34}{size:>7}{'':>12}{'':>9}{batched / single:>12.2f}x")
+            goals.append((size, single / baseline, batched / single))
     finally:
         shutil.rmtree(root, ignore_errors=True)
+    print()
+    for size, single_ratio, batched_ratio in goals:
+        print(
+            f"goal single-writer >= {SINGLE_GOAL} x os.write+fsync baseline ({size} B): "
+            f"{verdict(single_ratio >= SINGLE_GOAL)} ({single_ratio:.2f})"
+        )
+        print(
+            f"goal batched({args.writers} writers) >= {BATCHED_GOAL} x single-writer ({size} B): "
+            f"{verdict(batched_ratio >= BATCHED_GOAL)} ({batched_ratio:.2f})"
+        )
+
+
+def verdict(met: bool) -> str:
+    return "PASS" if met else "FAIL"
 
 
 if __name__ == "__main__":
