@@ -104,5 +104,8 @@ class _BlockPusher(OffsetTrackingListener):
 
     def store(self, block_id: StreamBlockId, chunks: list[PackedChunk], ranges: list[OffsetRange]) -> None:
         self._receiver.store_bytes(
-            encode_chunks(chunks), block_metadata(ranges), sum(chunk.num_records for chunk in chunks)
+            encode_chunks(chunks),
+            block_metadata(ranges),
+            sum(chunk.num_records for chunk in chunks),
+            block_id=block_id,
         )

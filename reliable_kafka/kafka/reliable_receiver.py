@@ -128,7 +128,8 @@ class ReliableKafkaReceiver(ZookeeperKafkaReceiver):
         num_records = sum(chunk.num_records for chunk in chunks)
         for attempt in range(1, self.store_max_attempts + 1):
             try:
-                self.store_bytes(data, metadata, num_records)
+                # One id for every attempt: an attempt that left a copy behind is not a second block.
+                self.store_bytes(data, metadata, num_records, block_id=block_id)
                 return True
             except Exception as exc:
                 error = exc

@@ -50,7 +50,12 @@ def serialize_block(block: ReceivedBlock) -> tuple[bytes, int | None]:
 
 
 def put_or_raise(block_store: BlockStore, block_id: StreamBlockId, data: bytes, level: StorageLevel) -> None:
+    """Put the block; storing again the same bytes under the same id is a success (a retry
+    after a failure elsewhere, e.g. in the WAL, keeps one copy), other bytes are an error."""
     if not block_store.put(block_id, data, level):
+        if block_store.get(block_id) == data:
+            logger.debug("Block %s is already stored with the same data", block_id)
+            return
         raise BlockStoreError(
             f"could not store block {block_id} with storage level {level.name}: a block with that id is "
             "already stored",

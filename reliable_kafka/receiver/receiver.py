@@ -9,6 +9,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from reliable_kafka.storage.block_id import StreamBlockId
 from reliable_kafka.storage.storage_level import StorageLevel
 
 if TYPE_CHECKING:
@@ -86,11 +87,18 @@ class Receiver(ABC):
         self.supervisor.push_iterator(iterator, metadata)
 
     def store_bytes(
-        self, data: bytes, metadata: dict[str, Any] | None = None, num_records: int | None = None
+        self,
+        data: bytes,
+        metadata: dict[str, Any] | None = None,
+        num_records: int | None = None,
+        *,
+        block_id: StreamBlockId | None = None,
     ) -> None:
         """Store a block already in the block format; returns once stored and reported.
-        ``num_records``, if known, is what the tracker counts for the block."""
-        self.supervisor.push_bytes(data, metadata, num_records=num_records)
+        ``num_records``, if known, is what the tracker counts for the block. ``block_id`` (a
+        block generator's) makes retries of one block store it under one id; by default each
+        call takes a new one."""
+        self.supervisor.push_bytes(data, metadata, block_id, num_records=num_records)
 
     def report_error(self, message: str, error: BaseException | None) -> None:
         """Tell the tracker about an error without stopping."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -141,8 +142,9 @@ class FailingWriteAheadLog(WriteAheadLog):
 
 
 def test_a_wal_that_fails_every_write_stops_the_receiver_after_four_attempts_and_commits_nothing(
-    kafka_cluster: ClusterUnderTest, admin_zk: Any
+    kafka_cluster: ClusterUnderTest, admin_zk: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.WARNING, logger="reliable_kafka.kafka.reliable_receiver")
     topic, group = unique_name("failing"), unique_name("g")
     kafka_cluster.create_topic(topic, 2)
     produce(kafka_cluster.client_config(), topic, 2, 50)
@@ -155,7 +157,8 @@ def test_a_wal_that_fails_every_write_stops_the_receiver_after_four_attempts_and
         StorageLevel.MEMORY_AND_DISK_SER,
     )
     receiver.set_receiver_id(0)
-    handler = WriteAheadLogBasedBlockHandler(BlockManager(), 0, receiver.storage_level, log)
+    block_manager = BlockManager()
+    handler = WriteAheadLogBasedBlockHandler(block_manager, 0, receiver.storage_level, log)
     running = RunningReceiver(receiver, None, handler=handler)
     try:
         with pytest.raises(OSError, match="disk on fire"):
@@ -163,6 +166,12 @@ def test_a_wal_that_fails_every_write_stops_the_receiver_after_four_attempts_and
     finally:
         running.stop()
     assert log.writes == 4, "one block, four attempts in all, then nothing more"
+    # Every attempt stored under the generator's block id: one copy, and the log names it.
+    (stored,) = block_manager.remove_blocks_older_than(2**62)
+    attempts = [r.getMessage() for r in caplog.records if r.getMessage().startswith("storing block")]
+    assert attempts == [
+        f"storing block {stored} failed (attempt {n} of 4): OSError('disk on fire')" for n in range(1, 5)
+    ]
     assert running.tracker.blocks == []
     assert committed_offset(admin_zk, group, topic, 0) is None
     assert committed_offset(admin_zk, group, topic, 1) is None

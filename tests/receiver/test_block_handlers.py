@@ -96,6 +96,39 @@ def test_a_duplicate_block_id_is_an_error_naming_block_and_level() -> None:
         handler.store_block(StreamBlockId(0, 1), ArrayBufferBlock([2]))
 
 
+def test_storing_the_same_bytes_again_under_the_same_id_succeeds_and_keeps_one_copy() -> None:
+    manager = BlockManager()
+    handler = BlockManagerBasedBlockHandler(manager, StorageLevel.MEMORY_ONLY)
+    for _ in range(2):
+        result = handler.store_block(StreamBlockId(0, 1), ArrayBufferBlock(KAFKA_RECORDS))
+        assert (result.block_id, result.num_records) == (StreamBlockId(0, 1), 50)
+    assert manager.remove_blocks_older_than(2**62) == [StreamBlockId(0, 1)]
+
+
+def test_a_wal_handler_retry_under_the_same_id_succeeds_after_only_the_wal_failed(tmp_path: Path) -> None:
+    class FailsOnce(FileBasedWriteAheadLog):
+        failed = False
+
+        def write(self, record: bytes, time_ms: int) -> RecordHandle:
+            if not self.failed:
+                self.failed = True
+                raise OSError("log disk hiccup")
+            return super().write(record, time_ms)
+
+    manager = BlockManager()
+    log = FailsOnce(str(tmp_path / "log"), fsync=False)
+    handler = wal_handler(tmp_path, block_manager=manager, log=log)
+    block_id = StreamBlockId(0, 3)
+    with pytest.raises(OSError, match="log disk hiccup"):
+        handler.store_block(block_id, ArrayBufferBlock(KAFKA_RECORDS))
+    wait_until(lambda: manager.contains(block_id), what="the first attempt's copy in the block manager")
+    result = handler.store_block(block_id, ArrayBufferBlock(KAFKA_RECORDS))
+    assert result.block_id == block_id and result.wal_record_handle is not None
+    assert decode_block(log.read(result.wal_record_handle)) == KAFKA_RECORDS
+    assert manager.remove_blocks_older_than(2**62) == [block_id]
+    handler.stop()
+
+
 def test_wal_handler_stores_in_both_places_in_parallel_and_returns_the_wal_handle(tmp_path: Path) -> None:
     # Each store waits at a barrier for the other: only parallel writes get through it.
     both_writing = threading.Barrier(2, timeout=5)

@@ -77,6 +77,18 @@ def test_receiver_every_store_variant_reaches_the_supervisor() -> None:
     assert receiver.is_stopped()
 
 
+def test_store_bytes_stores_under_the_block_id_it_is_given() -> None:
+    receiver = ThreadedReceiver()
+    supervisor, tracker, manager = supervise(receiver)
+    supervisor.start()
+    data = encode_block(["retried"])
+    for _ in range(2):  # a retry of the same block: same id, one copy
+        receiver.store_bytes(data, None, 1, block_id=StreamBlockId(0, 1000))
+    assert [info.block_id for info in tracker.blocks] == [StreamBlockId(0, 1000)] * 2
+    assert manager.remove_blocks_older_than(2**62) == [StreamBlockId(0, 1000)]
+    supervisor.stop("test over")
+
+
 def test_receiver_restart_stops_then_starts_again_after_the_delay() -> None:
     receiver = ThreadedReceiver()
     supervisor, tracker, _ = supervise(receiver)
