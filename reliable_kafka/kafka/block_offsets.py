@@ -33,18 +33,27 @@ class BlockOffsetTracker:
     """Offsets of the block being filled, and of every cut block until it is pushed."""
 
     def __init__(self) -> None:
-        self._current: dict[TopicAndPartition, list[int]] = {}
-        self._blocks: dict[StreamBlockId, dict[TopicAndPartition, list[int]]] = {}
+        # Per partition, the [from, until) spans of the buffer, in the order they were read.
+        self._current: dict[TopicAndPartition, list[list[int]]] = {}
+        self._blocks: dict[StreamBlockId, dict[TopicAndPartition, list[list[int]]]] = {}
         self._changed = threading.Condition()
 
     def add(self, tp: TopicAndPartition, first_offset: int, last_offset: int) -> None:
-        """Records ``first_offset..last_offset`` of ``tp`` joined the buffer (batches arrive in order)."""
+        """Records ``first_offset..last_offset`` of ``tp`` joined the buffer.
+
+        One consumer's batches arrive in order and extend the partition's span (over gaps too:
+        compacted topics skip offsets). A batch starting below the span's end comes from a new
+        consumer of a partition that came back before the old one's records were pushed (a
+        revoke flush that timed out); it starts a span of its own, so no range runs backwards.
+        """
         with self._changed:
-            span = self._current.get(tp)
-            if span is None:
-                self._current[tp] = [first_offset, last_offset + 1]
+            spans = self._current.get(tp)
+            if spans is None:
+                self._current[tp] = [[first_offset, last_offset + 1]]
+            elif first_offset < spans[-1][1]:
+                spans.append([first_offset, last_offset + 1])
             else:
-                span[1] = last_offset + 1
+                spans[-1][1] = last_offset + 1
 
     def cut(self, block_id: StreamBlockId) -> None:
         with self._changed:
@@ -54,7 +63,11 @@ class BlockOffsetTracker:
     def ranges(self, block_id: StreamBlockId) -> list[OffsetRange]:
         with self._changed:
             spans = self._blocks.get(block_id, {})
-            return [OffsetRange(tp.topic, tp.partition, a, b) for tp, (a, b) in sorted(spans.items())]
+            return [
+                OffsetRange(tp.topic, tp.partition, a, b)
+                for tp, partition_spans in sorted(spans.items())
+                for a, b in partition_spans
+            ]
 
     def done(self, block_id: StreamBlockId) -> None:
         """The block is pushed (or given up on): forget it and wake :meth:`wait_until_pushed`."""

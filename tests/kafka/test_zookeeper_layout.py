@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import threading
 
-from reliable_kafka.kafka.block_offsets import BlockOffsetTracker
+from reliable_kafka.kafka.block_offsets import BlockOffsetTracker, next_offsets
 from reliable_kafka.kafka.broker_discovery import broker_address, parse_topic_partitions
 from reliable_kafka.kafka.group_membership import new_consumer_id, registration_json, subscription_for
 from reliable_kafka.kafka.offset_range import OffsetRange, block_metadata, ranges_in_metadata
@@ -75,3 +75,19 @@ def test_offset_tracker_snapshots_each_block_and_tells_when_partitions_are_pushe
     threading.Timer(0.05, tracker.done, [first]).start()
     threading.Timer(0.1, tracker.done, [second]).start()
     assert tracker.wait_until_pushed([TP("t", 0), TP("t", 1)], 5)
+
+
+def test_a_partition_read_again_from_an_earlier_offset_gets_a_range_of_its_own() -> None:
+    # The partition came back to this receiver while its old records were still buffered.
+    tracker = BlockOffsetTracker()
+    tracker.add(TP("t", 0), 100, 149)
+    tracker.add(TP("t", 0), 120, 129)
+    tracker.add(TP("t", 0), 130, 139)
+    tracker.add(TP("t", 0), 145, 160)  # a gap (compaction) extends the span
+    block = StreamBlockId(0, 1)
+    tracker.cut(block)
+    ranges = tracker.ranges(block)
+    assert ranges == [OffsetRange("t", 0, 100, 150), OffsetRange("t", 0, 120, 161)]
+    assert all(r.fromOffset <= r.untilOffset for r in ranges)
+    # Blocks are stored in order, so storing this one makes everything below 161 stored.
+    assert next_offsets(ranges) == {TP("t", 0): 161}
