@@ -10,6 +10,7 @@ block that was stored but not yet committed, per partition.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections.abc import Mapping
@@ -66,6 +67,11 @@ class ReliableKafkaReceiver(ZookeeperKafkaReceiver):
                 "kafka param auto.commit.enable is true; ReliableKafkaReceiver commits offsets only for "
                 "stored blocks, so auto commit is turned off"
             )
+        # Off in the params too, so nothing that reads them (a rebalance hook, a subclass) can
+        # commit offsets of records that are not stored yet.
+        self.params = dataclasses.replace(
+            self.params, group=dataclasses.replace(self.params.group, auto_commit_enable=False)
+        )
         if store_max_attempts < 1:
             raise ValueError(f"store_max_attempts must be >= 1, got {store_max_attempts}")
         self.store_max_attempts = store_max_attempts

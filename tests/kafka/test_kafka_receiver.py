@@ -85,4 +85,8 @@ def test_receivers_validate_their_arguments_naming_the_key(
     caplog.set_level(logging.WARNING)
     receiver = ReliableKafkaReceiver("zk:2181", "g", {"t": 1}, {"auto.commit.enable": "true"})
     assert "auto commit is turned off" in caplog.text
+    assert receiver.params.group.auto_commit_enable is False
+    # Off by default too (the 0.8 default is on).
+    assert ReliableKafkaReceiver("zk:2181", "g", {"t": 1}).params.group.auto_commit_enable is False
+    assert KafkaReceiver("zk:2181", "g", {"t": 1}).params.group.auto_commit_enable is True
     assert receiver.params.consumer_config("b:9092")["enable.auto.commit"] is False
