@@ -12,6 +12,8 @@ class FsyncPolicy(Enum):
     for an append-only segment and usually cheaper.
     ``NONE``: bytes reach the OS (or the fsspec file's flush) only; survives a process
     crash, not a machine crash.
+    On fsspec stores that publish a file only when it is closed (S3, GCS, ...) every write
+    closes its segment whatever the policy: before that, the bytes exist only in this process.
     """
 
     FSYNC = "fsync"

@@ -34,7 +34,12 @@ class FileBasedWriteAheadLog(WriteAheadLog):
     crash it continues in a new segment instead of after a possibly torn tail.
 
     ``fsync``: ``True``/``FsyncPolicy.FSYNC`` (default) syncs every write, ``FsyncPolicy.FDATASYNC``
-    syncs data only, ``False``/``FsyncPolicy.NONE`` only hands bytes to the OS.
+    syncs data only, ``False``/``FsyncPolicy.NONE`` only hands bytes to the OS. On fsspec
+    filesystems a write is flushed, and synced only where the opened file has a real descriptor;
+    on stores that publish only on close, the close that ends every write is the upload.
+    Files are 0o600 and directories this log creates 0o700: natively on local disks, through
+    ``chmod`` on fsspec filesystems that have one; elsewhere (S3, GCS, ...) permissions are
+    the store's (bucket policies, ACLs).
     ``close_file_after_write``: one segment per write, recovered in parallel. On fsspec stores
     where a flushed write is not yet in the store (anything but the protocols in
     ``wal.fsspec_storage.PUBLISHED_ON_FLUSH_PROTOCOLS``: S3, GCS, Azure, WebHDFS, ...) it is
@@ -112,7 +117,7 @@ class FileBasedWriteAheadLog(WriteAheadLog):
                 raise WriteAheadLogClosedError(f"write to closed write-ahead log {self.log_directory}")
             if self._writer is not None and time_ms > self._writer_end_ms:
                 # Outside the retry loop: this failure is the old segment's, not the new record's.
-                self._close_rolled_writer()
+                self._close_rolled_writer(self._writer)
             if self._must_warn_forced_close:
                 self._must_warn_forced_close = False
                 logger.warning(
@@ -172,9 +177,8 @@ class FileBasedWriteAheadLog(WriteAheadLog):
         if writer is not None:
             writer.close()
 
-    def _close_rolled_writer(self) -> None:
-        writer, self._writer = self._writer, None
-        assert writer is not None
+    def _close_rolled_writer(self, writer: SegmentWriter) -> None:
+        self._writer = None
         try:
             writer.close()
         except Exception as exc:
