@@ -100,7 +100,13 @@ class BlockManager:
             raise BlockStoreError(message, block_id, level) from exc
         with self._lock:
             self._pending.discard(block_id)
-            self._blocks[block_id] = _BlockInfo(level, len(data), self._now_ms(), in_memory=False)
+            closed = self._closed
+            if not closed:
+                self._blocks[block_id] = _BlockInfo(level, len(data), self._now_ms(), in_memory=False)
+        if closed:
+            # Closed while writing: the file went with the directory, or goes now.
+            self._disk.remove(block_id)
+            raise BlockStoreError(f"cannot store block {block_id}: the block manager is closed", block_id)
         if level.use_memory:
             logger.info("Block %s (%d bytes) did not fit in memory; stored on disk", block_id, len(data))
         return True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -17,19 +18,25 @@ logger = logging.getLogger(__name__)
 _FILE_MODE = 0o600
 
 
+class DiskStoreClosedError(OSError):
+    """The store is closed: it writes nothing and creates no directory any more."""
+
+
 class DiskStore:
     """One file per block under ``<parent>/blockmgr-<random>`` (0o700), files 0o600.
 
     The directory is created on the first put, so a block manager that never spills leaves no
     trace. Files are written under a temporary name and renamed, so a reader never sees half a
     block. Not durable on purpose (no fsync): this is a cache; the WAL is what survives crashes.
-    Not thread-safe for the same block id; the block manager serialises those.
+    Not thread-safe for the same block id; the block manager serialises those. Once closed,
+    a put fails with :class:`DiskStoreClosedError` instead of creating the directory again.
     """
 
     def __init__(self, parent_dir: str | Path | None = None) -> None:
         self._parent_dir = Path(parent_dir) if parent_dir is not None else None
         self._dir: Path | None = None
         self._dir_lock = threading.Lock()
+        self._closed = False
 
     @property
     def directory(self) -> Path | None:
@@ -37,6 +44,8 @@ class DiskStore:
 
     def _directory(self) -> Path:
         with self._dir_lock:
+            if self._closed:
+                raise DiskStoreClosedError("the local block directory is closed")
             if self._dir is None:
                 if self._parent_dir is not None:
                     self._parent_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -59,6 +68,13 @@ class DiskStore:
         except BaseException:
             tmp.unlink(missing_ok=True)
             raise
+        if self._closed:
+            # Closed while writing, maybe after close() listed the directory: delete what
+            # this write left, so the directory goes too.
+            path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                path.parent.rmdir()
+            raise DiskStoreClosedError(f"the local block directory closed while writing {block_id}")
 
     def get(self, block_id: StreamBlockId) -> bytes | None:
         if self._dir is None:
@@ -79,6 +95,7 @@ class DiskStore:
 
     def close(self) -> None:
         with self._dir_lock:
+            self._closed = True
             if self._dir is not None:
                 shutil.rmtree(self._dir, ignore_errors=True)
                 logger.info("Deleted local block directory %s", self._dir)

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from reliable_kafka.storage import BlockManager, BlockStore, BlockStoreError, StorageLevel, StreamBlockId
+from reliable_kafka.storage.disk_store import DiskStore, DiskStoreClosedError
 
 
 def block(n: int) -> StreamBlockId:
@@ -108,3 +109,37 @@ def test_put_after_close_fails() -> None:
     manager.close()
     with pytest.raises(BlockStoreError, match="closed"):
         manager.put(block(1), b"x", StorageLevel.MEMORY_ONLY)
+
+
+@pytest.mark.parametrize("close_after_write", [False, True])
+def test_a_disk_put_in_flight_during_close_fails_and_leaves_no_directory(
+    tmp_path: Path, close_after_write: bool
+) -> None:
+    class ClosingDuringWrite(DiskStore):
+        """close() arrives after the block manager handed the block to the disk store."""
+
+        def put(self, block_id: StreamBlockId, data: bytes) -> None:
+            if not close_after_write:
+                manager.close()
+            super().put(block_id, data)
+            if close_after_write:
+                manager.close()
+
+    manager = BlockManager(memory_budget_bytes=0, local_dir=tmp_path)
+    manager._disk = ClosingDuringWrite(tmp_path)
+    with pytest.raises(BlockStoreError, match=r"block input-0-1.*closed"):
+        manager.put(block(1), b"spilled", StorageLevel.MEMORY_AND_DISK_SER)
+    assert list(tmp_path.iterdir()) == [], "the spill directory came back after close"
+    assert not manager.contains(block(1))
+
+
+def test_a_closed_disk_store_refuses_puts_and_creates_no_directory(tmp_path: Path) -> None:
+    store = DiskStore(tmp_path / "spill")
+    store.put(block(1), b"one")
+    first = store.directory
+    assert first is not None and first.is_dir()
+    store.close()
+    with pytest.raises(DiskStoreClosedError):
+        store.put(block(2), b"two")
+    assert list((tmp_path / "spill").iterdir()) == []
+    assert store.directory is None
