@@ -4,6 +4,13 @@ Threads: callers add records to the current buffer; a :class:`RecurringTimer` sw
 for an empty one every block interval and queues it as a block (the queue is bounded, so a slow
 push thread throttles the timer, which throttles nobody else: adds keep filling the buffer, and
 the rate limiter is what bounds them); a push thread hands queued blocks to the listener.
+
+Memory: the current buffer has no size limit. While storing stalls (a slow block store or WAL,
+a ZooKeeper outage holding commits, a block store timeout being waited out), the queue fills,
+the timer stops cutting, and every record received meanwhile accumulates in the one buffer,
+as in Spark. Only a max rate (``spark.streaming.receiver.maxRate``, or backpressure) bounds it:
+at most rate x stall time records. Set one for sources that can deliver faster than the
+stores can take.
 """
 
 from __future__ import annotations
