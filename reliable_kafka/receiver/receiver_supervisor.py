@@ -387,8 +387,10 @@ class ReceiverSupervisor:
             reason = f"Restarting receiver with delay {delay_ms}ms: {message}"
             if self._stop_receiving(reason, error):
                 self._deregister(reason, error)
-            # Wakes early when the supervisor is stopped meanwhile; then there is nothing to start.
-            if self._stop_requested.wait(delay_ms / 1000):
+            # On the supervisor's clock, so tests can see the delay; wakes early when the
+            # supervisor is stopped meanwhile, and then there is nothing to start.
+            self._clock.wait_till_time(self._clock.get_time_ms() + delay_ms, self._stop_requested)
+            if self._stop_requested.is_set():
                 return
             logger.info("Starting receiver %d again", self.stream_id)
             self._start_receiver()

@@ -107,6 +107,65 @@ def test_receiver_restart_stops_then_starts_again_after_the_delay() -> None:
     assert tracker.event_names()[-1] == "deregister"
 
 
+class RestartWatchingClock(ManualClock):
+    """Records the waits of the restart thread: (time when it began, time it waits for)."""
+
+    def __init__(self, time_ms: int) -> None:
+        super().__init__(time_ms)
+        self.restart_waits: list[tuple[int, int]] = []
+
+    def wait_till_time(self, target_ms: int, interrupt: threading.Event | None = None) -> int:
+        if threading.current_thread().name.endswith("-restart"):
+            self.restart_waits.append((self.get_time_ms(), target_ms))
+        return super().wait_till_time(target_ms, interrupt)
+
+
+def test_a_restart_waits_the_delay_on_the_supervisors_clock_before_starting_again() -> None:
+    receiver = ThreadedReceiver()
+    clock = RestartWatchingClock(1_000)
+    supervisor, tracker, _ = supervise(receiver, clock=clock)
+    supervisor.start()
+    receiver.restart("source went away", delay_ms=2_000)
+    wait_until(lambda: bool(clock.restart_waits), what="the restart to wait")
+    assert clock.restart_waits == [(1_000, 3_000)]
+    assert receiver.stops == 1 and receiver.starts == 1
+    assert tracker.event_names() == ["register", "deregister"]
+    clock.advance(1_999)
+    assert receiver.starts == 1  # cannot start before the clock reaches the end of the delay
+    clock.advance(1)
+    wait_until(lambda: receiver.starts == 2, what="the start after the delay")
+    assert tracker.event_names() == ["register", "deregister", "register"]
+    supervisor.stop("test over")
+
+
+def test_a_restart_waiting_out_its_delay_ends_when_the_supervisor_stops() -> None:
+    receiver = ThreadedReceiver()
+    clock = RestartWatchingClock(0)
+    supervisor, _, _ = supervise(receiver, clock=clock)
+    supervisor.start()
+    receiver.restart("source went away", delay_ms=60_000)
+    wait_until(lambda: bool(clock.restart_waits), what="the restart to wait")
+    supervisor.stop("test over")  # joins the restart thread: the wait must end
+    assert receiver.starts == 1 and supervisor.is_terminated()
+
+
+def test_report_error_reaches_the_tracker_with_the_traceback() -> None:
+    receiver = ThreadedReceiver()
+    supervisor, tracker, _ = supervise(receiver)
+    supervisor.start()
+    try:
+        raise ConnectionError("broker unreachable")
+    except ConnectionError as exc:
+        receiver.report_error("fetch failed", exc)
+    receiver.report_error("no cause", None)
+    (stream_id, message, error), second = tracker.errors
+    assert (stream_id, message) == (0, "fetch failed")
+    assert error.startswith("Traceback") and "ConnectionError: broker unreachable" in error
+    assert second == (0, "no cause", "")
+    assert receiver.is_started(), "reporting an error does not stop the receiver"
+    supervisor.stop("test over")
+
+
 def test_receiver_stop_joins_the_receiving_threads() -> None:
     finished: list[str] = []
 
