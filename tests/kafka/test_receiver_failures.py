@@ -190,6 +190,42 @@ def test_two_receivers_split_by_range_and_the_survivor_takes_over_without_loss(
     assert {r[3] for r in b.records()} == {tp.partition for tp, t in want.items() if t == f"{ids[b]}-0"}
 
 
+def test_losing_a_partition_in_a_rebalance_stops_its_consumer_thread(local_cluster: LocalCluster) -> None:
+    topic, group = unique_name("lose"), unique_name("g")
+    local_cluster.create_topic(topic, 4)
+    params = {**local_cluster.client_config(), **FAST_GROUP_PARAMS}
+
+    def receiver() -> ReliableKafkaReceiver:
+        return ReliableKafkaReceiver(
+            local_cluster.zookeeper_connect, group, {topic: 1}, params, StorageLevel.MEMORY_AND_DISK_SER
+        )
+
+    def owned(run: RunningReceiver) -> set[int]:
+        return {tp.partition for tp in run.receiver.connector.owned_partitions()}  # type: ignore[attr-defined]
+
+    a = RunningReceiver(receiver(), None, stream_id=0)
+    try:
+        wait_for(lambda: owned(a) == {0, 1, 2, 3}, 30, "the first receiver to own all four")
+        # One consumer thread per owned partition, named after it.
+        threads = {t.name: t for t in threading.enumerate() if t.name.startswith(f"kafka-{topic}-")}
+        assert sorted(threads) == [f"kafka-{topic}-{p}" for p in range(4)]
+        b = RunningReceiver(receiver(), None, stream_id=1)
+        try:
+            # b claims a partition only once a released it, i.e. once a's consumer was joined.
+            wait_for(lambda: len(owned(a)) == 2 and len(owned(b)) == 2, 30, "the range split")
+            for p in range(4):
+                thread = threads[f"kafka-{topic}-{p}"]
+                if p in owned(a):
+                    assert thread.is_alive(), f"the consumer of kept partition {p} stopped"
+                else:
+                    assert not thread.is_alive(), f"the consumer of lost partition {p} still runs"
+        finally:
+            b.stop()
+    finally:
+        a.stop()
+    assert not any(t.is_alive() for t in threads.values())
+
+
 @pytest.mark.slow
 def test_broker_sigkill_and_restart_mid_stream_the_receiver_recovers_by_itself(
     local_cluster: LocalCluster, admin_zk: Any, tmp_path: Path

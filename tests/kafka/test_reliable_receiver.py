@@ -5,11 +5,13 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
 from reliable_kafka.kafka import ReliableKafkaReceiver, ranges_in_metadata
 from reliable_kafka.receiver import ReceivedBlockInfo, WriteAheadLogBasedBlockHandler
@@ -51,11 +53,13 @@ def test_thirty_messages_with_the_wal_on_are_stored_once_in_order_and_committed_
     topic, group = unique_name("thirty"), unique_name("g")
     kafka_cluster.create_topic(topic, 1)
     sent = produce(kafka_cluster.client_config(), topic, 1, 30)
-    offsets_when_stored: list[int | None] = []
+    # Per block: the committed offset once the block is stored, and where the block starts.
+    offsets_when_stored: list[tuple[int | None, int]] = []
 
     def before_report(info: ReceivedBlockInfo) -> None:
         # The block is in the block manager and the WAL now; its offsets must not be committed yet.
-        offsets_when_stored.append(committed_offset(admin_zk, group, topic, 0))
+        (block_range,) = ranges_in_metadata(info.metadata)
+        offsets_when_stored.append((committed_offset(admin_zk, group, topic, 0), block_range.fromOffset))
 
     # No bootstrap.servers: the brokers are found in ZooKeeper, as the 0.8 consumer did.
     protocol_config = {k: v for k, v in kafka_cluster.client_config().items() if k != "bootstrap.servers"}
@@ -72,7 +76,11 @@ def test_thirty_messages_with_the_wal_on_are_stored_once_in_order_and_committed_
     finally:
         running.stop()
 
-    assert offsets_when_stored[0] is None, "an offset was committed before the first block was stored"
+    assert offsets_when_stored[0][0] is None, "an offset was committed before the first block was stored"
+    for committed, from_offset in offsets_when_stored:
+        assert (committed or 0) <= from_offset, (
+            f"offset {committed} was committed before the block from {from_offset} was reported"
+        )
     assert_exactly_once(running.records(), {(topic, 0): sent[0]})
     # Every reported block went to the WAL and reads back from there as well.
     wal_records = []
@@ -114,6 +122,15 @@ def test_three_topics_of_four_partitions_every_message_once_every_offset_at_log_
         wait_for(offsets_reach(admin_zk, group, ends), 90, "every partition's offset at its log end")
     finally:
         running.stop()
+    # The log end as the broker knows it, not only as the test counted what it produced.
+    watermarks = Consumer({**kafka_cluster.client_config(), "group.id": group})
+    try:
+        for (topic, p), end in ends.items():
+            _, high = watermarks.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            assert high == end, f"{topic}/{p}: the broker's high watermark is {high}, {end} were produced"
+            assert committed_offset(admin_zk, group, topic, p) == high
+    finally:
+        watermarks.close()
     assert_exactly_once(running.records(), expected)
     assert offset_ranges_cover(running.tracker.blocks) == {key: per_partition for key in expected}
 
@@ -180,3 +197,38 @@ def test_a_wal_that_fails_every_write_stops_the_receiver_after_four_attempts_and
     assert "Error while storing block" in message and "disk on fire" in error
     # The group was left: nobody owns the partitions any more.
     assert admin_zk.get_children(f"/consumers/{group}/ids") == []
+
+
+def test_auto_offset_reset_largest_skips_what_was_produced_before_the_start(
+    kafka_cluster: ClusterUnderTest, admin_zk: Any
+) -> None:
+    topic, group = unique_name("largest"), unique_name("g")
+    kafka_cluster.create_topic(topic, 1)
+    config = kafka_cluster.client_config()
+    produce(config, topic, 1, 50)
+    receiver = ReliableKafkaReceiver(
+        kafka_cluster.zookeeper_connect,
+        group,
+        {topic: 1},
+        {**config, **FAST_GROUP_PARAMS, "auto.offset.reset": "largest"},
+        StorageLevel.MEMORY_AND_DISK_SER,
+    )
+    running = RunningReceiver(receiver, None)
+    try:
+        # "largest" is resolved when the consumer first fetches: probe until a record arrives,
+        # so that what follows is certainly produced after that point.
+        probes = 0
+        while running.tracker.record_count() == 0:
+            assert probes < 150, "no probe message was received"
+            produce(config, topic, 1, 1, start=50 + probes)
+            probes += 1
+            time.sleep(0.2)
+        after = produce(config, topic, 1, 100, start=50 + probes)[0]
+        end = 50 + probes + 100
+        wait_for(offsets_reach(admin_zk, group, {(topic, 0): end}), 30, "the offset at the log end")
+    finally:
+        running.stop()
+    offsets = [r[4] for r in running.records()]
+    assert min(offsets) >= 50, "a message produced before the receiver started was read"
+    assert offsets == list(range(min(offsets), end)), "from the first read on, every message once"
+    assert [r[1] for r in running.records()][-100:] == after
