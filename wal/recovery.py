@@ -9,19 +9,26 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import BinaryIO
 
 from wal.errors import WriteAheadLogError
-from wal.framing import HEADER_SIZE, FrameError, decode_header, verify_payload
+from wal.framing import HEADER_SIZE, MAGIC, FrameError, decode_header, verify_payload
 from wal.storage import Storage
 
 logger = logging.getLogger(__name__)
 
 
+_SCAN_CHUNK = 1 << 20
+_MAGIC_BYTE = bytes([MAGIC])
+
+
 def iter_segment(storage: Storage, path: str) -> Iterator[bytes]:
     """Records of one segment in order.
 
-    A torn tail (a crash mid-append) or a corrupt frame ends the segment with a warning:
-    nothing after a bad frame can be trusted to start on a frame boundary. A missing
-    segment (cleaned meanwhile) is skipped with a warning. Any other I/O error raises
-    ``WriteAheadLogError``: silently dropping a readable-later segment would lose data.
+    A torn tail (a crash mid-append) ends the segment with a warning. After a corrupt frame
+    reading resumes at the next offset where a whole frame checks out (magic byte, length
+    within the segment, CRC32C over length and payload), with a warning saying how many bytes
+    were skipped; a payload that itself holds a well-formed frame could be taken for one,
+    which a 32-bit CRC makes unlikely for anything but deliberately embedded frames.
+    A missing segment (cleaned meanwhile) is skipped with a warning. Any other I/O error
+    raises ``WriteAheadLogError``: silently dropping a readable-later segment would lose data.
     """
     try:
         reader, size = storage.open_reader(path)
@@ -30,14 +37,26 @@ def iter_segment(storage: Storage, path: str) -> Iterator[bytes]:
         return
     except OSError as exc:
         raise WriteAheadLogError(f"cannot open write-ahead log segment {path}: {exc}") from exc
-    with reader:
+    cursor = _Cursor(reader)
+    try:
         offset = 0
         while offset < size:
             try:
-                payload = _next_record(reader, size - offset)
-            except FrameError as exc:
-                _report_damage(path, offset, size, exc)
-                return
+                try:
+                    payload = _next_record(cursor, size - offset)
+                except FrameError as exc:
+                    resume = _next_intact_frame(storage, path, offset + 1, size)
+                    _report_damage(path, offset, size, exc, resume)
+                    if resume is None:
+                        return
+                    if resume < cursor.position:
+                        # The bad frame's bogus length read past the resume point; readers only go forward.
+                        cursor.reader.close()
+                        cursor = _Cursor(storage.open_reader(path)[0])
+                    if not cursor.skip_to(resume):
+                        return
+                    offset = resume
+                    continue
             except FileNotFoundError:
                 logger.warning("write-ahead log segment %s vanished while being recovered", path)
                 return
@@ -45,20 +64,83 @@ def iter_segment(storage: Storage, path: str) -> Iterator[bytes]:
                 raise WriteAheadLogError(f"cannot read write-ahead log segment {path}: {exc}") from exc
             yield payload
             offset += HEADER_SIZE + len(payload)
+    finally:
+        cursor.reader.close()
 
 
-def _next_record(reader: BinaryIO, remaining: int) -> bytes:
-    length, crc = decode_header(reader.read(min(HEADER_SIZE, remaining)))
+class _Cursor:
+    """A forward-only reader that knows its offset (fsspec range readers cannot seek or tell)."""
+
+    def __init__(self, reader: BinaryIO) -> None:
+        self.reader = reader
+        self.position = 0
+
+    def read(self, size: int) -> bytes:
+        data = self.reader.read(size)
+        self.position += len(data)
+        return data
+
+    def skip_to(self, target: int) -> bool:
+        """Read up to ``target``; False if the segment ended first."""
+        while self.position < target:
+            if not self.read(min(target - self.position, _SCAN_CHUNK)):
+                return False
+        return True
+
+
+def _next_record(cursor: _Cursor, remaining: int) -> bytes:
+    length, crc = decode_header(cursor.read(min(HEADER_SIZE, remaining)))
     # Check against the bytes that exist before reading: a garbage length must not allocate gigabytes.
     if length > remaining - HEADER_SIZE:
         raise FrameError(f"record of {length} bytes runs past the end of the segment", torn=True)
-    payload = reader.read(length)
+    payload = cursor.read(length)
     verify_payload(length, crc, payload)
     return payload
 
 
-def _report_damage(path: str, offset: int, size: int, exc: FrameError) -> None:
-    if exc.torn:
+def _next_intact_frame(storage: Storage, path: str, start: int, size: int) -> int | None:
+    """Offset of the first frame at or after ``start`` that checks out, or None."""
+    position = start
+    while position <= size - HEADER_SIZE:
+        chunk = storage.read_range(path, position, min(_SCAN_CHUNK, size - position))
+        if not chunk:
+            return None
+        index = chunk.find(_MAGIC_BYTE)
+        while index != -1:
+            candidate = position + index
+            if candidate > size - HEADER_SIZE:
+                return None
+            if _frame_checks_out(storage, path, candidate, size):
+                return candidate
+            index = chunk.find(_MAGIC_BYTE, index + 1)
+        position += len(chunk)
+    return None
+
+
+def _frame_checks_out(storage: Storage, path: str, offset: int, size: int) -> bool:
+    try:
+        length, crc = decode_header(storage.read_range(path, offset, HEADER_SIZE))
+        # Most random candidates fail here, before any payload is read.
+        if length > size - offset - HEADER_SIZE:
+            return False
+        verify_payload(length, crc, storage.read_range(path, offset + HEADER_SIZE, length))
+    except FrameError:
+        return False
+    return True
+
+
+def _report_damage(path: str, offset: int, size: int, exc: FrameError, resume: int | None) -> None:
+    if resume is not None:
+        logger.warning(
+            "corrupt write-ahead log record in %s at offset %d: %s; skipped %d bytes to the next "
+            "intact record at offset %d",
+            path,
+            offset,
+            exc.reason,
+            resume - offset,
+            resume,
+        )
+    elif exc.torn:
         logger.warning(
             "torn record at the end of write-ahead log segment %s (offset %d, %d bytes ignored): %s",
             path,
@@ -68,8 +150,8 @@ def _report_damage(path: str, offset: int, size: int, exc: FrameError) -> None:
         )
     else:
         logger.warning(
-            "corrupt write-ahead log record in %s at offset %d: %s; skipping the rest of the segment "
-            "(%d bytes)",
+            "corrupt write-ahead log record in %s at offset %d: %s; no intact record after it, "
+            "skipping the rest of the segment (%d bytes)",
             path,
             offset,
             exc.reason,

@@ -183,20 +183,52 @@ def test_torn_last_record_is_ignored_and_earlier_records_survive(make_log, log_d
         caplog.clear()
 
 
-def test_corrupt_record_is_reported_and_the_rest_of_its_segment_skipped(make_log, log_dir, caplog):
+def _damage(path: str, handle: RecordHandle, kind: str, segment_size: int) -> None:
+    with open(path, "r+b") as f:
+        if kind == "payload":
+            f.seek(handle.offset + HEADER_SIZE)
+            f.write(b"\xff")
+        elif kind == "magic":
+            f.seek(handle.offset)
+            f.write(b"\x00")
+        elif kind == "length too large":
+            # Still inside the segment: the reader consumes past the next frame before the CRC fails.
+            f.seek(handle.offset + 1)
+            f.write((segment_size - handle.offset - HEADER_SIZE).to_bytes(4, "big"))
+        else:
+            f.seek(handle.offset + 1)
+            f.write((handle.length // 2).to_bytes(4, "big"))
+
+
+@pytest.mark.parametrize("kind", ["payload", "magic", "length too large", "length too small"])
+def test_corrupt_record_is_skipped_and_reading_resumes_at_the_next_intact_record(
+    make_log, log_dir, caplog, kind
+):
     log = make_log(rolling_interval_s=1)
-    first = [log.write(r, 1_000) for r in records(5)]
+    data = records(5)
+    first = [log.write(r, 1_000) for r in data]
     second_segment = [log.write(r, 5_000) for r in records(3, seed=9)]
     damaged = first[2]
-    with open(damaged.path, "r+b") as f:
-        f.seek(damaged.offset + HEADER_SIZE)
-        f.write(b"\xff")
+    _damage(damaged.path, damaged, kind, os.path.getsize(damaged.path))
     with caplog.at_level(logging.WARNING, logger="wal"):
         recovered = list(log.read_all())
-    assert recovered == records(5)[:2] + records(3, seed=9)
+    assert recovered == [*data[:2], *data[3:], *records(3, seed=9)]
     assert f"{damaged.path} at offset {damaged.offset}" in caplog.text
-    assert "checksum" in caplog.text
+    skipped = first[3].offset - damaged.offset
+    assert f"skipped {skipped} bytes to the next intact record at offset {first[3].offset}" in caplog.text
     assert log.read(second_segment[0]) == records(3, seed=9)[0]
+    with pytest.raises(CorruptRecordError):
+        log.read(damaged)
+
+
+def test_corrupt_last_record_skips_the_rest_of_its_segment(make_log, caplog):
+    log = make_log()
+    data = records(3)
+    handles = [log.write(r, 1) for r in data]
+    _damage(handles[-1].path, handles[-1], "payload", os.path.getsize(handles[-1].path))
+    with caplog.at_level(logging.WARNING, logger="wal"):
+        assert list(log.read_all()) == data[:2]
+    assert "checksum mismatch; no intact record after it" in caplog.text
 
 
 def test_recovery_continues_in_a_new_segment_after_a_torn_tail(make_log, log_dir):

@@ -382,3 +382,20 @@ def test_back_end_errors_that_are_not_oserror_come_out_as_write_ahead_log_errors
         list(log.read_all())
     with pytest.raises(WriteAheadLogError, match="service unavailable"):
         list(iter_segment(FsspecStorage(fs, memory_dir), handle.path))
+
+
+def test_corrupt_record_on_fsspec_is_skipped_and_reading_resumes_after_it(memory_dir, caplog):
+    fs = MemoryFileSystem()
+    log = FileBasedWriteAheadLog(memory_dir, filesystem=fs)
+    data = [b"r%d" % i * 50 for i in range(5)]
+    handles = [log.write(r, 1) for r in data]
+    log.close()
+    segment = bytearray(fs.cat_file(handles[0].path))
+    # A bogus length that still fits: the sequential reader runs past the next frame first.
+    segment[handles[1].offset + 1 : handles[1].offset + HEADER_SIZE - 4] = (
+        len(segment) - handles[1].offset - HEADER_SIZE
+    ).to_bytes(4, "big")
+    fs.pipe_file(handles[0].path, bytes(segment))
+    with caplog.at_level(logging.WARNING, logger="wal"):
+        assert list(log.read_all()) == [data[0], *data[2:]]
+    assert f"to the next intact record at offset {handles[2].offset}" in caplog.text
