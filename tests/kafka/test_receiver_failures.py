@@ -10,12 +10,14 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 
 from reliable_kafka.kafka import ReliableKafkaReceiver, range_assign
 from reliable_kafka.kafka.range_assignor import consumer_threads_per_topic
@@ -35,6 +37,7 @@ from tests.kafka.harness import (
     wait_for,
     wal_blocks,
 )
+from tests.small_disk import resize, small_tmpfs
 
 pytestmark = pytest.mark.integration
 
@@ -350,3 +353,59 @@ def test_zookeeper_session_loss_mid_stream_duplicates_at_most_one_block_per_part
         assert not duplicates or any(duplicates <= block for block in per_block), (
             f"partition {p}: duplicates {min(duplicates)}..{max(duplicates)} span more than one block"
         )
+
+
+@pytest.mark.slow
+def test_full_disk_under_the_wal_stops_the_receiver_and_a_new_one_resumes_without_loss(
+    local_cluster: LocalCluster, admin_zk: Any, tmp_path: Path
+) -> None:
+    """The receiver's write-ahead log on a 1 MiB tmpfs (real ENOSPC): blocks that could not be
+    logged are neither reported nor committed; after the disk grows, the next receiver of the
+    group starts at the committed offset and nothing is lost or read twice."""
+    topic, group = unique_name("fulldisk"), unique_name("g")
+    local_cluster.create_topic(topic, 1)
+    values = [f"{i:06d}".encode() + b"." * 1018 for i in range(3000)]  # 3 MB of 1 KiB values
+    producer = Producer(local_cluster.client_config(**{"linger.ms": 20}))
+    for value in values:
+        producer.produce(topic, value=value, partition=0)
+    assert producer.flush(60) == 0
+
+    def receiver() -> ReliableKafkaReceiver:
+        return ReliableKafkaReceiver(
+            local_cluster.zookeeper_connect,
+            group,
+            {topic: 1},
+            {**local_cluster.client_config(), **FAST_GROUP_PARAMS},
+            StorageLevel.MEMORY_AND_DISK_SER,
+            consume_batch_size=100,
+        )
+
+    # ~200 KB blocks (2000 records/s, 100 ms blocks): several fit on the disk before it fills.
+    settings = streaming_settings(wal=True, max_rate=2000)
+    with small_tmpfs(tmp_path / "checkpoint", 1024 * 1024) as checkpoint:
+        first = RunningReceiver(receiver(), checkpoint, settings=settings)
+        try:
+            with pytest.raises(Exception) as stopped:
+                first.supervisor.await_termination(60)
+        finally:
+            first.stop()
+        assert "No space left on device" in "".join(traceback.format_exception(stopped.value))
+        committed = committed_offset(admin_zk, group, topic, 0)
+        run1 = wal_blocks(checkpoint)
+        logged = sorted(r[4] for block in run1 for r in block)
+        assert committed is not None and 0 < committed < len(values), f"not mid-stream: {committed}"
+        # Offsets follow the log: exactly what was logged is committed, and only that.
+        assert logged == list(range(committed))
+        assert sum(info.num_records or 0 for info in first.tracker.blocks) == committed
+
+        resize(checkpoint, 64 * 1024 * 1024)
+        second = RunningReceiver(receiver(), checkpoint, settings=streaming_settings(wal=True))
+        try:
+            wait_for(offsets_reach(admin_zk, group, {(topic, 0): len(values)}), 60, "the log end")
+        finally:
+            second.stop()
+        blocks = wal_blocks(checkpoint)
+    assert blocks[: len(run1)] == run1, "the first run's blocks come back first, unchanged"
+    run2 = [r for block in blocks[len(run1) :] for r in block]
+    assert [r[4] for r in run2] == list(range(committed, len(values))), "resumed at the committed offset"
+    assert [r[1] for block in blocks for r in block] == values
