@@ -8,6 +8,17 @@ checkpointing, and cleaning the receiver tracker once a checkpoint no longer nee
 On restart from a checkpoint the batches the old run did not finish are generated again first:
 those pending when the checkpoint was written, those the receiver tracker recovered as allocated
 but not completed, and every batch time between the last generated one and the restart time.
+
+Recovered pending batches always run. The receiver tracker replays its metadata log whenever
+there is a checkpoint directory, also on a first start (the driver died after allocating a batch
+but before writing its first checkpoint, or the checkpoint file is gone). Such a start has a new
+batch grid whose zero time lies after the old batch times, so those times cannot be generated
+again; instead their blocks go back to the unallocated queue (one logged event, see
+``ReceivedBlockTracker.deallocate_batches``) and the first new batch runs them, read back from
+the WAL. The same happens to recovered batch times a checkpoint restart cannot regenerate (off
+its grid) and to a batch whose jobs could not be generated after its blocks were allocated.
+Either way their offsets are already committed, so leaving them pending would lose their records
+and pin the cleanup of old blocks at their time forever.
 """
 
 from __future__ import annotations
@@ -159,6 +170,7 @@ class JobGenerator:
 
     def _start_first_time(self) -> None:
         start_time = self.timer.get_start_time()
+        self._return_to_queue(self._tracker_pending(), "recovered from the metadata log on a first start")
         self.graph.start(start_time - self.batch_duration_ms)
         self.timer.start(start_time)
         logger.info("Started JobGenerator at %d ms", start_time)
@@ -172,13 +184,15 @@ class JobGenerator:
         # Batch times only move forward, even if this clock is behind the old run's.
         restart_time = max(restart_time, last_generated + batch)
         down_times = set(range(last_generated + batch, restart_time, batch))
-        tracker = self.job_scheduler.receiver_tracker
-        tracker_pending = set(tracker.pending_batch_times()) if tracker is not None else set()
+        tracker_pending = set(self._tracker_pending())
         candidates = down_times | set(checkpoint.pending_times_ms) | tracker_pending
         misaligned = sorted(t for t in candidates if (t - zero) % batch)
         if misaligned:
             logger.warning("Ignoring batch times not on this batch grid: %s", misaligned)
         to_reschedule = sorted(t for t in candidates if zero < t < restart_time and (t - zero) % batch == 0)
+        self._return_to_queue(
+            sorted(tracker_pending - set(to_reschedule)), "recovered but not on this run's batch grid"
+        )
         first = to_reschedule[0] if to_reschedule else restart_time
         self.graph.start(zero, first - batch)
         logger.info(
@@ -196,6 +210,23 @@ class JobGenerator:
         for time_ms in to_reschedule:
             self._post_generate_jobs(time_ms)
         self.timer.start(restart_time)
+
+    def _tracker_pending(self) -> list[int]:
+        tracker = self.job_scheduler.receiver_tracker
+        return tracker.pending_batch_times() if tracker is not None else []
+
+    def _return_to_queue(self, batch_times_ms: list[int], why: str) -> None:
+        """Have the receiver tracker give these pending batches' blocks to the next batch."""
+        tracker = self.job_scheduler.receiver_tracker
+        if tracker is None or not batch_times_ms:
+            return
+        returned = tracker.deallocate_batches(batch_times_ms)
+        if returned:
+            logger.warning(
+                "Batches %s were allocated but not completed (%s): their blocks go to the next batch",
+                returned,
+                why,
+            )
 
     # ------------------------------------------------------------ called by the job scheduler
 
@@ -255,6 +286,10 @@ class JobGenerator:
                 # It will never complete: a graceful stop must not wait for it.
                 self._not_fully_processed.discard(time_ms)
             self.job_scheduler.report_error(f"Error generating jobs for time {time_ms} ms", exc)
+            try:
+                self._return_to_queue([time_ms], "its jobs could not be generated")
+            except Exception:
+                logger.exception("Could not return the blocks of batch %d to the queue", time_ms)
         else:
             with self._lock:
                 self.last_generated_batch_time_ms = _later(self.last_generated_batch_time_ms, time_ms)

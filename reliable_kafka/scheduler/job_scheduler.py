@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -61,6 +61,8 @@ class ReceiverTrackerLike(Protocol):
     def on_batch_completed(self, time_ms: int) -> None: ...
 
     def pending_batch_times(self) -> list[int]: ...
+
+    def deallocate_batches(self, batch_times_ms: Sequence[int]) -> list[int]: ...
 
     def num_records_of_batch(self, time_ms: int) -> dict[int, int]: ...
 

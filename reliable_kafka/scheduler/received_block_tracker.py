@@ -88,8 +88,20 @@ class BatchCleanupEvent:
     times_ms: tuple[int, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class BatchDeallocationEvent:
+    """Ours, not Spark's: these allocated, never-completed batches will not run under their own
+    time, so their blocks go back to the front of the unallocated queues for the next batch."""
+
+    times_ms: tuple[int, ...]
+
+
 ReceivedBlockTrackerLogEvent = (
-    BlockAdditionEvent | BatchAllocationEvent | BatchCompletionEvent | BatchCleanupEvent
+    BlockAdditionEvent
+    | BatchAllocationEvent
+    | BatchCompletionEvent
+    | BatchCleanupEvent
+    | BatchDeallocationEvent
 )
 
 
@@ -107,6 +119,8 @@ def encode_event(event: ReceivedBlockTrackerLogEvent) -> bytes:
             body = {"type": "complete", "time": time_ms}
         case BatchCleanupEvent(times_ms):
             body = {"type": "cleanup", "times": list(times_ms)}
+        case BatchDeallocationEvent(times_ms):
+            body = {"type": "deallocate", "times": list(times_ms)}
         case _:
             raise TypeError(f"not a tracker event: {type(event).__name__}")
     return EVENT_MAGIC + msgpack.packb(body, use_bin_type=True)
@@ -127,6 +141,8 @@ def decode_event(data: bytes) -> ReceivedBlockTrackerLogEvent:
                 return BatchCompletionEvent(int(body["time"]))
             case "cleanup":
                 return BatchCleanupEvent(tuple(int(t) for t in body["times"]))
+            case "deallocate":
+                return BatchDeallocationEvent(tuple(int(t) for t in body["times"]))
     except (ValueError, TypeError, KeyError) as exc:
         raise EventFormatError(f"corrupt tracker event: {exc}") from exc
     raise EventFormatError(f"unknown tracker event type {body['type']!r}")
@@ -291,6 +307,32 @@ class ReceivedBlockTracker:
             self._completed.add(batch_time_ms)
             return True
 
+    def deallocate_batches(self, batch_times_ms: Iterable[int]) -> list[int]:
+        """Give the blocks of these pending (allocated, not completed) batches back to the front of
+        the unallocated queues, so that the next batch to be allocated runs them; returns the batch
+        times given back. For batches that will never run under their own time: recovered by a
+        fresh start without a checkpoint, or whose jobs could not be generated.
+
+        Logged as one event, so a driver dying at any point recovers the blocks either in their
+        old batch or back in the queue, never in both and never in neither. Completed and unknown
+        times are ignored. If the event cannot be logged nothing changes and [] is returned (the
+        batches stay pending, and the cleanup clamp keeps their blocks).
+        """
+        with self._lock:
+            times = tuple(
+                sorted(t for t in set(batch_times_ms) if t in self._allocated and t not in self._completed)
+            )
+            if not times:
+                return []
+            if not self._write_to_log(BatchDeallocationEvent(times)):
+                logger.warning(
+                    "Failed to record the return of batches %s to the queue in the write-ahead log", times
+                )
+                return []
+            self._deallocate(times)
+        logger.info("Returned the blocks of batches %s to the unallocated queue", " ".join(map(str, times)))
+        return list(times)
+
     def cleanup_old_batches(self, clean_threshold_ms: int, wait_for_completion: bool) -> list[int]:
         """Forget batches before the threshold and clean the log; returns the batch times dropped."""
         with self._lock:
@@ -379,6 +421,29 @@ class ReceivedBlockTracker:
                 for t in times_ms:
                     self._allocated.pop(t, None)
                     self._completed.discard(t)
+            case BatchDeallocationEvent(times_ms):
+                self._deallocate(times_ms)
+
+    def _deallocate(self, times_ms: Iterable[int]) -> None:
+        # Oldest batch first, all before the blocks already queued: records keep their order.
+        returned: dict[int, list[ReceivedBlockInfo]] = {}
+        for t in sorted(times_ms):
+            allocated = self._allocated.pop(t, None)
+            self._completed.discard(t)
+            if allocated is None:
+                continue
+            for sid, infos in allocated.stream_id_to_allocated_blocks.items():
+                returned.setdefault(sid, []).extend(infos)
+        for sid, infos in returned.items():
+            if infos and sid not in self._stream_ids:
+                logger.warning(
+                    "Stream %d of %d returned block(s) is not tracked by this run; they will not be "
+                    "allocated (build the same receiver streams in the same order)",
+                    sid,
+                    len(infos),
+                )
+            queue = self._queue(sid)
+            queue.extendleft(reversed(infos))
 
     def _read_events(self) -> Iterator[ReceivedBlockTrackerLogEvent]:
         # Read the files underneath any group-commit wrapper and accept both record shapes, so a

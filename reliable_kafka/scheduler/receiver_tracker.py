@@ -44,6 +44,7 @@ from reliable_kafka.scheduler.receiver_scheduling_policy import (
     accepts,
 )
 from reliable_kafka.storage.block_manager import BlockManager
+from wal.segments import parse_segment_name
 
 if TYPE_CHECKING:
     from reliable_kafka.dstream.receiver_input_dstream import ReceiverInputDStream
@@ -211,9 +212,17 @@ class ReceiverTracker:
     def pending_batch_times(self) -> list[int]:
         return self.received_block_tracker.pending_batch_times()
 
+    def deallocate_batches(self, batch_times_ms: Sequence[int]) -> list[int]:
+        """Return the blocks of pending batches that will not run under their own time to the
+        unallocated queue (logged), so the next batch runs them; returns the times given back."""
+        if not self.receiver_input_streams:
+            return []
+        return self.received_block_tracker.deallocate_batches(batch_times_ms)
+
     def cleanup_old_blocks_and_batches(self, clean_threshold_ms: int) -> None:
         """Forget batches before the threshold, delete their blocks, and have receivers delete
-        their old WAL data. A batch still running keeps its metadata and everything after it."""
+        their old WAL data. A batch still running keeps its metadata and everything after it, and
+        the receivers keep every block it (or a block still unallocated) may read."""
         pending = self.pending_batch_times()
         threshold = min([clean_threshold_ms, *pending])
         if threshold < clean_threshold_ms:
@@ -230,14 +239,43 @@ class ReceiverTracker:
             for block_id in blocks_of.get(batch_time, ()):
                 self.block_store.remove(block_id)
         if self.settings.wal.enable:
-            logger.info("Cleanup old received batch data: %d", threshold)
+            receiver_threshold = self.receiver_clean_threshold(clean_threshold_ms)
+            logger.info("Cleanup old received batch data: %d", receiver_threshold)
             with self._lock:
                 controls = list(self._controls.values()) if self._state is TrackerState.STARTED else []
             for control in controls:
                 try:
-                    control.cleanup_old_blocks(threshold)
+                    control.cleanup_old_blocks(receiver_threshold)
                 except Exception:
-                    logger.exception("Receiver could not clean up blocks older than %d", threshold)
+                    logger.exception("Receiver could not clean up blocks older than %d", receiver_threshold)
+
+    def receiver_clean_threshold(self, clean_threshold_ms: int) -> int:
+        """The time before which receivers may delete blocks and WAL segments.
+
+        Receivers delete by store time (WAL segments ending, block manager entries stored, before
+        the threshold), not by batch, so a pending batch P must pull the threshold back to before
+        its blocks were stored. A block of P was normally stored within the batch before P and is
+        remembered as long as its input stream is: hence ``P - batch_duration - remember``. Blocks
+        allocated late (after a failed allocation, a restart, or returned to the queue) may be far
+        older, so the threshold also goes back to the start of the WAL segment of every block of a
+        pending batch and of every unallocated block: that keeps the segment and the block manager
+        copy stored in it.
+        """
+        threshold = clean_threshold_ms
+        pending = self.pending_batch_times()
+        if pending:
+            batch_ms = int(self.ssc.batch_duration_ms)
+            remember_ms = self.ssc.graph.get_max_input_stream_remember_duration() or batch_ms
+            threshold = min(threshold, pending[0] - batch_ms - remember_ms)
+        needed = [info for t in pending for infos in self.get_blocks_of_batch(t).values() for info in infos]
+        for sid in self.receiver_input_stream_ids:
+            needed.extend(self.received_block_tracker.get_unallocated_blocks(sid))
+        for info in needed:
+            handle = info.block_store_result.wal_record_handle
+            times = None if handle is None else parse_segment_name(handle.path.rstrip("/").rsplit("/", 1)[-1])
+            if times is not None:
+                threshold = min(threshold, times[0])
+        return threshold
 
     # ------------------------------------------------------------ rate control
 

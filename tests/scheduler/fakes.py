@@ -144,7 +144,11 @@ class FakeStreamingContext:
             self.graph: Any = DStreamGraph()
             self.graph.set_batch_duration(batch_duration_ms)
         else:
-            self.graph = SimpleNamespace(get_receiver_input_streams=lambda: list(streams))
+            self.graph = SimpleNamespace(
+                get_receiver_input_streams=lambda: list(streams),
+                # Spark's default: input streams remember one batch.
+                get_max_input_stream_remember_duration=lambda: batch_duration_ms,
+            )
         self.scheduler = SimpleNamespace(listener_bus=self.bus, clock=clock, receiver_tracker=None)
         self._stream_ids = itertools.count()
 

@@ -16,6 +16,7 @@ from reliable_kafka.scheduler.received_block_tracker import (
     BatchAllocationEvent,
     BatchCleanupEvent,
     BatchCompletionEvent,
+    BatchDeallocationEvent,
     BlockAdditionEvent,
     ReceivedBlockTracker,
     checkpoint_dir_to_log_dir,
@@ -329,3 +330,58 @@ def test_events_are_msgpack_not_pickle() -> None:
         assert data.startswith(EVENT_MAGIC)
         assert isinstance(msgpack.unpackb(data[len(EVENT_MAGIC) :], raw=False), dict)
         assert decode_event(data) == event
+
+
+def test_deallocated_batches_give_their_blocks_to_the_next_batch_also_after_recovery(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    tracker = tracker_on(tmp_path, clock)
+    pending = [block_info(0), block_info(1)]
+    for info in pending:
+        tracker.add_block(info)
+    tracker.allocate_blocks_to_batch(1000)
+    done = [block_info(0)]
+    tracker.add_block(done[0])
+    tracker.allocate_blocks_to_batch(2000)
+    tracker.mark_batch_completed(2000)
+    later = block_info(0)
+    tracker.add_block(later)
+
+    # Completed and unknown batches are not given back; the pending one goes before the queue.
+    assert tracker.deallocate_batches([1000, 2000, 5000]) == [1000]
+    assert tracker.pending_batch_times() == []
+    assert tracker.get_unallocated_blocks(0) == [pending[0], later]
+    assert tracker.get_unallocated_blocks(1) == [pending[1]]
+    tracker.stop()
+
+    restarted = tracker_on(tmp_path, clock)
+    try:
+        assert restarted.allocated_batch_times() == [2000]
+        assert restarted.pending_batch_times() == []
+        restarted.allocate_blocks_to_batch(3000)
+        assert restarted.get_blocks_of_batch(3000) == {0: [pending[0], later], 1: [pending[1]]}
+    finally:
+        restarted.stop()
+
+
+def test_a_deallocation_that_cannot_be_logged_leaves_the_batch_pending(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    log = FailingAllocationLog(FileBasedWriteAheadLog(str(tmp_path / "log"), fsync=False))
+    tracker = ReceivedBlockTracker(STREAMS, log, now_ms=clock)
+    info = block_info(0)
+    tracker.add_block(info)
+    tracker.allocate_blocks_to_batch(1000)
+    log.wrapped.close()  # every later write fails
+    try:
+        assert tracker.deallocate_batches([1000]) == []
+        assert tracker.pending_batch_times() == [1000]
+        assert tracker.get_blocks_of_batch(1000)[0] == [info]
+        assert tracker.get_unallocated_blocks(0) == []
+    finally:
+        tracker.stop()
+
+
+def test_deallocation_events_round_trip() -> None:
+    event = BatchDeallocationEvent((1000, 3000))
+    assert decode_event(encode_event(event)) == event

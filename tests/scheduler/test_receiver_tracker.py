@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo
 from reliable_kafka.receiver.wal_block_handler import receiver_log_directory
 from reliable_kafka.scheduler.listener import (
     BatchInfo,
@@ -39,6 +40,7 @@ from tests.scheduler.fakes import (
     quick_settings,
     wait_until,
 )
+from wal import RecordHandle
 
 
 def counter_streams(n: int = 2, **receiver_args: object) -> list[FakeStream]:
@@ -241,6 +243,55 @@ def test_metadata_of_a_batch_still_running_is_never_cleared() -> None:
     tracker.on_batch_completed(2000)
     tracker.cleanup_old_blocks_and_batches(4000)
     assert tracker.received_block_tracker.allocated_batch_times() == [4000]
+
+
+class RecordingControl:
+    def __init__(self) -> None:
+        self.cleanups: list[int] = []
+
+    def update_rate_limit(self, rate: int) -> None:
+        pass
+
+    def stop_receiver(self, message: str) -> None:
+        pass
+
+    def cleanup_old_blocks(self, thresh_time_ms: int) -> None:
+        self.cleanups.append(thresh_time_ms)
+
+
+def test_receivers_keep_every_block_a_pending_or_future_batch_may_read(tmp_path: Path, started: list) -> None:
+    settings = quick_settings(wal={"enable": True})
+    ssc = FakeStreamingContext(
+        counter_streams(1), settings, checkpoint_dir=str(tmp_path), clock=FakeClock(100_000)
+    )
+    tracker = ReceiverTracker(ssc, skip_receiver_launch=True)
+    started.append(tracker)
+    tracker.start()
+    control = RecordingControl()
+    assert tracker.register_receiver(0, "Counter", tracker._local_executor.host, "driver", control)
+
+    def stored_in(segment: str) -> ReceivedBlockInfo:
+        return block_info(0, handle=RecordHandle(str(tmp_path / "receivedData" / "0" / segment), 0, 1))
+
+    for batch_time, segment in ((9000, "log-8000-9000"), (10_000, "log-9500-10500")):
+        tracker.add_block(stored_in(segment))
+        tracker.allocate_blocks_to_batch(batch_time)
+    tracker.on_batch_completed(9000)  # 10 000 still runs
+
+    # Its blocks were stored during the batch before it and are remembered for one more batch.
+    tracker.cleanup_old_blocks_and_batches(12_000)
+    assert control.cleanups[-1] == 10_000 - 1000 - 1000
+
+    # A block queued long ago (recovered, or returned by a batch that never ran) keeps its segment.
+    tracker.add_block(stored_in("log-3000-4000"))
+    tracker.cleanup_old_blocks_and_batches(12_000)
+    assert control.cleanups[-1] == 3000
+
+    tracker.allocate_blocks_to_batch(11_000)
+    for batch_time in (10_000, 11_000):
+        tracker.on_batch_completed(batch_time)
+    tracker.cleanup_old_blocks_and_batches(12_000)
+    assert control.cleanups[-1] == 12_000
 
 
 def wal_segments(checkpoint: Path, stream_id: int) -> list[str]:

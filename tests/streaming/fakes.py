@@ -91,6 +91,22 @@ class FakeReceiverTracker:
         with self.lock:
             return sorted({*self.recovered_pending, *(t for t in self.allocated if t not in self.completed)})
 
+    def deallocate_batches(self, batch_times_ms: list[int]) -> list[int]:
+        self._log("deallocate", list(batch_times_ms))
+        pending = set(self.pending_batch_times())
+        with self.lock:
+            returned = sorted(pending.intersection(batch_times_ms))
+            requeued: dict[int, list[int]] = {}
+            for t in returned:
+                if t in self.recovered_pending:
+                    self.recovered_pending.remove(t)
+                for sid, blocks in self.allocated.pop(t, {}).items():
+                    requeued.setdefault(sid, []).extend(blocks)
+            for sid, blocks in self.unallocated.items():
+                requeued.setdefault(sid, []).extend(blocks)
+            self.unallocated = requeued
+        return returned
+
     def num_records_of_batch(self, time_ms: int) -> dict[int, int]:
         with self.lock:
             return {sid: sum(blocks) for sid, blocks in self.allocated.get(time_ms, {}).items()}

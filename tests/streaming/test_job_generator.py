@@ -8,7 +8,7 @@ from datetime import datetime
 
 from reliable_kafka.scheduler.listener import StreamingListener, StreamingListenerBatchCompleted
 from reliable_kafka.settings import StreamingSettings
-from tests.streaming.conftest import ManualRun
+from tests.streaming.conftest import BATCH_MS, ManualRun
 from tests.streaming.fakes import FakeReceiverInputStream, batch_ms, processed, wait_until
 
 
@@ -107,8 +107,11 @@ def test_metadata_of_a_running_batch_is_never_cleared_when_later_batches_finish(
     wait_until(lambda: run.tracker.completed == {2000, 3000, 4000}, what="later batches to complete")
     wait_until(lambda: run.tracker.call_names().count("cleanup") >= 3, what="cleanups after later batches")
 
-    # Batch 1000 still runs: its blocks and its RDD must still be there.
-    assert all(threshold <= 1000 for threshold in run.tracker.cleanups), run.tracker.cleanups
+    # Batch 1000 still runs: its blocks and its RDD must still be there. Receivers clean by store
+    # time, and batch 1000's blocks were stored during the batch before it and are remembered for
+    # one more batch: nothing from before 1000 - 1000 - 1000 may go.
+    assert run.tracker.cleanups
+    assert all(threshold <= 1000 - 2 * BATCH_MS for threshold in run.tracker.cleanups), run.tracker.cleanups
     assert 1000 in run.tracker.allocated
     assert 1000 in stream.generated_rdds
     assert run.ssc.scheduler.get_pending_times() == [1000]
@@ -146,3 +149,32 @@ def test_job_generation_errors_reach_await_termination(make_run) -> None:
         raise AssertionError("the generation error was not raised")
     # The failed batch never completes, so a graceful stop must not wait for it.
     assert run.ssc.scheduler.job_generator.has_processed_up_to(1000)
+
+
+def test_blocks_of_a_batch_whose_jobs_could_not_be_generated_go_to_the_next_batch(make_run) -> None:
+    run: ManualRun = make_run()
+    stream = FakeReceiverInputStream(run.ssc)
+
+    def broken_once(time: datetime, rdd: object) -> object:
+        if batch_ms(time) == 1000:
+            raise RuntimeError("generation failed on purpose")
+        return rdd
+
+    sizes = run.collect(stream.transform(broken_once).count())
+    run.tracker.add_block(stream.id, 3)
+    run.ssc.start()
+    run.clock.set_time(1000)
+    try:
+        run.ssc.awaitTerminationOrTimeout(20)
+    except RuntimeError as exc:
+        assert "on purpose" in str(exc)
+    else:
+        raise AssertionError("the generation error was not raised")
+    wait_until(lambda: ("deallocate", [1000]) in run.tracker.calls, what="batch 1000 to be given back")
+    assert run.tracker.pending_batch_times() == []
+    run.tracker.add_block(stream.id, 4)
+    run.clock.set_time(2000)
+    wait_until(lambda: processed(run.ssc, 2000), what="batch 2000")
+
+    # Batch 1000's records were allocated (their offsets committed): batch 2000 runs them.
+    assert sizes == [[7]]
