@@ -8,7 +8,10 @@ Two models:
 * :class:`KafkaStreamSettings` — one Kafka input stream: ZooKeeper, consumer group, topics,
   extra Kafka params. Same prefix: ``RELIABLE_KAFKA_ZOOKEEPER__CONNECT=zk1:2181``.
 
-Bad values fail at construction with pydantic's messages, which name the field.
+Bad values fail at construction with pydantic's messages, which name the field. So do unknown
+keyword arguments (a misspelt field must not be dropped silently). The environment source still
+ignores unknown ``RELIABLE_KAFKA_*`` variables, since both models share the prefix and each sees
+the other's variables.
 """
 
 from __future__ import annotations
@@ -17,8 +20,18 @@ import re
 from collections.abc import Mapping
 from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from reliable_kafka.storage.storage_level import StorageLevel
 
 ENV_PREFIX = "RELIABLE_KAFKA_"
 
@@ -32,6 +45,46 @@ _TIME_UNITS_MS = {
     "d": 86_400_000,
 }
 _TIME_STRING = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$")
+
+# Which config keys hold secrets (see is_secret_key). Masking a key that turns out harmless costs
+# a less useful log line; missing a secret leaks it, so the rule errs on the side of masking.
+_SECRET_WORD_PARTS = (
+    "password",
+    "passwd",
+    "secret",
+    "credential",
+    "token",
+    "auth",  # also oauthbearer (sasl.oauthbearer.config...)
+    "jaas",
+    "pem",  # inline keys and certificates: ssl.key.pem, ssl.certificate.pem
+    "private",
+    "username",  # sasl.username: half of a credential
+)
+_SECRET_WORD_PREFIXES = ("key",)  # ssl.key.*, ssl.keystore.*, sasl.kerberos.keytab
+_KEY_WORDS = re.compile(r"[._\-]+")
+
+
+def is_secret_key(key: str) -> bool:
+    """Whether the value of config key ``key`` must never be logged or shown.
+
+    The rule: split the lower-cased key into words at ``.``, ``_`` and ``-``; the key is secret
+    when a word contains ``password``, ``passwd``, ``secret``, ``credential``, ``token``, ``auth``
+    (so ``oauthbearer`` too), ``jaas``, ``pem``, ``private`` or ``username``, or a word starts with
+    ``key`` (``ssl.key.password``, ``ssl.key.pem``, ``ssl.keystore.password``, ``sasl.kerberos.keytab``
+    via ``keytab``...). So ``sasl.password``, ``sasl.jaas.config``, ``sasl.oauthbearer.config``,
+    ``sasl.oauthbearer.client.secret``, ``ssl.key.pem`` and ``sasl.username`` are masked, and
+    ``bootstrap.servers`` or ``client.id`` are not.
+    """
+    words = [word for word in _KEY_WORDS.split(key.lower()) if word]
+    return any(
+        any(part in word for part in _SECRET_WORD_PARTS) or word.startswith(_SECRET_WORD_PREFIXES)
+        for word in words
+    )
+
+
+def redacted(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` safe to log: the values of secret keys (:func:`is_secret_key`) become ``***``."""
+    return {key: "***" if is_secret_key(str(key)) else value for key, value in config.items()}
 
 
 def parse_time_ms(value: str | int | float, default_unit: str) -> int:
@@ -161,6 +214,18 @@ def _conf_items(conf: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in conf.getAll()}
 
 
+def _reject_unknown_fields(model: type[BaseModel], values: Mapping[str, Any]) -> None:
+    """Unknown init keywords fail as ``extra="forbid"`` would make them (pydantic's message
+    names the field), while ``extra="ignore"`` keeps the env source from failing on the other
+    model's variables. Keywords starting with ``_`` are pydantic-settings' own (``_env_file``...)."""
+    unknown = [key for key in values if not key.startswith("_") and key not in model.model_fields]
+    if unknown:
+        raise ValidationError.from_exception_data(
+            model.__name__,
+            [{"type": "extra_forbidden", "loc": (key,), "input": values[key]} for key in unknown],
+        )
+
+
 class StreamingSettings(BaseSettings):
     """Spark Streaming's knobs with Spark's defaults (see ARCHITECTURE.md, "Defaults")."""
 
@@ -176,6 +241,10 @@ class StreamingSettings(BaseSettings):
     wal: WriteAheadLogSettings = WriteAheadLogSettings()
     backpressure: BackpressureSettings = BackpressureSettings()
     jobs: JobSettings = JobSettings()
+
+    def __init__(self, **values: Any) -> None:
+        _reject_unknown_fields(type(self), values)
+        super().__init__(**values)
 
     @classmethod
     def from_spark_conf(cls, conf: Any, **overrides: Any) -> Self:
@@ -257,7 +326,23 @@ class KafkaStreamSettings(BaseSettings):
     kafka_params: dict[str, str] = Field(
         default_factory=dict, description="passed to confluent-kafka (bootstrap.servers, security...)"
     )
-    storage_level: str = "MEMORY_AND_DISK_2"
+    storage_level: str = Field(
+        "MEMORY_AND_DISK_2", description="a StorageLevel constant's name, checked at construction"
+    )
+
+    def __init__(self, **values: Any) -> None:
+        _reject_unknown_fields(type(self), values)
+        super().__init__(**values)
+
+    def __repr_args__(self) -> Any:
+        # kafka_params may hold SASL/SSL secrets: show them masked, as they are logged.
+        for name, value in super().__repr_args__():
+            yield name, redacted(value) if name == "kafka_params" else value
+
+    @field_validator("storage_level")
+    @classmethod
+    def _valid_storage_level(cls, value: str) -> str:
+        return StorageLevel.of(value).name
 
     @field_validator("topics")
     @classmethod

@@ -108,3 +108,43 @@ def test_zookeeper_credentials_are_never_shown() -> None:
     assert zk.auth_credentials is not None and zk.auth_credentials.get_secret_value() == "user:hunter2"
     with pytest.raises(ValidationError, match="go together"):
         ZooKeeperSettings(connect="127.0.0.1:2181", auth_scheme="digest")
+
+
+def kafka_stream(**fields: object) -> KafkaStreamSettings:
+    return KafkaStreamSettings(
+        zookeeper={"connect": "zk:2181"}, group={"group_id": "g"}, topics={"t": 1}, **fields
+    )
+
+
+def test_a_misspelt_keyword_fails_and_names_the_field() -> None:
+    with pytest.raises(ValidationError, match="recevier"):
+        StreamingSettings(recevier={"block_interval_ms": 100})
+    with pytest.raises(ValidationError, match="kafka_param"):
+        kafka_stream(kafka_param={"client.id": "c"})
+
+
+def test_the_environment_may_hold_the_other_models_variables(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RELIABLE_KAFKA_ZOOKEEPER__CONNECT", "zk:2181")
+    monkeypatch.setenv("RELIABLE_KAFKA_GROUP__GROUP_ID", "g")
+    monkeypatch.setenv("RELIABLE_KAFKA_TOPICS", '{"t": 2}')
+    monkeypatch.setenv("RELIABLE_KAFKA_RECEIVER__BLOCK_INTERVAL_MS", "100")
+    assert StreamingSettings().receiver.block_interval_ms == 100
+    assert KafkaStreamSettings().topics == {"t": 2}
+
+
+def test_the_storage_level_is_checked_at_construction() -> None:
+    assert kafka_stream(storage_level="memory_and_disk_ser_2").storage_level == "MEMORY_AND_DISK_SER_2"
+    with pytest.raises(ValidationError, match="storage_level") as info:
+        kafka_stream(storage_level="MEMORY_AND_DISKK")
+    assert "unknown storage level" in str(info.value)
+
+
+def test_kafka_params_secrets_are_masked_in_repr_and_str() -> None:
+    settings = kafka_stream(
+        kafka_params={"sasl.password": "hunter2", "ssl.key.pem": "-----BEGIN KEY", "client.id": "c"}
+    )
+    for shown in (repr(settings), str(settings)):
+        assert "hunter2" not in shown and "BEGIN KEY" not in shown
+        assert "'client.id': 'c'" in shown
+    # Only the display is masked: the receiver still gets the real values.
+    assert settings.kafka_params["sasl.password"] == "hunter2"

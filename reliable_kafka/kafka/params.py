@@ -14,6 +14,20 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from reliable_kafka.settings import is_secret_key, redacted
+
+# is_secret_key and redacted are re-exported: the rule lives with the settings, which must not
+# import the kafka package (it imports the receivers, which import the settings).
+__all__ = [
+    "ConsumerGroupParams",
+    "KafkaParams",
+    "OffsetReset",
+    "ZooKeeperParams",
+    "is_secret_key",
+    "parse_kafka_params",
+    "redacted",
+]
+
 logger = logging.getLogger(__name__)
 
 OffsetReset = Literal["smallest", "largest"]
@@ -81,8 +95,6 @@ _DEFAULT_CLIENT_CONFIG: dict[str, Any] = {
     "fetch.queue.backoff.ms": 20,
 }
 
-_SECRET_MARKERS = ("password", "secret", "jaas", "credential", "token", "auth")
-
 
 @dataclass(frozen=True)
 class ZooKeeperParams:
@@ -126,14 +138,6 @@ class KafkaParams:
         config["auto.offset.reset"] = "earliest" if self.group.auto_offset_reset == "smallest" else "latest"
         config.update(_FORCED_CLIENT_CONFIG)
         return config
-
-
-def redacted(config: Mapping[str, Any]) -> dict[str, Any]:
-    """``config`` safe to log: values of keys that look secret are masked."""
-    return {
-        key: "***" if any(marker in key.lower() for marker in _SECRET_MARKERS) else value
-        for key, value in config.items()
-    }
 
 
 def _text(key: str, value: Any) -> str:

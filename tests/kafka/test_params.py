@@ -5,8 +5,11 @@ from __future__ import annotations
 import logging
 
 import pytest
+from pyspark import SparkContext
 
-from reliable_kafka.kafka.params import parse_kafka_params, redacted
+from reliable_kafka.context import StreamingContext
+from reliable_kafka.kafka.input_dstream import KafkaInputDStream
+from reliable_kafka.kafka.params import is_secret_key, parse_kafka_params, redacted
 
 
 def test_defaults_and_passthrough() -> None:
@@ -101,3 +104,52 @@ def test_08_only_keys_are_dropped_and_metadata_broker_list_maps_to_bootstrap() -
         }
     )
     assert params.client_config == {"bootstrap.servers": "b1:9092,b2:9092"}
+
+
+@pytest.mark.parametrize(
+    "key",
+    [
+        "sasl.password",
+        "sasl.username",
+        "sasl.jaas.config",
+        "sasl.oauthbearer.config",
+        "sasl.oauthbearer.client.secret",
+        "ssl.key.password",
+        "ssl.key.pem",
+        "ssl.certificate.pem",
+        "ssl.keystore.password",
+        "SSL_KEYSTORE_PASSWORD",
+        "ssl.keystore.location",
+        "sasl.kerberos.keytab",
+        "zookeeper.auth",
+    ],
+)
+def test_secret_looking_keys_are_masked(key: str) -> None:
+    assert is_secret_key(key)
+    assert redacted({key: "value", "client.id": "c"}) == {key: "***", "client.id": "c"}
+
+
+@pytest.mark.parametrize(
+    "key", ["bootstrap.servers", "client.id", "security.protocol", "sasl.mechanisms", "ssl.ca.location"]
+)
+def test_ordinary_keys_are_shown(key: str) -> None:
+    assert not is_secret_key(key)
+
+
+def test_the_stream_logs_its_client_config_without_secrets(
+    spark_context: SparkContext, caplog: pytest.LogCaptureFixture
+) -> None:
+    params = {
+        "zookeeper.connect": "zk:2181",
+        "group.id": "g",
+        "sasl.username": "alice",
+        "ssl.key.pem": "-----BEGIN PRIVATE KEY-----",
+        "sasl.oauthbearer.config": "clientSecret=xyz",
+        "sasl.password": "hunter2",
+    }
+    stream = KafkaInputDStream(StreamingContext(spark_context, 1), params, {"t": 1}, "MEMORY_ONLY")
+    caplog.set_level(logging.INFO, logger="reliable_kafka.kafka.input_dstream")
+    stream.get_receiver()
+    assert "client config" in caplog.text
+    for secret in ("alice", "BEGIN PRIVATE KEY", "xyz", "hunter2"):
+        assert secret not in caplog.text
