@@ -26,8 +26,10 @@ import atexit
 import enum
 import itertools
 import logging
+import signal
 import threading
 from collections.abc import Callable, Sequence
+from types import FrameType
 from typing import Any, ClassVar
 
 from pyspark import RDD, SparkContext
@@ -113,6 +115,8 @@ class StreamingContext:
         self._state = StreamingContextState.INITIALIZED
         self._waiter = ContextWaiter()
         self._shutdown_hook_registered = False
+        self._sigterm_handler: Callable[[int, FrameType | None], None] | None = None
+        self._previous_sigterm_handler: Callable[[int, FrameType | None], Any] | int | None = None
         self.scheduler = JobScheduler(self, receiver_tracker_factory)
 
     # ------------------------------------------------------------ properties
@@ -236,6 +240,7 @@ class StreamingContext:
             self.scheduler.listener_bus.post(StreamingListenerStreamingStarted(wall_clock_ms()))
             atexit.register(self._stop_on_shutdown)
             self._shutdown_hook_registered = True
+            self._install_sigterm_handler()
         logger.info("StreamingContext started")
 
     def stop(self, stopSparkContext: bool = True, stopGraceFully: bool = False) -> None:
@@ -271,6 +276,7 @@ class StreamingContext:
             if self._shutdown_hook_registered:
                 atexit.unregister(self._stop_on_shutdown)
                 self._shutdown_hook_registered = False
+            self._restore_sigterm_handler()
         # Even when already stopped: stop(False) then stop(True) must still stop Spark.
         if stopSparkContext:
             self._sc.stop()
@@ -287,6 +293,50 @@ class StreamingContext:
         graceful = self.settings.jobs.stop_gracefully_on_shutdown
         logger.info("Invoking stop(stopGracefully=%s) from shutdown hook", graceful)
         self.stop(stopSparkContext=False, stopGraceFully=graceful)
+
+    # ------------------------------------------------------------ SIGTERM
+
+    def _install_sigterm_handler(self) -> None:
+        """With ``stop_gracefully_on_shutdown``, make SIGTERM stop gracefully first.
+
+        Spark's shutdown hook runs on SIGTERM because the JVM runs its hooks then; Python's atexit
+        does not (the default SIGTERM action kills the process), so the hook alone would never
+        run for ``kill`` or a cluster manager's stop. Only the main thread may set handlers; a
+        handler set from Python code that is not ours is kept and called after the stop (chained),
+        and one that is not Python's (None) or SIG_IGN is left alone.
+        """
+        if not self.settings.jobs.stop_gracefully_on_shutdown:
+            return
+        if threading.current_thread() is not threading.main_thread():
+            logger.info("Not on the main thread: SIGTERM will not stop the context gracefully")
+            return
+        previous = signal.getsignal(signal.SIGTERM)
+        if previous is None or previous == signal.SIG_IGN:
+            logger.info("SIGTERM is ignored or handled outside Python: not installing a handler for it")
+            return
+        self._previous_sigterm_handler = previous
+        self._sigterm_handler = self._on_sigterm
+        signal.signal(signal.SIGTERM, self._sigterm_handler)
+
+    def _restore_sigterm_handler(self) -> None:
+        handler, previous = self._sigterm_handler, self._previous_sigterm_handler
+        if handler is None or previous is None:
+            return
+        try:
+            if signal.getsignal(signal.SIGTERM) is handler:
+                signal.signal(signal.SIGTERM, previous)
+        except ValueError:
+            # stop() on another thread: the handler stays, and restores itself when called.
+            return
+        self._sigterm_handler = self._previous_sigterm_handler = None
+
+    def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
+        logger.info("Received SIGTERM")
+        if self._state is StreamingContextState.ACTIVE:
+            self._stop_on_shutdown()
+        self._restore_sigterm_handler()
+        # Chain: the previous handler (by default, terminating the process) now gets the signal.
+        signal.raise_signal(signum)
 
     # ------------------------------------------------------------ recovery
 

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import signal
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -188,3 +193,54 @@ def test_default_tracker_is_the_real_receiver_tracker(sc, tmp_path) -> None:
         ssc.stop(stopSparkContext=False, stopGraceFully=True)
     assert default_receiver_tracker_factory is not None
     assert (tmp_path / "checkpoint" / "metadata").exists()
+
+
+def test_the_sigterm_handler_is_installed_on_start_and_restored_on_stop(make_run) -> None:
+    previous = signal.getsignal(signal.SIGTERM)
+    graceful = StreamingSettings(jobs={"stop_gracefully_on_shutdown": True})
+    run: ManualRun = make_run(settings=graceful)
+    run.ssc.queueStream([[1]]).foreachRDD(lambda rdd: None)
+    run.ssc.start()
+    assert signal.getsignal(signal.SIGTERM) is not previous
+    run.ssc.stop(stopSparkContext=False)
+    assert signal.getsignal(signal.SIGTERM) is previous
+
+    # Off (Spark's default): SIGTERM keeps its handler.
+    plain: ManualRun = make_run()
+    plain.ssc.queueStream([[1]]).foreachRDD(lambda rdd: None)
+    plain.ssc.start()
+    assert signal.getsignal(signal.SIGTERM) is previous
+
+
+def test_sigterm_stops_gracefully_processing_every_record_received(tmp_path: Path) -> None:
+    output = tmp_path / "out.jsonl"
+    repo = Path(__file__).resolve().parents[2]
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tests.streaming.sigterm_child", str(output)],
+        cwd=repo,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+
+        def entries() -> list[dict[str, int]]:
+            lines = output.read_text().splitlines() if output.exists() else []
+            return [json.loads(line) for line in lines]
+
+        wait_until(
+            lambda: sum(e.get("count", 0) for e in entries()) > 0, timeout_s=120, what="a non-empty batch"
+        )
+        child.send_signal(signal.SIGTERM)
+        # The previous (default) SIGTERM action still ends the process, after the graceful stop.
+        assert child.wait(timeout=120) == -signal.SIGTERM
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    done = entries()
+    received = [e["received"] for e in done if "received" in e]
+    assert len(received) == 1, done
+    batches = [e for e in done if "count" in e]
+    assert sum(e["count"] for e in batches) == received[0]
+    assert sum(e["sum"] for e in batches) == received[0] * (received[0] - 1) // 2
