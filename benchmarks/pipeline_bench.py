@@ -10,12 +10,23 @@ On a real local ZooKeeper + Kafka 0.9 and a real Spark (this process's SparkCont
    on and checkpointing, ``foreachRDD(rdd.count())``, from ``ssc.start()`` until every record has
    been counted in a batch (receive, WAL fsync, ZooKeeper commit, batch allocation, block read
    and msgpack + UTF-8 decode in the Python workers). Prints both rates and (b)/(a).
-2. latency: a producer sends ``--latency-rate`` msg/s for ``--latency-seconds``, each value
-   starting with its produce time; foreachRDD computes (time the batch's output runs) - (produce
-   time) per record. Prints p50/p99/max. Batch duration 1 s, block interval 200 ms (Spark's),
-   so ~0.5-1 s of it is batching by design.
+2. latency: a producer sends ``--latency-rate`` msg/s for ``--latency-seconds``. How p50/p99 are
+   measured: each value starts with ``time.time_ns()`` taken just before ``Producer.produce`` (so
+   librdkafka's queueing and ``linger.ms`` 5 count); in ``foreachRDD`` the batch's records are
+   collected to the driver and, once ``collect()`` returns, ``time.time_ns()`` is read once for
+   the whole batch. A record's latency is that end time minus its produce time: produce, broker,
+   receiver fetch, block interval, WAL write and fsync, ZooKeeper commit, waiting for the batch,
+   job scheduling, block read, decode and the collect. Both stamps come from this host's wall
+   clock (one machine, no skew). p50/p99 are inclusive percentiles over every record; max is the
+   largest. Batch duration 1 s, block interval 200 ms (Spark's), so ~0.5-1 s of it is batching by
+   design.
 3. empty batches: the same context keeps running with no input; the processing time of each
    empty batch (a Spark job over zero blocks) is the fixed per-batch overhead.
+
+Delivery is checked in both streaming runs: the Kafka offset ranges of every block of every batch
+must cover each partition's produced offsets exactly once, and the records counted must equal
+the records produced. A lost or duplicated record makes the run exit with status 1 and say which
+offsets, after printing the figures (a number from a run that lost data is not a result).
 """
 
 from __future__ import annotations
@@ -28,6 +39,7 @@ import sys
 import tempfile
 import threading
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +49,66 @@ from pyspark import SparkConf, SparkContext, StorageLevel
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from reliable_kafka import KafkaUtils, StreamingContext
+from reliable_kafka.dstream.batch_rdd import offset_ranges_of
+from reliable_kafka.dstream.functions import time_ms_of
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.scheduler.listener import StreamingListener, StreamingListenerBatchCompleted
 
 BATCH_S = 1.0
+
+
+class DeliveryCheck:
+    """Every produced record exactly once, from the batches' block metadata (no record shipping).
+
+    Offsets start at 0 on the fresh topics; ``produced_per_partition[p]`` records went to ``p``.
+    """
+
+    def __init__(self, ssc: StreamingContext, stream: Any) -> None:
+        self._ssc = ssc
+        self._stream_id = stream.id
+        self._lock = threading.Lock()
+        self.counted = 0
+        self._ranges: dict[int, list[tuple[int, int, int]]] = {}  # partition -> (from, until, batch)
+
+    def add_batch(self, batch_time: datetime, records: int) -> None:
+        batch_ms = time_ms_of(batch_time)
+        tracker = self._ssc.scheduler.receiver_tracker
+        assert tracker is not None
+        infos = tracker.get_blocks_of_batch_and_stream(batch_ms, self._stream_id)
+        with self._lock:
+            self.counted += records
+            for info in infos:
+                for r in offset_ranges_of([info]):
+                    self._ranges.setdefault(r.partition, []).append((r.fromOffset, r.untilOffset, batch_ms))
+
+    def problems(self, produced_per_partition: list[int]) -> list[str]:
+        found: list[str] = []
+        with self._lock:
+            counted, ranges = self.counted, {p: sorted(rs) for p, rs in self._ranges.items()}
+        for partition, produced in enumerate(produced_per_partition):
+            expected_next = 0
+            for start, until, batch_ms in ranges.get(partition, []):
+                if start < expected_next:
+                    found.append(
+                        f"partition {partition}: offsets {start}-{min(until, expected_next) - 1} "
+                        f"delivered again in batch {batch_ms}"
+                    )
+                elif start > expected_next:
+                    found.append(f"partition {partition}: offsets {expected_next}-{start - 1} lost")
+                expected_next = max(expected_next, until)
+            if expected_next < produced:
+                found.append(f"partition {partition}: offsets {expected_next}-{produced - 1} lost")
+            elif expected_next > produced:
+                found.append(f"partition {partition}: offsets up to {expected_next - 1}, {produced} produced")
+        total = sum(produced_per_partition)
+        if counted != total:
+            found.append(f"{counted:,} records counted in batches for {total:,} produced")
+        return found
+
+
+def per_partition(messages: int, partitions: int) -> list[int]:
+    """Records per partition when message i goes to partition i % partitions."""
+    return [len(range(p, messages, partitions)) for p in range(partitions)]
 
 
 def make_value(size: int) -> bytes:
@@ -101,28 +169,30 @@ def new_context(sc: SparkContext, checkpoint: Path) -> StreamingContext:
 
 
 def pipeline_throughput(
-    sc: SparkContext, cluster: LocalCluster, topic: str, messages: int, checkpoint: Path
-) -> float:
+    sc: SparkContext, cluster: LocalCluster, topic: str, args: argparse.Namespace, checkpoint: Path
+) -> tuple[float, list[str]]:
+    """Seconds until every record was counted, and the delivery problems found (none expected)."""
     ssc = new_context(sc, checkpoint)
-    counted = [0]
+    messages = args.messages
     done = threading.Event()
     finished_at = [0.0]
+    stream = create_stream(ssc, cluster, topic, "bench-pipeline")
+    check = DeliveryCheck(ssc, stream)
 
-    def count(rdd: Any) -> None:
-        counted[0] += rdd.count()
-        if counted[0] >= messages and not done.is_set():
+    def count(batch_time: datetime, rdd: Any) -> None:
+        check.add_batch(batch_time, rdd.count())
+        if check.counted >= messages and not done.is_set():
             finished_at[0] = time.monotonic()
             done.set()
 
-    create_stream(ssc, cluster, topic, "bench-pipeline").foreachRDD(count)
+    stream.foreachRDD(count)
     started = time.monotonic()
     ssc.start()
     if not done.wait(1800):
-        raise RuntimeError(f"only {counted[0]:,} of {messages:,} records counted")
-    ssc.stop(stopSparkContext=False)
-    if counted[0] != messages:
-        print(f"note: {counted[0]:,} records counted for {messages:,} produced")
-    return finished_at[0] - started
+        raise SystemExit(f"FAILED: only {check.counted:,} of {messages:,} records counted in 30 minutes")
+    # Batches still running may add duplicates: wait for them before judging.
+    ssc.stop(stopSparkContext=False, stopGraceFully=True)
+    return finished_at[0] - started, check.problems(per_partition(messages, args.partitions))
 
 
 class BatchTimes(StreamingListener):
@@ -161,18 +231,22 @@ def steady_producer(
 
 def latency_and_empty_batches(
     sc: SparkContext, cluster: LocalCluster, topic: str, args: argparse.Namespace, checkpoint: Path
-) -> tuple[list[float], list[int]]:
+) -> tuple[list[float], list[int], list[str]]:
+    """Per-record latencies (see the module docstring), empty batch times, delivery problems."""
     ssc = new_context(sc, checkpoint)
     latencies_ms: list[float] = []
     lock = threading.Lock()
+    stream = create_stream(ssc, cluster, topic, "bench-latency")
+    check = DeliveryCheck(ssc, stream)
 
-    def measure(rdd: Any) -> None:
+    def measure(batch_time: datetime, rdd: Any) -> None:
         stamps = rdd.map(lambda kv: int(kv[1].split(":", 1)[0])).collect()
         now = time.time_ns()
+        check.add_batch(batch_time, len(stamps))
         with lock:
             latencies_ms.extend((now - stamp) / 1e6 for stamp in stamps)
 
-    create_stream(ssc, cluster, topic, "bench-latency").foreachRDD(measure)
+    stream.foreachRDD(measure)
     listener = BatchTimes()
     ssc.addStreamingListener(listener)
     ssc.start()
@@ -192,11 +266,11 @@ def latency_and_empty_batches(
             if len(listener.batches) >= seen + args.empty_batches + 2:
                 break
         time.sleep(0.2)
-    ssc.stop(stopSparkContext=False)
+    ssc.stop(stopSparkContext=False, stopGraceFully=True)
     with listener.lock:
         # Skip the first two idle batches: they may still hold the producer's last records.
         empty = [ms for records, ms in listener.batches[seen + 2 :] if records == 0]
-    return latencies_ms, empty
+    return latencies_ms, empty, check.problems(per_partition(sent, args.partitions))
 
 
 def percentile(values: list[float], q: int) -> float:
@@ -236,8 +310,12 @@ def main() -> None:
         sc.setLogLevel("ERROR")
         try:
             raw_s = raw_consume(cluster, "bench", args.partitions, args.messages)
-            pipeline_s = pipeline_throughput(sc, cluster, "bench", args.messages, Path(work) / "cp1")
-            latencies, empty = latency_and_empty_batches(sc, cluster, "latency", args, Path(work) / "cp2")
+            pipeline_s, throughput_problems = pipeline_throughput(
+                sc, cluster, "bench", args, Path(work) / "cp1"
+            )
+            latencies, empty, latency_problems = latency_and_empty_batches(
+                sc, cluster, "latency", args, Path(work) / "cp2"
+            )
         finally:
             sc.stop()
 
@@ -256,6 +334,14 @@ def main() -> None:
             f"empty batch processing time ({len(empty)} batches): median {statistics.median(empty):.0f} ms, "
             f"max {max(empty)} ms"
         )
+    problems = [f"throughput run: {p}" for p in throughput_problems]
+    problems += [f"latency run: {p}" for p in latency_problems]
+    if problems:
+        print("FAILED: records lost or duplicated, the figures above are not valid:", file=sys.stderr)
+        for problem in problems:
+            print(f"  {problem}", file=sys.stderr)
+        raise SystemExit(1)
+    print("delivery: every record exactly once in both runs")
 
 
 if __name__ == "__main__":
