@@ -4,8 +4,18 @@ It owns the receiver tracker (started before the job generator, so that blocks c
 from the first batch), the job generator and the listener bus. Each job runs with Spark's local
 properties for streaming jobs (batch time, output operation id, a job group and description);
 when every job of a batch has finished, the batch is reported complete to the receiver tracker
-(its metadata log) and to the job generator (which clears old metadata). A failed job still
-completes its batch, as in Spark, and its error is reported to ``awaitTermination``.
+(its metadata log) and to the job generator (which clears old metadata).
+
+A failed output operation still completes its batch, as in Spark: the batch is marked complete
+in the metadata log, its blocks become eligible for cleanup, and a restarted driver does not run
+it again (its offsets were committed when its blocks were stored). The error is reported to
+``awaitTermination`` (which raises it) and to listeners (``OutputOperationInfo.failureReason``);
+the context keeps running unless the application stops it. At-least-once delivery therefore
+covers failures of the receiver, the driver, the broker and ZooKeeper, not of the sink: the
+completion is logged before the error is reported, so stopping the context afterwards does not
+bring the batch back. An output operation that must not lose records has to retry inside
+``foreachRDD`` until it succeeds (idempotently, keyed by the batch's ``offsetRanges()``), or keep
+the offset ranges of a batch it gave up on so that they can be replayed from Kafka.
 """
 
 from __future__ import annotations
