@@ -5,7 +5,7 @@
 A Kafka word-less "sink" job with the receiver WAL and checkpointing on, built through
 ``StreamingContext.getOrCreate``. For every batch ``foreachRDD`` appends to ``--output``, fsync'ed:
 
-    {"kind": "begin", "run": N, "batch": T, "blocks": [[[partition, from, until], ...], ...]}
+    {"kind": "begin", "run": N, "batch": T, "blocks": [{"id": ID, "ranges": [[p, from, until], ...]}, ...]}
     {"kind": "rec", "run": N, "batch": T, "p": partition, "o": offset, "v": value}   (one per record)
     ... then, after ``--sink-delay-ms`` (a slow sink, so that kills land inside batches):
     {"kind": "end", "run": N, "batch": T}
@@ -14,9 +14,11 @@ A Kafka word-less "sink" job with the receiver WAL and checkpointing on, built t
 places, in the metadata log) and having its offsets committed, widening the window in which a
 kill leaves a stored but uncommitted block behind: the block the next run reads again.
 
-At start it writes ``{"kind": "recovered", "run": N, "pending": [...]}``: the batches the driver's
-metadata log recovered as allocated but not completed. Prints ``started`` once running; SIGTERM
-stops it gracefully (exit 0); SIGKILL is what the test sends otherwise.
+At start it writes ``{"kind": "recovered", "run": N, "pending": [...], "blocks": [...]}``: the
+batches the driver's metadata log recovered as allocated but not completed, and every block it
+recovered (those of the pending batches and those not yet allocated), in the "begin" format: the
+blocks earlier runs stored, which this run did not read itself. Prints ``started`` once running;
+SIGTERM stops it gracefully (exit 0); SIGKILL is what the test sends otherwise.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from reliable_kafka import KafkaUtils, StreamingContext
 from reliable_kafka.dstream.batch_rdd import offset_ranges_of
 from reliable_kafka.dstream.functions import time_ms_of
 from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo
+from reliable_kafka.scheduler.received_block_tracker import ReceivedBlockTracker
 from reliable_kafka.scheduler.receiver_tracker import ReceiverTracker
 
 
@@ -79,6 +82,30 @@ def delay_block_reports(delay_ms: int) -> None:
     ReceiverTracker.add_block = slow_add_block  # type: ignore[method-assign]
 
 
+def block_entry(info: ReceivedBlockInfo) -> dict[str, Any]:
+    ranges = [[r.partition, r.fromOffset, r.untilOffset] for r in offset_ranges_of([info])]
+    return {"id": info.block_id.name, "ranges": ranges}
+
+
+def recovered_blocks(ssc: StreamingContext, stream_id: int) -> list[dict[str, Any]]:
+    """The blocks the metadata log holds for the next batches, read before the context starts
+    (once it runs, the first batch may already have taken the unallocated ones)."""
+    assert ssc.checkpoint_dir is not None
+    tracker = ReceivedBlockTracker.create(
+        [stream_id], ssc.checkpoint_dir, ssc.settings.wal, recover_from_write_ahead_log=True
+    )
+    try:
+        infos = [
+            info
+            for batch_time in tracker.pending_batch_times()
+            for info in tracker.get_blocks_of_batch_and_stream(batch_time, stream_id)
+        ]
+        infos += tracker.get_unallocated_blocks(stream_id)
+    finally:
+        tracker.stop()
+    return [block_entry(info) for info in infos]
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     delay_block_reports(args.report_delay_ms)
@@ -89,7 +116,7 @@ def main(argv: list[str]) -> int:
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     conf = (
         SparkConf()
-        .setMaster("local[2]")
+        .setMaster("local[4]")
         .setAppName(f"kill-child-{args.run}")
         .set("spark.ui.enabled", "false")
         .set("spark.ui.showConsoleProgress", "false")
@@ -119,8 +146,7 @@ def main(argv: list[str]) -> int:
             records = rdd.collect()
             tracker = holder["ssc"].scheduler.receiver_tracker
             blocks = [
-                [[r.partition, r.fromOffset, r.untilOffset] for r in offset_ranges_of([info])]
-                for info in tracker.get_blocks_of_batch_and_stream(batch_ms, stream.id)
+                block_entry(info) for info in tracker.get_blocks_of_batch_and_stream(batch_ms, stream.id)
             ]
             sink.write(
                 {"kind": "begin", "batch": batch_ms, "blocks": blocks},
@@ -130,17 +156,19 @@ def main(argv: list[str]) -> int:
             sink.write({"kind": "end", "batch": batch_ms})
 
         stream.foreachRDD(write_batch)
+        holder["stream_id"] = stream.id
         return ssc
 
     ssc = StreamingContext.getOrCreate(args.checkpoint, setup)
     holder["ssc"] = ssc
+    recovered = recovered_blocks(ssc, holder["stream_id"])
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     ssc.start()
     tracker = ssc.scheduler.receiver_tracker
     assert tracker is not None
     # Read right after start: a regenerated batch cannot complete sooner than the sink delay.
-    sink.write({"kind": "recovered", "pending": tracker.pending_batch_times()})
+    sink.write({"kind": "recovered", "pending": tracker.pending_batch_times(), "blocks": recovered})
     print("started", flush=True)
     while not stop.is_set():
         ssc.awaitTerminationOrTimeout(0.2)  # raises a failed job's error

@@ -82,17 +82,18 @@ class ChildApp:
 
 
 class RecordingProducer(threading.Thread):
-    """Sends ``m-<n>`` round-robin over the partitions, ``per_tick`` every 100 ms, up to ``limit``;
-    keeps the (partition, offset) -> value of every acknowledged message."""
+    """Sends ``m-<n>`` round-robin over the partitions, ``per_tick`` every 100 ms, until
+    :meth:`finish`; keeps the (partition, offset) -> value of every acknowledged message."""
 
-    def __init__(self, cluster: LocalCluster, topic: str, partitions: int, per_tick: int, limit: int) -> None:
+    def __init__(self, cluster: LocalCluster, topic: str, partitions: int, per_tick: int) -> None:
         super().__init__(name="recording-producer", daemon=True)
         self._producer = Producer(cluster.client_config(**{"linger.ms": 5}))
-        self._topic, self._partitions, self._per_tick, self._limit = topic, partitions, per_tick, limit
+        self._topic, self._partitions, self._per_tick = topic, partitions, per_tick
         self._stop_sending = threading.Event()
         self.acked: dict[tuple[int, int], str] = {}
         self.errors: list[Any] = []
         self.sent = 0
+        self._last_send = time.monotonic()
 
     def _on_delivery(self, error: Any, message: Any) -> None:
         if error is not None:
@@ -101,14 +102,22 @@ class RecordingProducer(threading.Thread):
             self.acked[(message.partition(), message.offset())] = message.value().decode()
 
     def run(self) -> None:
-        while self.sent < self._limit and not self._stop_sending.wait(0.1):
-            for _ in range(min(self._per_tick, self._limit - self.sent)):
+        while not self._stop_sending.wait(0.1):
+            for _ in range(self._per_tick):
                 value = f"m-{self.sent}".encode()
                 self._producer.produce(
                     self._topic, value, partition=self.sent % self._partitions, on_delivery=self._on_delivery
                 )
                 self.sent += 1
+            self._last_send = time.monotonic()
             self._producer.poll(0)
+
+    def check_flowing(self, within_s: float = 2.0) -> None:
+        """Messages are still being sent (the last batch less than ``within_s`` ago)."""
+        assert self.is_alive(), "the producer thread has stopped"
+        idle = time.monotonic() - self._last_send
+        assert idle < within_s, f"the producer has sent nothing for {idle:.1f} s"
+        assert not self.errors, self.errors[:3]
 
     def finish(self) -> None:
         self._stop_sending.set()
@@ -117,11 +126,23 @@ class RecordingProducer(threading.Thread):
         assert len(self.acked) == self.sent
 
 
+@dataclass(frozen=True)
+class Block:
+    """One block as a batch held it: its id and its [from, until) offsets per partition."""
+
+    id: str
+    ranges: tuple[tuple[int, int, int], ...]
+
+    @classmethod
+    def from_entry(cls, entry: dict[str, Any]) -> Block:
+        return cls(entry["id"], tuple((p, start, until) for p, start, until in entry["ranges"]))
+
+
 @dataclass
 class BatchRun:
     """One batch as one run wrote it."""
 
-    blocks: list[list[list[int]]]
+    blocks: list[Block]
     records: set[tuple[int, int, str]] = field(default_factory=set)
     ended: bool = False
 
@@ -132,6 +153,8 @@ class Output:
 
     batches: dict[int, dict[int, BatchRun]] = field(default_factory=lambda: defaultdict(dict))
     recovered: dict[int, list[int]] = field(default_factory=dict)
+    # Blocks each run found in the metadata log at start: stored by earlier runs, not read by it.
+    recovered_blocks: dict[int, list[Block]] = field(default_factory=dict)
 
     @classmethod
     def read(cls, path: Path) -> Output:
@@ -146,8 +169,9 @@ class Output:
             run, kind = entry["run"], entry["kind"]
             if kind == "recovered":
                 output.recovered[run] = entry["pending"]
+                output.recovered_blocks[run] = [Block.from_entry(b) for b in entry["blocks"]]
             elif kind == "begin":
-                output.batches[run][entry["batch"]] = BatchRun(entry["blocks"])
+                output.batches[run][entry["batch"]] = BatchRun([Block.from_entry(b) for b in entry["blocks"]])
             elif kind == "rec":
                 output.batches[run][entry["batch"]].records.add((entry["p"], entry["o"], entry["v"]))
             elif kind == "end":
@@ -167,14 +191,35 @@ class Output:
         """(run, batch time) of every batch begun but not ended in its run."""
         return sorted((run, t) for run, bs in self.batches.items() for t, b in bs.items() if not b.ended)
 
-    def block_ranges(self) -> set[tuple[int, int, int]]:
-        return {
-            (p, start, until)
-            for bs in self.batches.values()
-            for b in bs.values()
-            for block in b.blocks
-            for p, start, until in block
-        }
+    def is_reading(self, run: int) -> bool:
+        """A batch of ``run`` holds a block its own receiver stored (not one it recovered)."""
+        recovered = {block.id for block in self.recovered_blocks.get(run, [])}
+        return any(block.id not in recovered for block in self.blocks_of_run(run))
+
+    def blocks_of_run(self, run: int) -> set[Block]:
+        """Every block in a batch begun in ``run``."""
+        return {block for b in self.batches.get(run, {}).values() for block in b.blocks}
+
+    def blocks_stored_before(self, run: int) -> set[Block]:
+        """Blocks that earlier runs stored: those in their batches and those ``run`` recovered."""
+        earlier = {block for r in self.batches if r < run for block in self.blocks_of_run(r)}
+        return earlier | set(self.recovered_blocks.get(run, []))
+
+    def read_again_by(self, run: int) -> dict[int, set[int]]:
+        """partition -> offsets that ``run``'s receiver read although an earlier run had stored them."""
+        stored = _offsets(self.blocks_stored_before(run))
+        recovered = {block.id for block in self.recovered_blocks.get(run, [])}
+        read = _offsets(block for block in self.blocks_of_run(run) if block.id not in recovered)
+        found = {p: offsets & stored.get(p, set()) for p, offsets in read.items()}
+        return {p: offsets for p, offsets in found.items() if offsets}
+
+    def killed_run_ranges(self, run: int, partition: int) -> list[tuple[int, int]]:
+        """[from, until) of ``partition`` in the blocks run ``run`` stored (the run killed before
+        ``run + 1``): in its batches, or left in the log for ``run + 1`` to recover."""
+        blocks = self.blocks_of_run(run) | set(self.recovered_blocks.get(run + 1, []))
+        return sorted(
+            {(start, until) for block in blocks for p, start, until in block.ranges if p == partition}
+        )
 
     def duplicate_levels(self) -> dict[int, list[set[int]]]:
         """partition -> [offsets delivered in 2+ batches, in 3+ batches, ...].
@@ -208,3 +253,12 @@ def blocks_to_cover(offsets: set[int], blocks: list[tuple[int, int]]) -> int | N
         remaining = [o for o in remaining if o >= end]
         used += 1
     return used
+
+
+def _offsets(blocks: Any) -> dict[int, set[int]]:
+    """partition -> every offset in ``blocks``."""
+    offsets: dict[int, set[int]] = defaultdict(set)
+    for block in blocks:
+        for p, start, until in block.ranges:
+            offsets[p].update(range(start, until))
+    return offsets

@@ -1,10 +1,11 @@
 """Zero data loss across driver crashes: the user's application is SIGKILLed again and again while
 messages flow, and restarted each time with ``StreamingContext.getOrCreate``.
 
-What its foreachRDD wrote across all runs must hold every produced message; records read twice
-by the receiver must fit, per partition and per kill, in one block; and every batch that had
-begun (so was allocated) but not finished when the driver died must run again, from the
-write-ahead logs, after the restart.
+The producer keeps sending until the last run has started (each kill lands while messages flow).
+What its foreachRDD wrote across all runs must hold every produced message; what a run's receiver
+read again must, per partition, fit in one block that the killed run before it stored (one block
+per partition per kill); and every batch that had begun (so was allocated) but not finished when
+the driver died must run again, from the write-ahead logs, after the restart.
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def test_no_loss_across_driver_kills(local_cluster: LocalCluster, tmp_path: Path
         *("--checkpoint", str(tmp_path / "checkpoint"), "--output", str(output_path)),
         *("--kafka-params", json.dumps(kafka_params)),
     ]
-    producer = RecordingProducer(local_cluster, topic, PARTITIONS, per_tick=8, limit=6000)
+    producer = RecordingProducer(local_cluster, topic, PARTITIONS, per_tick=8)
     producer.start()
     children: list[ChildApp] = []
     try:
@@ -57,12 +58,16 @@ def test_no_loss_across_driver_kills(local_cluster: LocalCluster, tmp_path: Path
             children.append(child)
             child.wait_started()
             # Odd runs die inside a batch on purpose: begun (allocated, records written), not
-            # ended. Even runs die at a random point once batches are flowing.
+            # ended. Even runs die at a random point once batches are flowing. Either way only
+            # once the run's own receiver is reading: what it reads again must come from the run
+            # killed just before it.
             ready = Output.has_unfinished_batch_with_records if run % 2 else Output.has_ended_batch
             try:
                 wait_until(
                     lambda child=child, ready=ready: (
-                        child.check_alive() and ready(Output.read(output_path), child.run)
+                        child.check_alive()
+                        and (out := Output.read(output_path)).is_reading(child.run)
+                        and ready(out, child.run)
                     ),
                     timeout_s=90,
                     what=f"run {run} to be processing batches",
@@ -72,13 +77,20 @@ def test_no_loss_across_driver_kills(local_cluster: LocalCluster, tmp_path: Path
                 logger.warning("run %d: not processing batches yet; killing anyway", run)
             if not run % 2:
                 time.sleep(rng.uniform(0.5, 4.0))
+            producer.check_flowing()
             child.kill()
-            logger.info("run %d killed", run)
-        producer.finish()
+            logger.info("run %d killed (%d messages sent so far)", run, producer.sent)
 
         final = ChildApp(KILLS, child_args, tmp_path)
         children.append(final)
         final.wait_started()
+        wait_until(
+            lambda: final.check_alive() and Output.has_ended_batch(Output.read(output_path), KILLS),
+            timeout_s=90,
+            what="the final run to be processing batches",
+        )
+        producer.check_flowing()
+        producer.finish()
         expected = set(producer.acked)
         wait_until(
             lambda: final.check_alive() and expected <= Output.read(output_path).offsets(),
@@ -94,7 +106,7 @@ def test_no_loss_across_driver_kills(local_cluster: LocalCluster, tmp_path: Path
     output = Output.read(output_path)
     logger.info(
         "kill test: %d produced; per run (batches, records): %s; unfinished batches %s; "
-        "duplicates per partition and level %s",
+        "duplicates per partition and level %s; read again per run and partition %s",
         len(producer.acked),
         {
             run: (len(bs), sum(len(b.records) for b in bs.values()))
@@ -102,6 +114,7 @@ def test_no_loss_across_driver_kills(local_cluster: LocalCluster, tmp_path: Path
         },
         output.unfinished(),
         {p: [len(offsets) for offsets in levels] for p, levels in output.duplicate_levels().items()},
+        {run: {p: len(o) for p, o in output.read_again_by(run).items()} for run in range(1, KILLS + 1)},
     )
     delivered = {
         (p, o): v for runs in output.batches.values() for b in runs.values() for p, o, v in b.records
@@ -120,17 +133,23 @@ def test_no_loss_across_driver_kills(local_cluster: LocalCluster, tmp_path: Path
         assert reruns, f"batch {t} begun in run {run} never completed after the restart"
         assert output.batches[run][t].records <= output.batches[reruns[0]][t].records
 
-    # Records read twice: at most one block per partition per kill (a stored block whose offsets
-    # the kill kept from being committed). Each level (read twice, three times...) is covered by
-    # whole blocks; all levels together need no more blocks than there were kills.
-    blocks = output.block_ranges()
+    # Records read twice: what run r + 1's receiver read again was stored by run r (the run killed
+    # just before), in at most one block per partition: the block whose offsets the kill kept
+    # from being committed. Blocks of older runs must not be needed.
+    read_again = {run: output.read_again_by(run) for run in range(1, KILLS + 1)}
+    for run, partitions in read_again.items():
+        for partition, offsets in partitions.items():
+            needed = blocks_to_cover(offsets, output.killed_run_ranges(run - 1, partition))
+            assert needed == 1, (
+                f"run {run}, partition {partition}: offsets read again {sorted(offsets)} need "
+                f"{needed} blocks of the killed run {run - 1} (None: not inside its blocks) (seed {seed})"
+            )
+    # And that is every duplicate: nothing was delivered twice for another reason.
     for partition, levels in output.duplicate_levels().items():
-        ranges = [(start, until) for p, start, until in blocks if p == partition]
-        needed = [blocks_to_cover(offsets, ranges) for offsets in levels]
-        assert None not in needed, f"partition {partition}: duplicates outside any block (seed {seed})"
-        assert sum(needed) <= KILLS, (  # type: ignore[arg-type]
-            f"partition {partition}: duplicates need {needed} blocks for {KILLS} kills: "
-            f"{[sorted(offsets) for offsets in levels]} (seed {seed})"
+        explained = set().union(*(partitions.get(partition, set()) for partitions in read_again.values()))
+        assert set().union(*levels) <= explained, (
+            f"partition {partition}: duplicates {sorted(set().union(*levels) - explained)} not read "
+            f"again after a kill (seed {seed})"
         )
 
     # The graceful stop of the last run committed everything.
