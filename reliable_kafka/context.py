@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import atexit
 import enum
+import functools
 import itertools
 import logging
 import signal
@@ -315,7 +316,9 @@ class StreamingContext:
             logger.info("SIGTERM is ignored or handled outside Python: not installing a handler for it")
             return
         self._previous_sigterm_handler = previous
-        self._sigterm_handler = self._on_sigterm
+        # Bound to the handler it chains to, which must outlive a restore: a handler installed
+        # over ours may chain to ours after stop() restored the previous one.
+        self._sigterm_handler = functools.partial(self._on_sigterm, previous)
         signal.signal(signal.SIGTERM, self._sigterm_handler)
 
     def _restore_sigterm_handler(self) -> None:
@@ -330,12 +333,24 @@ class StreamingContext:
             return
         self._sigterm_handler = self._previous_sigterm_handler = None
 
-    def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
+    def _on_sigterm(
+        self,
+        previous: Callable[[int, FrameType | None], Any] | int,
+        signum: int,
+        frame: FrameType | None,
+    ) -> None:
         logger.info("Received SIGTERM")
         if self._state is StreamingContextState.ACTIVE:
             self._stop_on_shutdown()
         self._restore_sigterm_handler()
-        # Chain: the previous handler (by default, terminating the process) now gets the signal.
+        # Chain: the previous handler now gets the signal. Called directly, not by raising the
+        # signal again: a handler installed over ours that chains to ours would get it again,
+        # call us again, and so on until the recursion limit.
+        if callable(previous):
+            previous(signum, frame)
+            return
+        # SIG_DFL: the default action, terminating the process.
+        signal.signal(signum, signal.SIG_DFL)
         signal.raise_signal(signum)
 
     # ------------------------------------------------------------ recovery

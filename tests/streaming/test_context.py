@@ -212,6 +212,33 @@ def test_the_sigterm_handler_is_installed_on_start_and_restored_on_stop(make_run
     assert signal.getsignal(signal.SIGTERM) is previous
 
 
+def test_a_sigterm_handler_chained_over_ours_is_called_once_then_the_one_before_ours(make_run) -> None:
+    original = signal.getsignal(signal.SIGTERM)
+    calls: list[str] = []
+    try:
+        signal.signal(signal.SIGTERM, lambda signum, frame: calls.append("before"))
+        graceful = StreamingSettings(jobs={"stop_gracefully_on_shutdown": True})
+        run: ManualRun = make_run(settings=graceful)
+        run.ssc.queueStream([[1]]).foreachRDD(lambda rdd: None)
+        run.ssc.start()
+        ours = signal.getsignal(signal.SIGTERM)
+        assert callable(ours)
+
+        def over(signum: int, frame: Any) -> None:
+            calls.append("over")
+            ours(signum, frame)
+
+        signal.signal(signal.SIGTERM, over)  # a library's handler, installed later, chaining to ours
+        # Stopped first (a graceful stop would wait for the manual clock): ours only chains now.
+        run.ssc.stop(stopSparkContext=False)
+        assert signal.getsignal(signal.SIGTERM) is over  # not ours to restore any more
+        signal.raise_signal(signal.SIGTERM)
+        # Once each: ours calls the handler before it, instead of raising the signal into `over` again.
+        assert calls == ["over", "before"]
+    finally:
+        signal.signal(signal.SIGTERM, original)
+
+
 def test_sigterm_stops_gracefully_processing_every_record_received(tmp_path: Path) -> None:
     output = tmp_path / "out.jsonl"
     repo = Path(__file__).resolve().parents[2]
