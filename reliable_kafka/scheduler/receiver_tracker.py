@@ -44,7 +44,7 @@ from reliable_kafka.scheduler.receiver_scheduling_policy import (
     accepts,
 )
 from reliable_kafka.storage.block_manager import BlockManager
-from wal.segments import parse_segment_name
+from wal.segments import parse_segment_name, segment_basename
 
 if TYPE_CHECKING:
     from reliable_kafka.dstream.receiver_input_dstream import ReceiverInputDStream
@@ -272,7 +272,7 @@ class ReceiverTracker:
             needed.extend(self.received_block_tracker.get_unallocated_blocks(sid))
         for info in needed:
             handle = info.block_store_result.wal_record_handle
-            times = None if handle is None else parse_segment_name(handle.path.rstrip("/").rsplit("/", 1)[-1])
+            times = None if handle is None else parse_segment_name(segment_basename(handle.path))
             if times is not None:
                 threshold = min(threshold, times[0])
         return threshold
