@@ -16,6 +16,18 @@ def concurrent(jobs: int) -> StreamingSettings:
     return StreamingSettings.from_spark_conf({"spark.streaming.concurrentJobs": str(jobs)})
 
 
+def start_and_await_the_generation_error_at_1000(run: ManualRun) -> None:
+    """Start, reach batch 1000, and see awaitTermination raise its job generation error."""
+    run.ssc.start()
+    run.clock.set_time(1000)
+    try:
+        run.ssc.awaitTerminationOrTimeout(20)
+    except RuntimeError as exc:
+        assert "on purpose" in str(exc)
+    else:
+        raise AssertionError("the generation error was not raised")
+
+
 def test_batches_fall_on_batch_boundaries_after_the_start_time(make_run) -> None:
     run: ManualRun = make_run(start_ms=1234)
     times: list[datetime] = []
@@ -139,14 +151,7 @@ def test_job_generation_errors_reach_await_termination(make_run) -> None:
         raise RuntimeError("generation failed on purpose")
 
     run.collect(run.ssc.queueStream([[1]]).transform(broken))
-    run.ssc.start()
-    run.clock.set_time(1000)
-    try:
-        run.ssc.awaitTerminationOrTimeout(20)
-    except RuntimeError as exc:
-        assert "on purpose" in str(exc)
-    else:
-        raise AssertionError("the generation error was not raised")
+    start_and_await_the_generation_error_at_1000(run)
     # The failed batch never completes, so a graceful stop must not wait for it.
     assert run.ssc.scheduler.job_generator.has_processed_up_to(1000)
 
@@ -162,14 +167,7 @@ def test_blocks_of_a_batch_whose_jobs_could_not_be_generated_go_to_the_next_batc
 
     sizes = run.collect(stream.transform(broken_once).count())
     run.tracker.add_block(stream.id, 3)
-    run.ssc.start()
-    run.clock.set_time(1000)
-    try:
-        run.ssc.awaitTerminationOrTimeout(20)
-    except RuntimeError as exc:
-        assert "on purpose" in str(exc)
-    else:
-        raise AssertionError("the generation error was not raised")
+    start_and_await_the_generation_error_at_1000(run)
     wait_until(lambda: ("deallocate", [1000]) in run.tracker.calls, what="batch 1000 to be given back")
     assert run.tracker.pending_batch_times() == []
     run.tracker.add_block(stream.id, 4)
