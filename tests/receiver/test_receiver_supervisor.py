@@ -120,13 +120,21 @@ class RestartWatchingClock(ManualClock):
         return super().wait_till_time(target_ms, interrupt)
 
 
-def test_a_restart_waits_the_delay_on_the_supervisors_clock_before_starting_again() -> None:
+def waiting_restart(
+    start_ms: int, *, delay_ms: int
+) -> tuple[ThreadedReceiver, RestartWatchingClock, ReceiverSupervisor, FakeTracker]:
+    """A started supervisor whose receiver asked for a restart that now waits out its delay."""
     receiver = ThreadedReceiver()
-    clock = RestartWatchingClock(1_000)
+    clock = RestartWatchingClock(start_ms)
     supervisor, tracker, _ = supervise(receiver, clock=clock)
     supervisor.start()
-    receiver.restart("source went away", delay_ms=2_000)
+    receiver.restart("source went away", delay_ms=delay_ms)
     wait_until(lambda: bool(clock.restart_waits), what="the restart to wait")
+    return receiver, clock, supervisor, tracker
+
+
+def test_a_restart_waits_the_delay_on_the_supervisors_clock_before_starting_again() -> None:
+    receiver, clock, supervisor, tracker = waiting_restart(1_000, delay_ms=2_000)
     assert clock.restart_waits == [(1_000, 3_000)]
     assert receiver.stops == 1 and receiver.starts == 1
     assert tracker.event_names() == ["register", "deregister"]
@@ -139,12 +147,7 @@ def test_a_restart_waits_the_delay_on_the_supervisors_clock_before_starting_agai
 
 
 def test_a_restart_waiting_out_its_delay_ends_when_the_supervisor_stops() -> None:
-    receiver = ThreadedReceiver()
-    clock = RestartWatchingClock(0)
-    supervisor, _, _ = supervise(receiver, clock=clock)
-    supervisor.start()
-    receiver.restart("source went away", delay_ms=60_000)
-    wait_until(lambda: bool(clock.restart_waits), what="the restart to wait")
+    receiver, _, supervisor, _ = waiting_restart(0, delay_ms=60_000)
     supervisor.stop("test over")  # joins the restart thread: the wait must end
     assert receiver.starts == 1 and supervisor.is_terminated()
 
