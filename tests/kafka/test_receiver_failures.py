@@ -12,7 +12,7 @@ import threading
 import time
 import traceback
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,20 @@ def admin_zk(local_cluster: LocalCluster) -> Iterator[Any]:
     yield zk
     zk.stop()
     zk.close()
+
+
+def reliable_receiver(
+    cluster: LocalCluster, group: str, topic: str, extra: Mapping[str, Any] | None = None, **kwargs: Any
+) -> ReliableKafkaReceiver:
+    """One consumer thread on ``topic``, FAST_GROUP_PARAMS under ``extra``, serialised storage."""
+    return ReliableKafkaReceiver(
+        cluster.zookeeper_connect,
+        group,
+        {topic: 1},
+        {**cluster.client_config(), **FAST_GROUP_PARAMS, **(extra or {})},
+        StorageLevel.MEMORY_AND_DISK_SER,
+        **kwargs,
+    )
 
 
 def start_child(
@@ -144,12 +158,9 @@ def test_two_receivers_split_by_range_and_the_survivor_takes_over_without_loss(
 ) -> None:
     topic, group = unique_name("pair"), unique_name("g")
     local_cluster.create_topic(topic, 4)
-    params = {**local_cluster.client_config(), **FAST_GROUP_PARAMS}
 
     def receiver() -> ReliableKafkaReceiver:
-        return ReliableKafkaReceiver(
-            local_cluster.zookeeper_connect, group, {topic: 1}, params, StorageLevel.MEMORY_AND_DISK_SER
-        )
+        return reliable_receiver(local_cluster, group, topic)
 
     a = RunningReceiver(receiver(), tmp_path / "a", stream_id=0)
     b = RunningReceiver(receiver(), tmp_path / "b", stream_id=1)
@@ -196,12 +207,9 @@ def test_two_receivers_split_by_range_and_the_survivor_takes_over_without_loss(
 def test_losing_a_partition_in_a_rebalance_stops_its_consumer_thread(local_cluster: LocalCluster) -> None:
     topic, group = unique_name("lose"), unique_name("g")
     local_cluster.create_topic(topic, 4)
-    params = {**local_cluster.client_config(), **FAST_GROUP_PARAMS}
 
     def receiver() -> ReliableKafkaReceiver:
-        return ReliableKafkaReceiver(
-            local_cluster.zookeeper_connect, group, {topic: 1}, params, StorageLevel.MEMORY_AND_DISK_SER
-        )
+        return reliable_receiver(local_cluster, group, topic)
 
     def owned(run: RunningReceiver) -> set[int]:
         return {tp.partition for tp in run.receiver.connector.owned_partitions()}  # type: ignore[attr-defined]
@@ -236,13 +244,12 @@ def test_broker_sigkill_and_restart_mid_stream_the_receiver_recovers_by_itself(
     topic, group = unique_name("broker"), unique_name("g")
     local_cluster.create_topic(topic, 2)
     sent = produce(local_cluster.client_config(), topic, 2, 10_000)
-    receiver = ReliableKafkaReceiver(
-        local_cluster.zookeeper_connect,
+    receiver = reliable_receiver(
+        local_cluster,
         group,
-        {topic: 1},
+        topic,
         # A small prefetch queue keeps the consumers fetching from the broker throughout.
-        {**local_cluster.client_config(), **FAST_GROUP_PARAMS, "queued.max.messages.kbytes": 64},
-        StorageLevel.MEMORY_AND_DISK_SER,
+        {"queued.max.messages.kbytes": 64},
         # Small batches, so that the rate limit paces the stream instead of one big batch.
         consume_batch_size=200,
     )
@@ -268,13 +275,8 @@ def test_zookeeper_restart_mid_stream_commits_resume_and_nothing_is_lost(
     topic, group = unique_name("zkrestart"), unique_name("g")
     local_cluster.create_topic(topic, 2)
     sent = produce(local_cluster.client_config(), topic, 2, 5000)
-    receiver = ReliableKafkaReceiver(
-        local_cluster.zookeeper_connect,
-        group,
-        {topic: 1},
-        {**local_cluster.client_config(), **FAST_GROUP_PARAMS, "zookeeper.session.timeout.ms": "6000"},
-        StorageLevel.MEMORY_AND_DISK_SER,
-        consume_batch_size=200,
+    receiver = reliable_receiver(
+        local_cluster, group, topic, {"zookeeper.session.timeout.ms": "6000"}, consume_batch_size=200
     )
     running = RunningReceiver(receiver, tmp_path, settings=streaming_settings(wal=True, max_rate=2000))
     try:
@@ -308,13 +310,8 @@ def test_zookeeper_session_loss_mid_stream_duplicates_at_most_one_block_per_part
     topic, group = unique_name("session"), unique_name("g")
     local_cluster.create_topic(topic, 2)
     sent = produce(local_cluster.client_config(), topic, 2, 5000)
-    receiver = ReliableKafkaReceiver(
-        local_cluster.zookeeper_connect,
-        group,
-        {topic: 1},
-        {**local_cluster.client_config(), **FAST_GROUP_PARAMS, "zookeeper.session.timeout.ms": "6000"},
-        StorageLevel.MEMORY_AND_DISK_SER,
-        consume_batch_size=200,
+    receiver = reliable_receiver(
+        local_cluster, group, topic, {"zookeeper.session.timeout.ms": "6000"}, consume_batch_size=200
     )
     reported = 0
     expired = threading.Event()
@@ -371,14 +368,7 @@ def test_full_disk_under_the_wal_stops_the_receiver_and_a_new_one_resumes_withou
     assert producer.flush(60) == 0
 
     def receiver() -> ReliableKafkaReceiver:
-        return ReliableKafkaReceiver(
-            local_cluster.zookeeper_connect,
-            group,
-            {topic: 1},
-            {**local_cluster.client_config(), **FAST_GROUP_PARAMS},
-            StorageLevel.MEMORY_AND_DISK_SER,
-            consume_batch_size=100,
-        )
+        return reliable_receiver(local_cluster, group, topic, consume_batch_size=100)
 
     # ~200 KB blocks (2000 records/s, 100 ms blocks): several fit on the disk before it fills.
     settings = streaming_settings(wal=True, max_rate=2000)
