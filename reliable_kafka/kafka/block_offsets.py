@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Collection, Iterable
 
-from reliable_kafka.kafka.offset_range import OffsetRange
+from reliable_kafka.kafka.offset_range import OffsetRange, merge_offset_ranges
 from reliable_kafka.kafka.zk_paths import TopicAndPartition
 from reliable_kafka.storage.block_id import StreamBlockId
 
@@ -22,11 +22,7 @@ def next_offsets(ranges: Iterable[OffsetRange]) -> dict[TopicAndPartition, int]:
     The largest end, as a partition read again from an earlier offset has two ranges in one
     block, and blocks are stored in order, so everything below the largest end is stored.
     """
-    offsets: dict[TopicAndPartition, int] = {}
-    for r in ranges:
-        tp = TopicAndPartition(r.topic, r.partition)
-        offsets[tp] = max(r.untilOffset, offsets.get(tp, r.untilOffset))
-    return offsets
+    return {TopicAndPartition(r.topic, r.partition): r.untilOffset for r in merge_offset_ranges([ranges])}
 
 
 class BlockOffsetTracker:
