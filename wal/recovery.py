@@ -110,16 +110,20 @@ def _next_intact_frame(storage: Storage, path: str, start: int, size: int) -> in
             candidate = position + index
             if candidate > size - HEADER_SIZE:
                 return None
-            if _frame_checks_out(storage, path, candidate, size):
+            # The header is in the chunk unless it straddles the chunk's end: no read per candidate.
+            header = chunk[index : index + HEADER_SIZE] if index + HEADER_SIZE <= len(chunk) else None
+            if _frame_checks_out(storage, path, candidate, size, header):
                 return candidate
             index = chunk.find(_MAGIC_BYTE, index + 1)
         position += len(chunk)
     return None
 
 
-def _frame_checks_out(storage: Storage, path: str, offset: int, size: int) -> bool:
+def _frame_checks_out(storage: Storage, path: str, offset: int, size: int, header: bytes | None) -> bool:
     try:
-        length, crc = decode_header(storage.read_range(path, offset, HEADER_SIZE))
+        if header is None:
+            header = storage.read_range(path, offset, HEADER_SIZE)
+        length, crc = decode_header(header)
         # Most random candidates fail here, before any payload is read.
         if length > size - offset - HEADER_SIZE:
             return False

@@ -221,6 +221,29 @@ def test_corrupt_record_is_skipped_and_reading_resumes_at_the_next_intact_record
         log.read(damaged)
 
 
+def test_scanning_for_the_next_intact_record_reads_by_chunk_not_per_candidate(make_log, monkeypatch):
+    # A damaged record full of magic bytes: every one is a candidate frame start; their headers
+    # come from the scanned chunk (one read for all), only plausible ones cost a read of their own.
+    log = make_log()
+    damaged = log.write(b"\xb1" * 20_000, 1)
+    after = log.write(b"after", 1)
+    with open(damaged.path, "r+b") as f:
+        f.seek(damaged.offset + HEADER_SIZE)
+        f.write(b"\xb0")  # checksum mismatch
+    reads = 0
+    read_range = wal.local_storage.LocalStorage.read_range
+
+    def counting(self: Any, path: str, offset: int, size: int) -> bytes:
+        nonlocal reads
+        reads += 1
+        return read_range(self, path, offset, size)
+
+    monkeypatch.setattr(wal.local_storage.LocalStorage, "read_range", counting)
+    assert list(log.read_all()) == [b"after"]
+    assert after.offset > damaged.offset
+    assert reads < 10, f"{reads} reads to find the next intact record"
+
+
 def test_corrupt_last_record_skips_the_rest_of_its_segment(make_log, caplog):
     log = make_log()
     data = records(3)
