@@ -109,7 +109,9 @@ def recovered_blocks(ssc: StreamingContext, stream_id: int) -> list[dict[str, An
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     delay_block_reports(args.report_delay_ms)
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(name)s %(message)s")
+    logging.basicConfig(
+        level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
     # Group membership, commits and receiver restarts: what a failed run's log must explain.
     for name in ("reliable_kafka.kafka", "reliable_kafka.receiver.receiver_supervisor"):
         logging.getLogger(name).setLevel(logging.INFO)

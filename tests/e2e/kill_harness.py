@@ -80,6 +80,15 @@ class ChildApp:
     def log_tail(self, lines: int = 40) -> str:
         return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
 
+    def warnings(self, most: int = 30) -> str:
+        """The run's WARNING and ERROR log lines (reliable_kafka's and kazoo's), for failure messages."""
+        found = [
+            line
+            for line in self.log_path.read_text(errors="replace").splitlines()
+            if " WARNING " in line or " ERROR " in line
+        ]
+        return f"run {self.run} warnings:\n" + "\n".join(found[-most:])
+
 
 class RecordingProducer(threading.Thread):
     """Sends ``m-<n>`` round-robin over the partitions, ``per_tick`` every 100 ms, until

@@ -142,7 +142,8 @@ def test_no_loss_across_driver_kills(local_cluster: LocalCluster, tmp_path: Path
             needed = blocks_to_cover(offsets, output.killed_run_ranges(run - 1, partition))
             assert needed == 1, (
                 f"run {run}, partition {partition}: offsets read again {sorted(offsets)} need "
-                f"{needed} blocks of the killed run {run - 1} (None: not inside its blocks) (seed {seed})"
+                f"{needed} blocks of the killed run {run - 1} (None: not inside its blocks) (seed {seed})\n"
+                + "\n".join(children[r].warnings() for r in (run - 1, run))
             )
     # And that is every duplicate: nothing was delivered twice for another reason.
     for partition, levels in output.duplicate_levels().items():
