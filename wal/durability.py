@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from enum import Enum
 
 
@@ -27,3 +29,13 @@ class FsyncPolicy(Enum):
         if isinstance(value, bool):
             return cls.FSYNC if value else cls.NONE
         return cls(value)
+
+
+def sync_call(policy: FsyncPolicy) -> Callable[[int], None] | None:
+    """The system call that makes a descriptor's writes as durable as ``policy`` says; None for
+    ``NONE``. Looked up when called for, so it is the ``os`` function of that moment."""
+    if policy is FsyncPolicy.FSYNC:
+        return os.fsync
+    if policy is FsyncPolicy.FDATASYNC:
+        return getattr(os, "fdatasync", os.fsync)
+    return None

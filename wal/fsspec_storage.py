@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import io
 import logging
-import os
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from wal.durability import FsyncPolicy
+from wal.durability import FsyncPolicy, sync_call
 from wal.errors import WriteAheadLogError
 from wal.storage import SegmentWriter, Storage
 
@@ -95,9 +94,9 @@ class _FsspecSegmentWriter(SegmentWriter):
 def _os_sync(policy: FsyncPolicy) -> Callable[[BinaryIO], None] | None:
     """Per-write sync for fsspec files backed by a real descriptor (e.g. a local file through a
     wrapping filesystem); other files have no such call, flush (or close) is all they offer."""
-    if policy is FsyncPolicy.NONE:
+    function = sync_call(policy)
+    if function is None:
         return None
-    function = os.fsync if policy is FsyncPolicy.FSYNC else getattr(os, "fdatasync", os.fsync)
 
     def sync(file: BinaryIO) -> None:
         try:

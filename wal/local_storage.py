@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from typing import BinaryIO
 
-from wal.durability import FsyncPolicy
+from wal.durability import FsyncPolicy, sync_call
 from wal.storage import SegmentWriter, Storage
 
 FILE_MODE = 0o600
@@ -20,7 +19,7 @@ class _LocalSegmentWriter(SegmentWriter):
     def __init__(self, path: str, fd: int, policy: FsyncPolicy) -> None:
         super().__init__(path)
         self._fd = fd
-        self._sync = _sync_function(policy)
+        self._sync = sync_call(policy)
 
     def append(self, header: bytes, payload: bytes | memoryview) -> int:
         # One writev per record: no concatenation copy, no seek, no fstat; we track the offset.
@@ -44,14 +43,6 @@ class _LocalSegmentWriter(SegmentWriter):
         fd, self._fd = self._fd, -1
         if fd >= 0:
             os.close(fd)
-
-
-def _sync_function(policy: FsyncPolicy) -> Callable[[int], None] | None:
-    if policy is FsyncPolicy.FSYNC:
-        return os.fsync
-    if policy is FsyncPolicy.FDATASYNC:
-        return getattr(os, "fdatasync", os.fsync)
-    return None
 
 
 class LocalStorage(Storage):
