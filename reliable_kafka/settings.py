@@ -119,6 +119,19 @@ class ReceiverSettings(_Section):
     store_max_attempts: int = Field(
         4, ge=1, description="attempts to store a block before the receiver stops"
     )
+    placement: Literal["executors", "driver"] = Field(
+        "executors",
+        description=(
+            "spark.streaming.receiver.placement: receivers run as long-running tasks on Spark's "
+            "executors (as in Spark), or as threads of the driver's Python process"
+        ),
+    )
+    tracker_port: int = Field(
+        0,
+        ge=0,
+        le=65535,
+        description="spark.streaming.receiver.trackerPort: the driver's tracker socket; 0 = a free port",
+    )
 
 
 class WriteAheadLogSettings(_Section):
@@ -167,6 +180,8 @@ _SPARK_KEYS: dict[str, tuple[str, str, Any]] = {
         "restart_delay_ms",
         lambda v: parse_time_ms(v, "ms"),
     ),
+    "spark.streaming.receiver.placement": ("receiver", "placement", lambda v: v.strip().lower()),
+    "spark.streaming.receiver.trackerPort": ("receiver", "tracker_port", int),
     "spark.streaming.receiver.writeAheadLog.enable": ("wal", "enable", _parse_bool),
     "spark.streaming.receiver.writeAheadLog.rollingIntervalSecs": ("wal", "rolling_interval_s", int),
     "spark.streaming.receiver.writeAheadLog.maxFailures": ("wal", "max_failures", int),

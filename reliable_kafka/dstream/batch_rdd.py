@@ -1,11 +1,14 @@
 """The RDD of one batch of received blocks: Spark's ``BlockRDD`` and ``WriteAheadLogBackedBlockRDD``
 in one class; each batch exposes its Kafka ``OffsetRange``s.
 
-One partition per block. A partition carries either the block's bytes (taken from the block
-manager when the batch is built) or only the block's write-ahead log handle, which the executor
-reads. Partition descriptors are msgpack (``NoOpSerializer`` frames to the JVM), so neither block
-data nor handles are ever pickled; decoding (block format, then the optional decoder) happens
-on the executors when the partition is computed.
+One partition per block. A partition carries the block's bytes (driver placement: taken from the
+driver's block store when the batch is built), or where to find them: the executor keeping the
+block (executor placement; the partition prefers that executor) and the block's write-ahead log
+handle. A task reads, in order: its own bytes; the block's file when it runs on the host keeping
+it; a fetch from the block server of the receiver that stored it; the write-ahead log; else it
+fails as Spark does ("Could not compute split, block ... not found"). Partition descriptors are
+msgpack (raw frames to the JVM), so neither block data nor handles are ever pickled; decoding
+(block format, then the optional decoder) happens on the executors when the partition is computed.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from __future__ import annotations
 import logging
 import posixpath
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import msgpack
@@ -22,7 +25,11 @@ from pyspark.rdd import PipelinedRDD
 from pyspark.serializers import NoOpSerializer
 
 from reliable_kafka.kafka.offset_range import OffsetRange, merge_offset_ranges, ranges_in_metadata
+from reliable_kafka.receiver.tracker_endpoint import BlockLocation
 from reliable_kafka.storage.block_format import decode_block
+from reliable_kafka.storage.block_server import fetch_block
+from reliable_kafka.storage.executor_block_store import read_block_file
+from reliable_kafka.util.located_rdd import located_rdd
 from wal import FileBasedWriteAheadLog, RecordHandle
 
 if TYPE_CHECKING:
@@ -35,29 +42,46 @@ logger = logging.getLogger(__name__)
 Decoder = Callable[[Any], Any]
 
 
+class BlockNotFoundError(RuntimeError):
+    """No copy of a block could be read: not on an executor, not in the write-ahead log."""
+
+
 @dataclass(frozen=True, slots=True)
 class BlockPartition:
-    """What one partition needs to produce its block: the bytes, or where they are in the WAL."""
+    """What one partition needs to produce its block: the bytes, or where they are.
+
+    ``fetch_secret`` authenticates a fetch from the block server at ``location``; it travels in
+    the task and is never logged (it is left out of the repr).
+    """
 
     block_id: str
     data: bytes | None = None
     wal_record_handle: RecordHandle | None = None
+    location: BlockLocation | None = None
+    fetch_secret: bytes | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        if self.data is None and self.wal_record_handle is None:
-            raise ValueError(f"block {self.block_id} has neither data nor a write-ahead log handle")
+        if self.data is None and self.wal_record_handle is None and self.location is None:
+            raise ValueError(f"block {self.block_id} has no data, executor or write-ahead log handle")
 
     @property
     def from_block_manager(self) -> bool:
-        return self.data is not None
+        """Read from a block store (the driver's, or an executor's), not from the WAL."""
+        return self.data is not None or self.location is not None
+
+    @property
+    def preferred_locations(self) -> list[str]:
+        return [] if self.location is None else [self.location.task_location]
 
     def encode(self) -> bytes:
-        handle = self.wal_record_handle
+        handle, location = self.wal_record_handle, self.location
         return msgpack.packb(
             {
                 "block_id": self.block_id,
                 "data": self.data,
                 "wal": None if handle is None else handle.to_dict(),
+                "location": None if location is None else location.to_dict(),
+                "secret": self.fetch_secret,
             },
             use_bin_type=True,
         )
@@ -65,17 +89,47 @@ class BlockPartition:
     @classmethod
     def decode(cls, raw: bytes) -> BlockPartition:
         d = msgpack.unpackb(raw, raw=False)
-        handle = d["wal"]
-        return cls(d["block_id"], d["data"], None if handle is None else RecordHandle.from_dict(handle))
+        handle, location = d["wal"], d["location"]
+        return cls(
+            d["block_id"],
+            d["data"],
+            None if handle is None else RecordHandle.from_dict(handle),
+            None if location is None else BlockLocation.from_dict(location),
+            d["secret"],
+        )
 
     def read(self) -> bytes:
         if self.data is not None:
             return self.data
+        if self.location is not None:
+            data = self._read_from_executor(self.location)
+            if data is not None:
+                return data
         handle = self.wal_record_handle
-        assert handle is not None
+        if handle is None:
+            raise BlockNotFoundError(
+                f"Could not compute split, block {self.block_id} not found: it was kept on executor "
+                f"{_where(self.location)}, which no longer has it, and the receiver write-ahead log is off "
+                "(spark.streaming.receiver.writeAheadLog.enable), so there is no other copy"
+            )
         # Opening a log touches nothing on disk; here it is only the reader of this one handle.
         with FileBasedWriteAheadLog(posixpath.dirname(handle.path)) as log:
             return log.read(handle)
+
+    def _read_from_executor(self, location: BlockLocation) -> bytes | None:
+        """The block from its file (same host), else from its receiver's block server."""
+        if location.path is not None:
+            data = read_block_file(location.path)
+            if data is not None:
+                return data
+        if location.port is None or self.fetch_secret is None:
+            return None
+        try:
+            return fetch_block(location.host, location.port, self.fetch_secret, self.block_id)
+        except Exception as exc:
+            # The receiver (or its executor) is gone; the write-ahead log may still have it.
+            logger.warning("Could not fetch block %s from %s: %r", self.block_id, _where(location), exc)
+            return None
 
 
 class _ReadBlocks:
@@ -128,16 +182,25 @@ class BlockRDD(PipelinedRDD):
         decoder: Decoder | None = None,
         offset_ranges: Sequence[OffsetRange] = (),
     ) -> None:
-        source = _descriptor_rdd(sc, [p.encode() for p in partitions])
+        if any(p.location is not None for p in partitions):
+            source = located_rdd(sc, [(p.encode(), p.preferred_locations) for p in partitions])
+        else:
+            source = _descriptor_rdd(sc, [p.encode() for p in partitions])
         super().__init__(source, _ReadBlocks(decoder), preservesPartitioning=False)
         self.block_ids: list[str] = [p.block_id for p in partitions]
         self.num_from_block_manager = sum(p.from_block_manager for p in partitions)
+        # Partitions whose bytes the driver ships (driver placement); 0 when executors keep blocks.
+        self.num_with_driver_bytes = sum(p.data is not None for p in partitions)
         self.num_from_write_ahead_log = len(partitions) - self.num_from_block_manager
         self._offset_ranges = list(offset_ranges)
 
     def offsetRanges(self) -> list[OffsetRange]:
         """The Kafka offsets this batch holds, one range per topic-partition."""
         return list(self._offset_ranges)
+
+
+def _where(location: BlockLocation | None) -> str:
+    return "?" if location is None else f"{location.executor_id} on {location.host}"
 
 
 def offset_ranges_of(block_infos: Iterable[ReceivedBlockInfo]) -> list[OffsetRange]:
@@ -148,24 +211,34 @@ def offset_ranges_of(block_infos: Iterable[ReceivedBlockInfo]) -> list[OffsetRan
 def create_block_rdd(
     sc: SparkContext,
     block_infos: Sequence[ReceivedBlockInfo],
-    block_store: BlockStore,
+    block_store: BlockStore | None,
     *,
     decoder: Decoder | None = None,
     receiver_wal_enabled: bool = False,
+    fetch_secret: bytes | None = None,
 ) -> BlockRDD:
     """Spark's ``ReceiverInputDStream.createBlockRDD``: each block from the block store when it is
-    there, else from the write-ahead log; a block in neither is left out with Spark's warning."""
+    there, else from the write-ahead log; a block in neither is left out with Spark's warning.
+
+    ``block_store`` is the driver's (driver placement) or None: then blocks are read where the
+    executors keep them (``fetch_secret`` authenticates fetches from other hosts)."""
     partitions: list[BlockPartition] = []
     included: list[ReceivedBlockInfo] = []
     missing: list[str] = []
     for info in block_infos:
-        handle = info.block_store_result.wal_record_handle
-        data = block_store.get(info.block_id)
-        if data is not None or handle is not None:
-            partitions.append(BlockPartition(info.block_id.name, data, None if data is not None else handle))
-            included.append(info)
+        result = info.block_store_result
+        handle = result.wal_record_handle
+        data = block_store.get(info.block_id) if block_store is not None else None
+        if data is not None:
+            partitions.append(BlockPartition(info.block_id.name, data))
+        elif block_store is None and result.location is not None:
+            partitions.append(BlockPartition(info.block_id.name, None, handle, result.location, fetch_secret))
+        elif handle is not None:
+            partitions.append(BlockPartition(info.block_id.name, None, handle))
         else:
             missing.append(info.block_id.name)
+            continue
+        included.append(info)
     with_handles = sum(info.block_store_result.wal_record_handle is not None for info in block_infos)
     if 0 < with_handles < len(block_infos):
         if receiver_wal_enabled:

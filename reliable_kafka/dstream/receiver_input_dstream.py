@@ -9,11 +9,11 @@ manager or the write-ahead log, decoded on the executors).
 from __future__ import annotations
 
 import logging
-from abc import abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from reliable_kafka.dstream.batch_rdd import BlockRDD, Decoder, create_block_rdd
 from reliable_kafka.dstream.input_dstream import InputDStream
+from reliable_kafka.receiver.descriptor import ReceiverDescriptor, ReceiverDescriptorError
 from reliable_kafka.scheduler.rate_controller import RateController, ReceiverRateController
 from reliable_kafka.scheduler.rate_estimator import RateEstimator
 from reliable_kafka.storage.block_id import StreamBlockId
@@ -47,10 +47,22 @@ class ReceiverInputDStream(InputDStream):
             estimator = RateEstimator.create(ssc.settings.backpressure, ssc.batch_duration_ms)
             self.rate_controller = ReceiverRateController(self.id, estimator, self._publish_rate)
 
-    @abstractmethod
+    def receiver_descriptor(self) -> ReceiverDescriptor:
+        """This stream's receiver as plain data, rebuilt wherever it runs (executor placement
+        needs it: receivers cross to the executors without pickle)."""
+        raise ReceiverDescriptorError(
+            f"{type(self).__name__} has no receiver_descriptor(), so its receiver cannot run on the "
+            "executors: implement it, or set spark.streaming.receiver.placement=driver"
+        )
+
+    def preferred_location(self) -> str | None:
+        """The host the receiver should run on (Spark's ``Receiver.preferredLocation``); None: any."""
+        return None
+
     def get_receiver(self) -> Receiver:
         """A new receiver for this stream; called for every (re)start of the receiver, as Spark
         ships a fresh copy of the receiver each time it launches it."""
+        return self.receiver_descriptor().build()
 
     def stop(self) -> None:
         if self.rate_controller is not None:
@@ -70,15 +82,14 @@ class ReceiverInputDStream(InputDStream):
             tracker.block_store,
             decoder=self.decoder,
             receiver_wal_enabled=self._ssc.settings.wal.enable,
+            fetch_secret=tracker.runner.block_fetch_secret,
         )
 
     def release_rdd(self, time_ms: int, rdd: RDD[Any]) -> None:
         """Spark's ``BlockRDD.removeBlocks``: a forgotten batch's blocks leave the block manager."""
         super().release_rdd(time_ms, rdd)
         if isinstance(rdd, BlockRDD):
-            block_store = self._receiver_tracker().block_store
-            for name in rdd.block_ids:
-                block_store.remove(StreamBlockId.parse(name))
+            self._receiver_tracker().remove_blocks([StreamBlockId.parse(name) for name in rdd.block_ids])
 
     def _receiver_tracker(self) -> ReceiverTracker:
         tracker = self._ssc.scheduler.receiver_tracker

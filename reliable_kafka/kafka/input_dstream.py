@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 from reliable_kafka.dstream.batch_rdd import Decoder
 from reliable_kafka.dstream.receiver_input_dstream import ReceiverInputDStream
 from reliable_kafka.kafka.params import KafkaParams, parse_kafka_params, redacted
-from reliable_kafka.kafka.receiver import KafkaReceiver
-from reliable_kafka.kafka.reliable_receiver import ReliableKafkaReceiver
+from reliable_kafka.kafka.receiver_factory import kafka_receiver_descriptor
 from reliable_kafka.kafka.zookeeper_receiver import validate_topics
 from reliable_kafka.storage.storage_level import StorageLevel
 
 if TYPE_CHECKING:
     from reliable_kafka.context import StreamingContext
+    from reliable_kafka.receiver.descriptor import ReceiverDescriptor
     from reliable_kafka.receiver.receiver import Receiver
 
 logger = logging.getLogger(__name__)
@@ -59,27 +59,24 @@ class KafkaInputDStream(ReceiverInputDStream):
         """Spark's ``WriteAheadLogUtils.enableReceiverLog(conf)``: the WAL on means no-loss receiving."""
         return self._ssc.settings.wal.enable
 
+    def receiver_descriptor(self) -> ReceiverDescriptor:
+        return kafka_receiver_descriptor(
+            reliable=self.use_reliable_receiver,
+            zookeeper_connect=self.params.zookeeper.connect,
+            group_id=self.params.group.group_id,
+            topics=self.topics,
+            kafka_params=self.kafka_params,
+            storage_level=self.receiver_storage_level,
+            store_max_attempts=self._ssc.settings.receiver.store_max_attempts,
+        )
+
     def get_receiver(self) -> Receiver:
-        zookeeper_connect = self.params.zookeeper.connect
-        group_id = self.params.group.group_id
-        if self.use_reliable_receiver:
-            receiver: Receiver = ReliableKafkaReceiver(
-                zookeeper_connect,
-                group_id,
-                self.topics,
-                self.kafka_params,
-                self.receiver_storage_level,
-                store_max_attempts=self._ssc.settings.receiver.store_max_attempts,
-            )
-        else:
-            receiver = KafkaReceiver(
-                zookeeper_connect, group_id, self.topics, self.kafka_params, self.receiver_storage_level
-            )
+        receiver = self.receiver_descriptor().build()
         logger.info(
             "%s: %s for group %s, topics %s, storage level %s, client config %s",
             self.name,
             type(receiver).__name__,
-            group_id,
+            self.params.group.group_id,
             self.topics,
             self.receiver_storage_level,
             redacted(self.params.client_config),

@@ -3,13 +3,14 @@ reports them to the tracker, and carries out the tracker's requests."""
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import logging
 import socket
 import threading
 import time
 import traceback
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from reliable_kafka.receiver.block_generator import BlockGenerator, BlockGeneratorListener
@@ -24,6 +25,7 @@ from reliable_kafka.receiver.received_block import (
 from reliable_kafka.receiver.received_block_handler import BlockManagerBasedBlockHandler, ReceivedBlockHandler
 from reliable_kafka.receiver.receiver import Receiver
 from reliable_kafka.receiver.tracker_endpoint import (
+    BlockLocation,
     ReceivedBlockInfo,
     ReceiverControl,
     ReceiverTrackerEndpoint,
@@ -79,8 +81,10 @@ class ReceiverSupervisor:
         executor_id: str = "driver",
         received_block_handler: ReceivedBlockHandler | None = None,
         clock: Clock | None = None,
+        block_locator: Callable[[StreamBlockId], BlockLocation | None] | None = None,
     ) -> None:
-        """``received_block_handler`` replaces the handler the settings would choose."""
+        """``received_block_handler`` replaces the handler the settings would choose;
+        ``block_locator`` tells where a stored block can be read (executor placement)."""
         self.receiver = receiver
         self.stream_id = receiver.stream_id
         self._tracker = tracker
@@ -88,6 +92,8 @@ class ReceiverSupervisor:
         self.host = host or socket.gethostname()
         self.executor_id = executor_id
         self._clock = clock or SystemClock()
+        self._block_store = block_store
+        self._block_locator = block_locator
         self._handler = received_block_handler or self._create_block_handler(block_store, checkpoint_dir)
         self._block_ids = StreamBlockIdGenerator(self.stream_id)
         self._block_generators: list[BlockGenerator] = []
@@ -222,11 +228,18 @@ class ReceiverSupervisor:
             block_id = self._block_ids.next_id()
         started = time.monotonic()
         result = self._handler.store_block(block_id, block)
+        if self._block_locator is not None:
+            result = dataclasses.replace(result, location=self._block_locator(block_id))
         logger.debug("Pushed block %s in %.1f ms", block_id, (time.monotonic() - started) * 1000)
         info = ReceivedBlockInfo(self.stream_id, result.num_records, metadata, result)
         if not self._tracker.add_block(info):
             raise ReceiverTrackerError(f"Failed to add block {block_id} to receiver tracker")
         logger.debug("Reported block %s", block_id)
+
+    def remove_blocks(self, block_names: list[str]) -> None:
+        """The driver is done with these blocks (their batches completed)."""
+        for name in block_names:
+            self._block_store.remove(StreamBlockId.parse(name))
 
     def report_error(self, message: str, error: BaseException | None) -> None:
         try:
@@ -432,3 +445,6 @@ class _SupervisorControl:
     def cleanup_old_blocks(self, thresh_time_ms: int) -> None:
         logger.debug("Cleaning up blocks older than %d", thresh_time_ms)
         self._supervisor.received_block_handler.cleanup_old_blocks(thresh_time_ms)
+
+    def remove_blocks(self, block_ids: list[str]) -> None:
+        self._supervisor.remove_blocks(block_ids)

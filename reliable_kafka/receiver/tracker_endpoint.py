@@ -32,12 +32,43 @@ def _check_num_records(owner: str, num_records: int | None) -> None:
 
 
 @dataclass(frozen=True, slots=True)
+class BlockLocation:
+    """Where a block kept on an executor is: the executor, the block's file on that host, and the
+    port of the block server of the receiver that stored it (for readers on other hosts)."""
+
+    host: str
+    executor_id: str
+    path: str | None = None
+    port: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"host": self.host, "executor_id": self.executor_id, "path": self.path, "port": self.port}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> BlockLocation:
+        owner = cls.__name__
+        return cls(
+            host=_field(d, "host", (str,), owner),
+            executor_id=_field(d, "executor_id", (str,), owner),
+            path=_field(d, "path", (str, type(None)), owner),
+            port=_field(d, "port", (int, type(None)), owner),
+        )
+
+    @property
+    def task_location(self) -> str:
+        """Spark's ``ExecutorCacheTaskLocation`` string: a task preferring it runs PROCESS_LOCAL."""
+        return f"executor_{self.host}_{self.executor_id}"
+
+
+@dataclass(frozen=True, slots=True)
 class ReceivedBlockStoreResult:
-    """Where a block was stored: its id, its record count if known, and its WAL handle if any."""
+    """Where a block was stored: its id, its record count if known, its WAL handle if any, and
+    the executor keeping it (executor placement; None when the driver keeps it)."""
 
     block_id: StreamBlockId
     num_records: int | None
     wal_record_handle: RecordHandle | None = None
+    location: BlockLocation | None = None
 
     def __post_init__(self) -> None:
         _check_num_records("ReceivedBlockStoreResult", self.num_records)
@@ -47,16 +78,20 @@ class ReceivedBlockStoreResult:
             "block_id": self.block_id.name,
             "num_records": self.num_records,
             "wal_record_handle": None if self.wal_record_handle is None else self.wal_record_handle.to_dict(),
+            "location": None if self.location is None else self.location.to_dict(),
         }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ReceivedBlockStoreResult:
         owner = cls.__name__
         handle = _field(d, "wal_record_handle", (dict, type(None)), owner)
+        # Absent from metadata logs written before executor placement existed.
+        location = _field(d, "location", (dict, type(None)), owner) if "location" in d else None
         return cls(
             block_id=StreamBlockId.parse(_field(d, "block_id", (str,), owner)),
             num_records=_field(d, "num_records", (int, type(None)), owner),
             wal_record_handle=None if handle is None else RecordHandle.from_dict(handle),
+            location=None if location is None else BlockLocation.from_dict(location),
         )
 
 
@@ -111,6 +146,10 @@ class ReceiverControl(Protocol):
 
     def cleanup_old_blocks(self, thresh_time_ms: int) -> None:
         """Delete blocks (and WAL data) older than ``thresh_time_ms``."""
+        ...
+
+    def remove_blocks(self, block_ids: list[str]) -> None:
+        """Delete these blocks from the receiver's block store (their batches are done)."""
         ...
 
 

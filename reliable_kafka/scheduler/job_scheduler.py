@@ -78,6 +78,8 @@ class ReceiverTrackerLike(Protocol):
 
     def all_receivers_stopped(self) -> bool: ...
 
+    def release_receivers(self) -> None: ...
+
 
 ReceiverTrackerFactory = Callable[["StreamingContext"], ReceiverTrackerLike]
 
@@ -152,6 +154,9 @@ class JobScheduler:
                 logger.exception("Error stopping the receiver tracker")
         self.job_generator.stop(graceful)
         self._stop_executor(graceful)
+        if self.receiver_tracker is not None:
+            # The last batches have run: receivers may now drop the blocks they kept for them.
+            self.receiver_tracker.release_receivers()
         with self._lock:
             self._state = "stopped"
         self.listener_bus.stop()

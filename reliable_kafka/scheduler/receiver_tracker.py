@@ -3,26 +3,26 @@ reports, allocates blocks to batches (through the :class:`ReceivedBlockTracker`)
 updates to them and cleans up after completed batches.
 
 Receivers talk to it only through :class:`ReceiverTrackerEndpoint` (the supervisor seam) and it
-talks to them only through their :class:`ReceiverControl`, so that receivers can later move to
-executors behind a socket. Today each receiver runs in this process on a daemon "launcher"
-thread, which plays the part of Spark's one-task receiver job: start a supervisor, wait for it to
-terminate, and, unless the tracker is stopping, start the receiver again after the restart delay.
+talks to them only through their :class:`ReceiverControl`: plain calls when receivers run in this
+process (``spark.streaming.receiver.placement=driver``), the same messages over the authenticated
+tracker socket when they run on Spark's executors (the default). Where and how receivers run is
+the :class:`~reliable_kafka.scheduler.receiver_launcher.ReceiverLauncher`'s job; this class keeps
+the books: scheduling, registrations, blocks and batches.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
-import socket
 import threading
 import time
 import weakref
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
-from reliable_kafka.receiver.receiver_supervisor import ReceiverSupervisor
 from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo, ReceiverControl
 from reliable_kafka.receiver.wal_block_handler import RECEIVER_WAL_WITHOUT_CHECKPOINT
+from reliable_kafka.scheduler.driver_receiver_runner import DriverReceiverRunner
 from reliable_kafka.scheduler.listener import (
     ReceiverInfo,
     StreamingListenerReceiverError,
@@ -34,6 +34,7 @@ from reliable_kafka.scheduler.received_block_tracker import (
     num_records_per_stream,
     wall_clock_ms,
 )
+from reliable_kafka.scheduler.receiver_launcher import ReceiverLauncher, ReceiverRunner
 from reliable_kafka.scheduler.receiver_scheduling_policy import (
     ExecutorCacheTaskLocation,
     ReceiverErrorInfo,
@@ -43,19 +44,65 @@ from reliable_kafka.scheduler.receiver_scheduling_policy import (
     TaskLocation,
     accepts,
 )
+from reliable_kafka.storage.block_id import StreamBlockId
 from reliable_kafka.storage.block_manager import BlockManager
 from wal.segments import parse_segment_name, segment_basename
 
 if TYPE_CHECKING:
+    from pyspark import SparkContext
+
     from reliable_kafka.dstream.receiver_input_dstream import ReceiverInputDStream
-    from reliable_kafka.receiver.receiver import Receiver
+    from reliable_kafka.settings import StreamingSettings
     from reliable_kafka.storage.block_store import BlockStore
 
 logger = logging.getLogger(__name__)
 
 # How long a non-graceful stop waits for receivers to end (Spark's receiverJobExitLatch wait).
 STOP_WAIT_S = 10.0
-LOCAL_EXECUTOR_ID = "driver"
+
+
+class _Graph(Protocol):
+    def get_receiver_input_streams(self) -> Sequence[Any]: ...
+
+    def get_max_input_stream_remember_duration(self) -> int | None: ...
+
+
+class _ListenerBus(Protocol):
+    def post(self, event: Any) -> None: ...
+
+
+class _Clock(Protocol):
+    def get_time_ms(self) -> int: ...
+
+
+class _Scheduler(Protocol):
+    @property
+    def listener_bus(self) -> _ListenerBus: ...
+
+    @property
+    def clock(self) -> _Clock | None: ...
+
+
+class TrackerContext(Protocol):
+    """What the tracker uses of the :class:`~reliable_kafka.context.StreamingContext`."""
+
+    @property
+    def settings(self) -> StreamingSettings: ...
+
+    @property
+    def graph(self) -> _Graph: ...
+
+    @property
+    def checkpoint_dir(self) -> str | None: ...
+
+    @property
+    def batch_duration_ms(self) -> int: ...
+
+    @property
+    def scheduler(self) -> _Scheduler: ...
+
+    @property
+    def sparkContext(self) -> SparkContext: ...
 
 
 class WriteAheadLogConfigError(ValueError):
@@ -78,16 +125,19 @@ class ReceiverTracker:
     """Implements :class:`~reliable_kafka.receiver.tracker_endpoint.ReceiverTrackerEndpoint`.
 
     ``skip_receiver_launch``: track blocks but start no receivers (Spark's test hook).
-    ``block_store``: where in-process receivers store blocks; defaults to ``ssc.block_manager``
-    when the context has one, else a block manager of the tracker's own. ``executors``: the
-    executors to schedule receivers on (default: this process, executor ``"driver"``).
+    ``runner``: how receivers run; by default chosen by ``spark.streaming.receiver.placement``
+    (see :meth:`_default_runner`). In driver placement, ``block_store`` is where receivers store
+    blocks (default: a block manager of the tracker's own) and ``executors`` the locations to
+    schedule them on (default: this process). In executor placement the driver holds no block
+    bytes: :attr:`block_store` is None and batches read blocks on the executors.
     """
 
     def __init__(
         self,
-        ssc: Any,
+        ssc: TrackerContext,
         skip_receiver_launch: bool = False,
         *,
+        runner: ReceiverRunner | None = None,
         block_store: BlockStore | None = None,
         executors: Sequence[ExecutorCacheTaskLocation] | None = None,
     ) -> None:
@@ -99,7 +149,8 @@ class ReceiverTracker:
         self.checkpoint_dir: str | None = ssc.checkpoint_dir
         if self.receiver_input_streams:
             check_receiver_write_ahead_log(self.settings.wal.enable, self.checkpoint_dir)
-        self._now_ms = _clock_of(ssc)
+        clock = ssc.scheduler.clock
+        self._now_ms: Callable[[], int] = clock.get_time_ms if clock is not None else wall_clock_ms
         self.received_block_tracker = ReceivedBlockTracker.create(
             self.receiver_input_stream_ids,
             self.checkpoint_dir,
@@ -107,26 +158,41 @@ class ReceiverTracker:
             recover_from_write_ahead_log=self.checkpoint_dir is not None,
             now_ms=self._now_ms,
         )
-        if block_store is None:
-            block_store = getattr(ssc, "block_manager", None)
+        if runner is None:
+            runner = self._default_runner(block_store, executors)
+        self.runner = runner
+        self.block_store: BlockStore | None = (
+            runner.block_store if isinstance(runner, DriverReceiverRunner) else None
+        )
+        self.scheduling_policy = ReceiverSchedulingPolicy()
+        self.stopping = threading.Event()
+        self._launcher = ReceiverLauncher(self, runner, self.settings.receiver.restart_delay_ms)
+
+        self._lock = threading.RLock()
+        self._registrations_changed = threading.Condition(self._lock)
+        self._state = TrackerState.INITIALIZED
+        self._tracking_infos: dict[int, ReceiverTrackingInfo] = {}
+        self._preferred_locations: dict[int, str | None] = {}
+        self._controls: dict[int, ReceiverControl] = {}
+
+    def _default_runner(
+        self, block_store: BlockStore | None, executors: Sequence[ExecutorCacheTaskLocation] | None
+    ) -> ReceiverRunner:
+        if self.settings.receiver.placement == "executors" and not self.skip_receiver_launch:
+            # Imported here: only executor placement needs Spark's JVM side and the socket.
+            from reliable_kafka.scheduler.executor_receiver_runner import (  # noqa: PLC0415
+                ExecutorReceiverRunner,
+            )
+
+            return ExecutorReceiverRunner(
+                self, self.ssc.sparkContext, self.settings, self.checkpoint_dir, self._now_ms
+            )
         if block_store is None:
             block_store = BlockManager()
             # Not closed on stop: the batches of a graceful stop still read it. Closing it when
             # the tracker goes away (or at exit) removes its spill directory.
             weakref.finalize(self, block_store.close)
-        self.block_store: BlockStore = block_store
-        self.scheduling_policy = ReceiverSchedulingPolicy()
-        self._local_executor = ExecutorCacheTaskLocation(socket.gethostname(), LOCAL_EXECUTOR_ID)
-        self._executors = list(executors) if executors is not None else [self._local_executor]
-
-        self._lock = threading.RLock()
-        self._state = TrackerState.INITIALIZED
-        self._stopping = threading.Event()
-        self._tracking_infos: dict[int, ReceiverTrackingInfo] = {}
-        self._preferred_locations: dict[int, str | None] = {}
-        self._controls: dict[int, ReceiverControl] = {}
-        self._launchers: dict[int, threading.Thread] = {}
-        self._launch_counts: dict[int, int] = {}
+        return DriverReceiverRunner(self, block_store, self.settings, self.checkpoint_dir, executors)
 
     # ------------------------------------------------------------ life cycle
 
@@ -140,7 +206,8 @@ class ReceiverTracker:
                 raise RuntimeError(f"ReceiverTracker already started (state {self._state.value})")
             self._state = TrackerState.STARTED
         if self.receiver_input_streams and not self.skip_receiver_launch:
-            self._launch_receivers()
+            self.runner.start()
+            self._launcher.launch(self.receiver_input_streams)
         logger.info("ReceiverTracker started with %d receiver stream(s)", len(self.receiver_input_streams))
 
     def stop(self, graceful: bool) -> None:
@@ -153,9 +220,8 @@ class ReceiverTracker:
                 return
             was_started = self._state is TrackerState.STARTED
             self._state = TrackerState.STOPPING
-            self._stopping.set()
+            self.stopping.set()
             controls = dict(self._controls)
-            launchers = list(self._launchers.values())
         if was_started:
             stoppers = [
                 threading.Thread(
@@ -168,8 +234,14 @@ class ReceiverTracker:
             deadline = None if graceful else time.monotonic() + STOP_WAIT_S
             if graceful:
                 logger.info("Waiting for receiver job to terminate gracefully")
-            for thread in [*stoppers, *launchers]:
-                thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            for thread in stoppers:
+                thread.join(_remaining(deadline))
+            # A receiver is done once it deregistered (its last blocks are added by then). Its
+            # job may go on: executor receivers keep serving their blocks until released.
+            with self._registrations_changed:
+                self._registrations_changed.wait_for(lambda: not self._controls, _remaining(deadline))
+            if not self.runner.keeps_blocks_after_stop:
+                self._join_receiver_jobs(_remaining(deadline))
             still_registered = self.active_receiver_ids()
             if still_registered:
                 logger.warning("Not all of the receivers have deregistered, %s", still_registered)
@@ -181,6 +253,20 @@ class ReceiverTracker:
         with self._lock:
             self._state = TrackerState.STOPPED
         logger.info("ReceiverTracker stopped")
+
+    def release_receivers(self) -> None:
+        """After the last batch: let receivers free the blocks they kept for batches, and wait
+        (bounded) for their jobs to end."""
+        try:
+            self.runner.release()
+        except Exception:
+            logger.exception("Could not release the receivers' resources")
+        self._join_receiver_jobs(STOP_WAIT_S)
+
+    def _join_receiver_jobs(self, timeout_s: float | None) -> None:
+        if not self._launcher.join(timeout_s):
+            logger.warning("Receiver jobs still running after %.1f s; cancelling them", timeout_s or 0.0)
+            self.runner.cancel()
 
     def _stop_receiver(self, stream_id: int, control: ReceiverControl) -> None:
         try:
@@ -235,9 +321,7 @@ class ReceiverTracker:
             if batch_time < threshold
         }
         dropped = self.received_block_tracker.cleanup_old_batches(threshold, wait_for_completion=False)
-        for batch_time in dropped:
-            for block_id in blocks_of.get(batch_time, ()):
-                self.block_store.remove(block_id)
+        self.remove_blocks([block_id for batch_time in dropped for block_id in blocks_of.get(batch_time, ())])
         if self.settings.wal.enable:
             receiver_threshold = self.receiver_clean_threshold(clean_threshold_ms)
             logger.info("Cleanup old received batch data: %d", receiver_threshold)
@@ -248,6 +332,30 @@ class ReceiverTracker:
                     control.cleanup_old_blocks(receiver_threshold)
                 except Exception:
                     logger.exception("Receiver could not clean up blocks older than %d", receiver_threshold)
+
+    def remove_blocks(self, block_ids: Sequence[StreamBlockId]) -> None:
+        """Spark's ``BlockRDD.removeBlocks``: from the driver's block store, or, in executor
+        placement, from the executor of each stream's receiver (blocks of a receiver that is gone
+        went with its executor, or are dropped when it is released)."""
+        if not block_ids:
+            return
+        if self.block_store is not None:
+            for block_id in block_ids:
+                self.block_store.remove(block_id)
+            return
+        by_stream: dict[int, list[str]] = {}
+        for block_id in block_ids:
+            by_stream.setdefault(block_id.stream_id, []).append(block_id.name)
+        with self._lock:
+            controls = {sid: self._controls.get(sid) for sid in by_stream}
+        for sid, names in by_stream.items():
+            control = controls[sid]
+            if control is None:
+                continue
+            try:
+                control.remove_blocks(names)
+            except Exception as exc:
+                logger.warning("Could not remove %d block(s) of receiver %d: %r", len(names), sid, exc)
 
     def receiver_clean_threshold(self, clean_threshold_ms: int) -> int:
         """The time before which receivers may delete blocks and WAL segments.
@@ -297,13 +405,13 @@ class ReceiverTracker:
 
     def launch_count(self, stream_id: int) -> int:
         """How many times the receiver of a stream was started (1 + restarts)."""
-        with self._lock:
-            return self._launch_counts.get(stream_id, 0)
+        return self._launcher.launch_count(stream_id)
 
     def all_receivers_stopped(self) -> bool:
         """No receiver registered and none about to (re)start."""
         with self._lock:
-            return not self._controls and not any(t.is_alive() for t in self._launchers.values())
+            registered = bool(self._controls)
+        return not registered and not self._launcher.any_running()
 
     # ------------------------------------------------------------ ReceiverTrackerEndpoint
 
@@ -371,87 +479,39 @@ class ReceiverTracker:
                 info = ReceiverTrackingInfo(stream_id, ReceiverState.INACTIVE, error_info=error_info)
             self._tracking_infos[stream_id] = info
             self._controls.pop(stream_id, None)
+            self._registrations_changed.notify_all()
         self._post(StreamingListenerReceiverStopped(_receiver_info(info)))
         logger.info("Deregistered receiver for stream %d: %s", stream_id, _with_error(message, error))
         return True
 
-    # ------------------------------------------------------------ launching
+    # ------------------------------------------------------------ scheduling (LaunchTarget)
 
-    def _launch_receivers(self) -> None:
-        receivers = [self._new_receiver(stream) for stream in self.receiver_input_streams]
-        schedule = self.scheduling_policy.schedule_receivers(receivers, self._executors)
+    def schedule(self, streams: Sequence[ReceiverInputDStream]) -> dict[int, list[TaskLocation]]:
+        """Spark's ``scheduleReceivers``: spread the receivers over the executors."""
+        preferred = {stream.id: stream.preferred_location() for stream in streams}
+        schedule = self.scheduling_policy.schedule_receivers(
+            [_Scheduled(sid, host) for sid, host in preferred.items()], self.runner.executors()
+        )
         with self._lock:
-            for receiver in receivers:
-                sid = receiver.stream_id
-                self._preferred_locations[sid] = receiver.preferred_location
+            for sid, host in preferred.items():
+                self._preferred_locations[sid] = host
                 self._tracking_infos[sid] = ReceiverTrackingInfo(
                     sid, ReceiverState.SCHEDULED, scheduled_locations=tuple(schedule[sid])
                 )
-        for stream, receiver in zip(self.receiver_input_streams, receivers, strict=True):
-            thread = threading.Thread(
-                target=self._run_receiver,
-                args=(stream, receiver),
-                name=f"receiver-job-{stream.id}",
-                daemon=True,
-            )
-            with self._lock:
-                self._launchers[stream.id] = thread
-            thread.start()
+        return {sid: list(schedule[sid]) for sid in preferred}
 
-    def _new_receiver(self, stream: ReceiverInputDStream) -> Receiver:
-        # Spark ships a fresh copy of the receiver to every launch; get_receiver() plays that part.
-        receiver = stream.get_receiver()
-        receiver.set_receiver_id(stream.id)
-        return receiver
-
-    def _run_receiver(self, stream: ReceiverInputDStream, receiver: Receiver | None) -> None:
-        """Spark's receiver job plus its RestartReceiver loop, until the tracker stops."""
-        while receiver is not None:
-            self._run_once(stream.id, receiver)
-            receiver = self._next_incarnation(stream)
-        logger.info("Receiver %d job finished", stream.id)
-
-    def _next_incarnation(self, stream: ReceiverInputDStream) -> Receiver | None:
-        """A new, rescheduled receiver after the restart delay; None once the tracker is stopping."""
-        delay_s = self.settings.receiver.restart_delay_ms / 1000
-        while not self._stopping.is_set():
-            logger.info("Restarting Receiver %d in %.3f s", stream.id, delay_s)
-            if self._stopping.wait(delay_s):
-                break
-            try:
-                receiver = self._new_receiver(stream)
-            except Exception:
-                logger.exception("Could not create a new receiver for stream %d", stream.id)
-                continue
-            with self._lock:
-                # Registration checks against these locations, as Spark's does after a restart.
-                old = self._tracking_infos.get(stream.id)
-                self._tracking_infos[stream.id] = ReceiverTrackingInfo(
-                    stream.id,
-                    ReceiverState.SCHEDULED,
-                    scheduled_locations=tuple(self._reschedule(stream.id)),
-                    error_info=None if old is None else old.error_info,
-                )
-            return receiver
-        return None
-
-    def _run_once(self, sid: int, receiver: Receiver) -> None:
+    def reschedule(self, stream_id: int) -> list[TaskLocation]:
+        """Spark's ``rescheduleReceiver``; registration then checks against these locations."""
         with self._lock:
-            self._launch_counts[sid] = self._launch_counts.get(sid, 0) + 1
-        try:
-            supervisor = ReceiverSupervisor(
-                receiver,
-                self,
-                self.block_store,
-                settings=self.settings,
-                checkpoint_dir=self.checkpoint_dir,
-                host=self._local_executor.host,
-                executor_id=self._local_executor.executor_id,
+            locations = self._reschedule(stream_id)
+            old = self._tracking_infos.get(stream_id)
+            self._tracking_infos[stream_id] = ReceiverTrackingInfo(
+                stream_id,
+                ReceiverState.SCHEDULED,
+                scheduled_locations=tuple(locations),
+                error_info=None if old is None else old.error_info,
             )
-            supervisor.start()
-            supervisor.await_termination()
-        except Exception:
-            logger.exception("Receiver %d has been stopped. Try to restart it.", sid)
+        return locations
 
     def _reschedule(self, stream_id: int) -> list[TaskLocation]:
         with self._lock:
@@ -459,7 +519,7 @@ class ReceiverTracker:
                 stream_id,
                 self._preferred_locations.get(stream_id),
                 self._tracking_infos,
-                self._executors,
+                self.runner.executors(),
             )
 
     def _post(self, event: object) -> None:
@@ -488,7 +548,13 @@ def _with_error(message: str, error: str) -> str:
     return f"{message} - {error}" if error else message
 
 
-def _clock_of(ssc: Any) -> Any:
-    """The scheduler's clock when the context has one (manual clocks in tests), else wall time."""
-    clock = getattr(getattr(ssc, "scheduler", None), "clock", None) or getattr(ssc, "clock", None)
-    return clock.get_time_ms if clock is not None else wall_clock_ms
+def _remaining(deadline: float | None) -> float | None:
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
+
+
+class _Scheduled:
+    """A receiver as the scheduling policy sees it: a stream id and a preferred host."""
+
+    def __init__(self, stream_id: int, preferred_location: str | None) -> None:
+        self.stream_id = stream_id
+        self.preferred_location = preferred_location

@@ -64,6 +64,23 @@ class StorageLevel:
     def __str__(self) -> str:
         return self.name
 
+    def to_dict(self) -> dict[str, bool | int]:
+        return {
+            "use_disk": self.use_disk,
+            "use_memory": self.use_memory,
+            "deserialized": self.deserialized,
+            "replication": self.replication,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> StorageLevel:
+        return cls(
+            use_disk=d["use_disk"],
+            use_memory=d["use_memory"],
+            deserialized=d["deserialized"],
+            replication=d["replication"],
+        )
+
     @classmethod
     def of(cls, level: StorageLevel | str | Any) -> StorageLevel:
         """Our level, a ``pyspark.StorageLevel`` (read through its attributes, so pyspark need not

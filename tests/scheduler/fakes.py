@@ -115,6 +115,9 @@ class FakeStream:
         self.make_receiver = make_receiver
         self.receivers: list[Receiver] = []
 
+    def preferred_location(self) -> str | None:
+        return None
+
     def get_receiver(self) -> Receiver:
         receiver = self.make_receiver()
         self.receivers.append(receiver)
@@ -161,6 +164,11 @@ class FakeStreamingContext:
 
 def quick_settings(**sections: dict[str, Any]) -> StreamingSettings:
     """Spark's defaults with short intervals, so receivers produce blocks and restart quickly."""
-    receiver = {"block_interval_ms": 50, "restart_delay_ms": 50, **sections.pop("receiver", {})}
+    receiver = {
+        "block_interval_ms": 50,
+        "restart_delay_ms": 50,
+        "placement": "driver",
+        **sections.pop("receiver", {}),
+    }
     wal = {"fsync": False, **sections.pop("wal", {})}
     return StreamingSettings(receiver=receiver, wal=wal, **sections)

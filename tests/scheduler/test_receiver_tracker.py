@@ -258,6 +258,9 @@ class RecordingControl:
     def cleanup_old_blocks(self, thresh_time_ms: int) -> None:
         self.cleanups.append(thresh_time_ms)
 
+    def remove_blocks(self, block_ids: list[str]) -> None:
+        pass
+
 
 def test_receivers_keep_every_block_a_pending_or_future_batch_may_read(tmp_path: Path, started: list) -> None:
     settings = quick_settings(wal={"enable": True})
@@ -268,7 +271,7 @@ def test_receivers_keep_every_block_a_pending_or_future_batch_may_read(tmp_path:
     started.append(tracker)
     tracker.start()
     control = RecordingControl()
-    assert tracker.register_receiver(0, "Counter", tracker._local_executor.host, "driver", control)
+    assert tracker.register_receiver(0, "Counter", tracker.runner.local_executor.host, "driver", control)
 
     def stored_in(segment: str) -> ReceivedBlockInfo:
         return block_info(0, handle=RecordHandle(str(tmp_path / "receivedData" / "0" / segment), 0, 1))

@@ -59,6 +59,9 @@ class FakeReceiverTracker:
         self._log("stop", graceful)
         self.stopped_graceful = graceful
 
+    def release_receivers(self) -> None:
+        self._log("release")
+
     def allocate_blocks_to_batch(self, time_ms: int) -> None:
         self._log("allocate", time_ms)
         with self.lock:

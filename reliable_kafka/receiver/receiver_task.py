@@ -1,0 +1,235 @@
+"""The executor side of a receiver job (Spark's ``startReceiver`` task function).
+
+The task gets a :class:`ReceiverTaskDescription` (msgpack: the receiver as a descriptor, the
+streaming settings, where the driver's tracker listens and the context's secret) and:
+
+1. exits at once if it is a retry (attempt > 0): the tracker, not Spark's task scheduler,
+   decides where a receiver runs, and relaunches it when this job ends;
+2. builds the receiver, an executor block store, and a block server for readers on other hosts;
+3. connects to the tracker (authenticated) and runs a supervisor until it terminates;
+4. if the driver stopped it, keeps serving its blocks until the driver releases it (closes the
+   connection): the last batches of a graceful stop still read them;
+5. removes its blocks and ends. A lost connection stops the receiver (it could no longer report
+   blocks), so the task ends and the driver, if alive, relaunches it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+from reliable_kafka.receiver.descriptor import ReceiverDescriptor
+from reliable_kafka.receiver.receiver_supervisor import ReceiverSupervisor, format_error
+from reliable_kafka.receiver.remote_tracker import RemoteTrackerEndpoint
+from reliable_kafka.receiver.tracker_endpoint import (
+    BlockLocation,
+    ReceivedBlockInfo,
+    ReceiverControl,
+)
+from reliable_kafka.settings import StreamingSettings
+from reliable_kafka.storage.block_id import StreamBlockId
+from reliable_kafka.storage.block_server import BlockServer
+from reliable_kafka.storage.executor_block_store import ExecutorBlockStore
+from reliable_kafka.util.located_rdd import current_executor, task_attempt_number
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiverTaskDescription:
+    """Everything a receiver task needs, as plain data. ``secret`` authenticates the task to the
+    tracker and to block readers; it travels inside Spark's task and is never logged."""
+
+    stream_id: int
+    receiver: ReceiverDescriptor
+    settings: dict[str, Any]
+    checkpoint_dir: str | None
+    tracker_host: str
+    tracker_port: int
+    secret: bytes
+    app_id: str
+    launch: int
+
+    def encode(self) -> bytes:
+        return msgpack.packb(
+            {
+                "stream_id": self.stream_id,
+                "receiver": self.receiver.to_dict(),
+                "settings": self.settings,
+                "checkpoint_dir": self.checkpoint_dir,
+                "tracker": [self.tracker_host, self.tracker_port],
+                "secret": self.secret,
+                "app_id": self.app_id,
+                "launch": self.launch,
+            },
+            use_bin_type=True,
+        )
+
+    @classmethod
+    def decode(cls, raw: bytes) -> ReceiverTaskDescription:
+        d = msgpack.unpackb(raw, raw=False)
+        host, port = d["tracker"]
+        return cls(
+            stream_id=d["stream_id"],
+            receiver=ReceiverDescriptor.from_dict(d["receiver"]),
+            settings=d["settings"],
+            checkpoint_dir=d["checkpoint_dir"],
+            tracker_host=host,
+            tracker_port=port,
+            secret=d["secret"],
+            app_id=d["app_id"],
+            launch=d["launch"],
+        )
+
+    def __repr__(self) -> str:
+        return (
+            f"ReceiverTaskDescription(stream_id={self.stream_id}, receiver={self.receiver.factory}, "
+            f"tracker={self.tracker_host}:{self.tracker_port}, launch={self.launch})"
+        )
+
+
+def run_receiver_task(_split: int, elements: Iterable[bytes]) -> Iterator[bytes]:
+    """The Python function of a receiver job's one task. Yields nothing: the outcome is logged
+    here and reported to the tracker, so nothing has to travel back through Spark's pickles."""
+    for raw in elements:
+        description = ReceiverTaskDescription.decode(raw)
+        logger.info("%s", _run(description))
+    return iter(())
+
+
+def _run(description: ReceiverTaskDescription) -> str:
+    sid = description.stream_id
+    attempt = task_attempt_number()
+    if attempt > 0:
+        # Spark's rule: a retried receiver task exits so that the tracker reschedules it.
+        return f"Receiver {sid} task attempt {attempt} exits: the tracker relaunches receivers itself"
+    host, executor_id = current_executor()
+    store = ExecutorBlockStore(description.app_id, sid)
+    # Listens on every interface (other hosts fetch from it); advertised under the executor's host.
+    server = BlockServer(_reader_of(store), description.secret)
+    server.start()
+    port = server.address[1]
+    lost = threading.Event()
+    supervisor: ReceiverSupervisor | None = None
+
+    def on_lost(error: BaseException | None) -> None:
+        lost.set()
+        if supervisor is not None and not supervisor.is_terminated():
+            # On a helper thread: the connection's own thread must not wait for the stop.
+            threading.Thread(
+                target=supervisor.stop,
+                args=("Lost the connection to the driver's receiver tracker", error),
+                name=f"Receiver-{sid}-connection-lost",
+                daemon=True,
+            ).start()
+
+    try:
+        endpoint = _StopAwareEndpoint(
+            RemoteTrackerEndpoint.connect(
+                description.tracker_host,
+                description.tracker_port,
+                description.secret,
+                block_server=(host, port),
+                on_lost=on_lost,
+            )
+        )
+    except BaseException:
+        server.stop()
+        store.close()
+        raise
+    try:
+        try:
+            receiver = description.receiver.build()
+            receiver.set_receiver_id(sid)
+            supervisor = ReceiverSupervisor(
+                receiver,
+                endpoint,
+                store,
+                settings=StreamingSettings(**description.settings),
+                checkpoint_dir=description.checkpoint_dir,
+                host=host,
+                executor_id=executor_id,
+                block_locator=lambda block_id: BlockLocation(
+                    host, executor_id, store.path_of(block_id), port
+                ),
+            )
+        except Exception as exc:
+            endpoint.report_error(
+                sid, f"Could not create receiver {sid} on executor {executor_id}", format_error(exc)
+            )
+            return f"Receiver {sid} could not be created: {exc!r}"
+        logger.info(
+            "Starting receiver %d (launch %d) on executor %s/%s", sid, description.launch, host, executor_id
+        )
+        supervisor.start()
+        outcome = f"Receiver {sid} (launch {description.launch}) stopped"
+        try:
+            supervisor.await_termination()
+        except Exception as exc:
+            outcome += f" with error {exc!r}"
+        if endpoint.stopped_by_driver.is_set() and not lost.is_set():
+            logger.info("Receiver %d stopped by the driver; serving its blocks until released", sid)
+            lost.wait()
+        return outcome
+    finally:
+        endpoint.close()
+        server.stop()
+        store.close()
+
+
+def _reader_of(store: ExecutorBlockStore) -> Any:
+    def read(name: str) -> bytes | None:
+        return store.get(StreamBlockId.parse(name))
+
+    return read
+
+
+class _StopAwareEndpoint:
+    """The remote endpoint, noting whether the driver itself asked the receiver to stop."""
+
+    def __init__(self, remote: RemoteTrackerEndpoint) -> None:
+        self._remote = remote
+        self.stopped_by_driver = threading.Event()
+
+    def register_receiver(
+        self, stream_id: int, receiver_type: str, host: str, executor_id: str, control: ReceiverControl
+    ) -> bool:
+        return self._remote.register_receiver(
+            stream_id, receiver_type, host, executor_id, _StopAwareControl(control, self.stopped_by_driver)
+        )
+
+    def add_block(self, info: ReceivedBlockInfo) -> bool:
+        return self._remote.add_block(info)
+
+    def report_error(self, stream_id: int, message: str, error: str) -> None:
+        self._remote.report_error(stream_id, message, error)
+
+    def deregister_receiver(self, stream_id: int, message: str, error: str) -> bool:
+        return self._remote.deregister_receiver(stream_id, message, error)
+
+    def close(self) -> None:
+        self._remote.close()
+
+
+class _StopAwareControl:
+    def __init__(self, control: ReceiverControl, stopped: threading.Event) -> None:
+        self._control = control
+        self._stopped = stopped
+
+    def update_rate_limit(self, rate: int) -> None:
+        self._control.update_rate_limit(rate)
+
+    def stop_receiver(self, message: str) -> None:
+        self._stopped.set()
+        self._control.stop_receiver(message)
+
+    def cleanup_old_blocks(self, thresh_time_ms: int) -> None:
+        self._control.cleanup_old_blocks(thresh_time_ms)
+
+    def remove_blocks(self, block_ids: list[str]) -> None:
+        self._control.remove_blocks(block_ids)

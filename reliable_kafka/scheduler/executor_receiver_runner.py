@@ -1,0 +1,114 @@
+"""Executor placement (the default): every receiver incarnation is a one-task Spark job placed on
+the executor the tracker chose, as Spark's ``ReceiverTracker.startReceiver`` did.
+
+The driver side of that: the authenticated tracker socket the receiver tasks connect to, the
+receiver task descriptions (plain data; the receiver crosses as a descriptor), and the jobs. The
+task's preferred location is Spark's ``executor_<host>_<id>`` string, which makes it
+PROCESS_LOCAL there; Python has no public API for per-partition preferences, so the one-element
+RDD is built on the JVM side (:mod:`reliable_kafka.util.located_rdd`).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+from reliable_kafka.receiver.receiver_task import ReceiverTaskDescription, run_receiver_task
+from reliable_kafka.rpc import new_secret
+from reliable_kafka.scheduler.receiver_scheduling_policy import ExecutorCacheTaskLocation
+from reliable_kafka.scheduler.tracker_server import ReceiverTrackerServer
+from reliable_kafka.util.located_rdd import executor_locations, located_rdd, wait_for_executors
+
+if TYPE_CHECKING:
+    from pyspark import SparkContext
+
+    from reliable_kafka.dstream.receiver_input_dstream import ReceiverInputDStream
+    from reliable_kafka.receiver.tracker_endpoint import ReceiverTrackerEndpoint
+    from reliable_kafka.scheduler.receiver_scheduling_policy import TaskLocation
+    from reliable_kafka.settings import StreamingSettings
+
+logger = logging.getLogger(__name__)
+
+# How long start() waits for the first executor to register (Spark's dummy job does the same).
+EXECUTORS_WAIT_S = 60.0
+
+
+class ExecutorReceiverRunner:
+    """Implements :class:`~reliable_kafka.scheduler.receiver_launcher.ReceiverRunner` on executors."""
+
+    keeps_blocks_after_stop = True
+    block_fetch_secret: bytes | None
+
+    def __init__(
+        self,
+        endpoint: ReceiverTrackerEndpoint,
+        sc: SparkContext,
+        settings: StreamingSettings,
+        checkpoint_dir: str | None,
+        now_ms: Callable[[], int],
+    ) -> None:
+        self._sc = sc
+        self._settings = settings
+        self._checkpoint_dir = checkpoint_dir
+        self._now_ms = now_ms
+        self.secret = self.block_fetch_secret = new_secret()
+        conf = sc.getConf()
+        self._advertised_host = conf.get("spark.driver.host") or "127.0.0.1"
+        bind_host = conf.get("spark.driver.bindAddress") or self._advertised_host
+        self.server = ReceiverTrackerServer(
+            endpoint, self.secret, host=bind_host, port=settings.receiver.tracker_port
+        )
+        self._job_group = f"reliable-kafka-receivers-{uuid.uuid4().hex}"
+        self._app_id = sc.applicationId
+
+    def __repr__(self) -> str:
+        return f"ExecutorReceiverRunner(app={self._app_id})"
+
+    def start(self) -> None:
+        self.server.start()
+        host, port = self.server.address
+        logger.info(
+            "Receiver tracker listening on %s:%d (advertised as %s)", host, port, self._advertised_host
+        )
+        executors = wait_for_executors(self._sc, 1, EXECUTORS_WAIT_S)
+        logger.info("Scheduling receivers on %d executor(s): %s", len(executors), executors)
+
+    def executors(self) -> list[ExecutorCacheTaskLocation]:
+        return [
+            ExecutorCacheTaskLocation(host, executor_id) for host, executor_id in executor_locations(self._sc)
+        ]
+
+    def run(self, stream: ReceiverInputDStream, locations: Sequence[TaskLocation], launch: int) -> None:
+        description = ReceiverTaskDescription(
+            stream_id=stream.id,
+            receiver=stream.receiver_descriptor(),
+            settings=self._settings.model_dump(mode="json"),
+            checkpoint_dir=self._checkpoint_dir,
+            tracker_host=self._advertised_host,
+            tracker_port=self.server.address[1],
+            secret=self.secret,
+            app_id=self._app_id,
+            launch=launch,
+        )
+        preferred = [str(location) for location in locations]
+        sc = self._sc
+        # Thread-local in pyspark's pinned-thread mode: applies to this launcher thread's jobs only.
+        sc.setJobGroup(self._job_group, f"Streaming job running receiver {stream.id}", interruptOnCancel=True)
+        rdd = located_rdd(sc, [(description.encode(), preferred)]).mapPartitionsWithIndex(run_receiver_task)
+        logger.info(
+            "Launching receiver %d (launch %d) at %s", stream.id, launch, ", ".join(preferred) or "any"
+        )
+        rdd.collect()
+        logger.info("Receiver %d job (launch %d) ended", stream.id, launch)
+
+    def cancel(self) -> None:
+        try:
+            self._sc.cancelJobGroup(self._job_group)
+        except Exception as exc:
+            logger.warning("Could not cancel the receiver jobs: %r", exc)
+
+    def release(self) -> None:
+        # Closing the tracker socket ends every receiver task: they drop their blocks and exit.
+        self.server.stop()

@@ -1,0 +1,127 @@
+"""Spark's receiver jobs: one long-running "job" per receiver, relaunched until the tracker stops.
+
+The tracker decides where a receiver runs; the launcher keeps it running there. For each
+receiver stream a daemon thread plays Spark's ``startReceiver`` job plus its completion
+callback:
+
+1. run one incarnation of the receiver at the locations the tracker scheduled, until it ends;
+2. if the tracker is stopping, finish;
+3. else wait the restart delay, ask the tracker to reschedule the receiver, and go to 1.
+
+How an incarnation runs is the :class:`ReceiverRunner`'s business: a supervisor thread in this
+process (driver placement) or a one-task Spark job on an executor (executor placement).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from reliable_kafka.dstream.receiver_input_dstream import ReceiverInputDStream
+    from reliable_kafka.scheduler.receiver_scheduling_policy import ExecutorCacheTaskLocation, TaskLocation
+
+logger = logging.getLogger(__name__)
+
+
+class ReceiverRunner(Protocol):
+    """Runs receivers somewhere: in this process, or on Spark's executors."""
+
+    #: Whether an incarnation outlives its receiver's stop to serve its blocks until
+    #: :meth:`release` (executor placement), or ends with the receiver (driver placement).
+    keeps_blocks_after_stop: bool
+    #: What authenticates block fetches from the executors keeping blocks (None: no fetches).
+    block_fetch_secret: bytes | None
+
+    def start(self) -> None:
+        """Get ready to run receivers (e.g. open the tracker socket)."""
+        ...
+
+    def executors(self) -> list[ExecutorCacheTaskLocation]:
+        """Where receivers can run now (Spark's ``getExecutors``)."""
+        ...
+
+    def run(self, stream: ReceiverInputDStream, locations: Sequence[TaskLocation], launch: int) -> None:
+        """Run one incarnation of ``stream``'s receiver at one of ``locations``; return when it
+        has ended. ``launch`` counts the incarnations of this receiver, from 1."""
+        ...
+
+    def cancel(self) -> None:
+        """Make the incarnations still running end (a non-graceful stop that timed out)."""
+        ...
+
+    def release(self) -> None:
+        """The stream is over: free what receivers kept for batches (blocks, sockets)."""
+        ...
+
+
+class LaunchTarget(Protocol):
+    """What the launcher needs of the tracker."""
+
+    stopping: threading.Event
+
+    def schedule(self, streams: Sequence[ReceiverInputDStream]) -> dict[int, list[TaskLocation]]: ...
+
+    def reschedule(self, stream_id: int) -> list[TaskLocation]: ...
+
+
+class ReceiverLauncher:
+    """One launcher thread per receiver stream; see the module docstring."""
+
+    def __init__(self, target: LaunchTarget, runner: ReceiverRunner, restart_delay_ms: int) -> None:
+        self._target = target
+        self.runner = runner
+        self._restart_delay_s = restart_delay_ms / 1000
+        self._lock = threading.Lock()
+        self._threads: dict[int, threading.Thread] = {}
+        self._launch_counts: dict[int, int] = {}
+
+    def launch(self, streams: Sequence[ReceiverInputDStream]) -> None:
+        schedule = self._target.schedule(streams)
+        for stream in streams:
+            thread = threading.Thread(
+                target=self._keep_running,
+                args=(stream, schedule[stream.id]),
+                name=f"receiver-job-{stream.id}",
+                daemon=True,
+            )
+            with self._lock:
+                self._threads[stream.id] = thread
+            thread.start()
+
+    def launch_count(self, stream_id: int) -> int:
+        with self._lock:
+            return self._launch_counts.get(stream_id, 0)
+
+    def any_running(self) -> bool:
+        with self._lock:
+            return any(thread.is_alive() for thread in self._threads.values())
+
+    def join(self, timeout_s: float | None) -> bool:
+        """Wait for every launcher thread; False if some still run at the timeout."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        with self._lock:
+            threads = list(self._threads.values())
+        for thread in threads:
+            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        return not any(thread.is_alive() for thread in threads)
+
+    def _keep_running(self, stream: ReceiverInputDStream, locations: Sequence[TaskLocation]) -> None:
+        while True:
+            with self._lock:
+                launch = self._launch_counts.get(stream.id, 0) + 1
+                self._launch_counts[stream.id] = launch
+            try:
+                self.runner.run(stream, locations, launch)
+            except Exception:
+                logger.exception("Receiver %d has been stopped. Try to restart it.", stream.id)
+            if self._target.stopping.is_set():
+                break
+            logger.info("Restarting Receiver %d in %.3f s", stream.id, self._restart_delay_s)
+            if self._target.stopping.wait(self._restart_delay_s):
+                break
+            locations = self._target.reschedule(stream.id)
+        logger.info("Receiver %d job finished", stream.id)

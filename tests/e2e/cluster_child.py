@@ -1,0 +1,199 @@
+"""A user application with receivers on executors, in a process of its own (its own Spark cluster).
+
+    python -m tests.e2e.cluster_child --zk ZK --group G --topics T1,T2 --checkpoint DIR --output FILE
+        [--wal on|off] [--storage-level NAME] [--master local-cluster[2,2,1024]]
+
+One ``createStream`` per topic, unioned (Spark's way to scale Kafka input), on a real Spark cluster:
+``local-cluster[2,2,1024]`` is two executor JVMs with two task slots each and their own Python
+workers. Each batch appends JSON lines to ``--output`` (fsync'ed):
+
+    {"kind": "batch", "batch": T, "driver_bytes": N, "partitions": P, "locations": [...]}
+    {"kind": "rec", "batch": T, "t": topic, "p": partition, "o": offset}       (one per record)
+
+``driver_bytes`` counts the batch partitions that carry block bytes from the driver (0 in executor
+placement). Listener events are appended as they come:
+
+    {"kind": "receiver_started" | "receiver_stopped" | "receiver_error", "stream": S,
+     "executor_id": E, "host": H, "time": wall seconds, "message": ...}
+
+plus ``{"kind": "tracker", "host": H, "port": P}`` at start and ``{"kind": "job_error", ...}`` for
+a failed batch. Prints ``started`` once running; SIGTERM stops gracefully, then prints ``stopped``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from datetime import datetime
+from typing import Any
+
+from pyspark import SparkConf, SparkContext
+
+from reliable_kafka import KafkaUtils, StreamingContext
+from reliable_kafka.dstream.batch_rdd import BlockRDD
+from reliable_kafka.dstream.functions import time_ms_of
+from reliable_kafka.scheduler.listener import (
+    StreamingListener,
+    StreamingListenerReceiverError,
+    StreamingListenerReceiverStarted,
+    StreamingListenerReceiverStopped,
+)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    for name in ("--zk", "--group", "--topics", "--checkpoint", "--output"):
+        parser.add_argument(name, required=True)
+    parser.add_argument("--run", type=int, default=0)
+    parser.add_argument("--wal", choices=("on", "off"), default="on")
+    parser.add_argument("--storage-level", default="MEMORY_AND_DISK_SER_2")
+    parser.add_argument("--master", default="local-cluster[2,2,1024]")
+    parser.add_argument("--placement", choices=("executors", "driver"), default="executors")
+    parser.add_argument("--kafka-params", default="{}")
+    return parser.parse_args(argv)
+
+
+class Sink:
+    """JSON lines, one write + fsync per group, safe from several threads."""
+
+    def __init__(self, path: str) -> None:
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        self._lock = threading.Lock()
+
+    def write(self, *entries: dict[str, Any]) -> None:
+        data = "".join(json.dumps(entry) + "\n" for entry in entries).encode()
+        with self._lock:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view) :]
+            os.fsync(self._fd)
+
+
+class ReceiverEvents(StreamingListener):
+    def __init__(self, sink: Sink) -> None:
+        self._sink = sink
+
+    def _write(self, kind: str, info: Any) -> None:
+        self._sink.write(
+            {
+                "kind": kind,
+                "stream": info.stream_id,
+                "executor_id": info.executor_id,
+                "host": info.location,
+                "time": time.time(),
+                "message": info.last_error_message,
+            }
+        )
+
+    def onReceiverStarted(self, receiverStarted: StreamingListenerReceiverStarted) -> None:
+        self._write("receiver_started", receiverStarted.receiver_info)
+
+    def onReceiverStopped(self, receiverStopped: StreamingListenerReceiverStopped) -> None:
+        self._write("receiver_stopped", receiverStopped.receiver_info)
+
+    def onReceiverError(self, receiverError: StreamingListenerReceiverError) -> None:
+        self._write("receiver_error", receiverError.receiver_info)
+
+    def onOutputOperationCompleted(self, outputOperationCompleted: Any) -> None:
+        info = outputOperationCompleted.output_operation_info
+        if info.failure_reason:
+            self._sink.write(
+                {"kind": "job_error", "batch": info.batch_time_ms, "error": info.failure_reason[:4000]}
+            )
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
+    logging.getLogger("reliable_kafka.scheduler").setLevel(logging.INFO)
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    conf = (
+        SparkConf()
+        .setMaster(args.master)
+        .setAppName(f"cluster-child-{args.run}")
+        .set("spark.ui.enabled", "false")
+        .set("spark.ui.showConsoleProgress", "false")
+        .set("spark.python.worker.reuse", "true")
+        .set("spark.driver.memory", "1g")
+        .set("spark.streaming.receiver.placement", args.placement)
+        .set("spark.streaming.receiver.writeAheadLog.enable", "true" if args.wal == "on" else "false")
+        .set("spark.streaming.blockInterval", "200ms")
+        .set("spark.streaming.gracefulStopTimeout", "120s")
+        .set("spark.streaming.receiverRestartDelay", "500ms")
+    )
+    sc = SparkContext(conf=conf)
+    sc.setLogLevel("ERROR")
+    sink = Sink(args.output)
+    topics = args.topics.split(",")
+
+    def setup() -> StreamingContext:
+        ssc = StreamingContext(sc, 1)
+        streams = [
+            KafkaUtils.createStream(
+                ssc,
+                args.zk,
+                args.group,
+                {topic: 1},
+                {"auto.offset.reset": "smallest", **json.loads(args.kafka_params)},
+                storageLevel=args.storage_level,
+                messageHandler=lambda m: (m.topic, m.partition, m.offset),
+            )
+            for topic in topics
+        ]
+        block_rdds: dict[int, list[BlockRDD]] = {}
+
+        def note_blocks(batch_time: datetime, rdd: Any) -> None:
+            if isinstance(rdd, BlockRDD):
+                block_rdds.setdefault(time_ms_of(batch_time), []).append(rdd)
+
+        for stream in streams:
+            stream.foreachRDD(note_blocks)
+
+        def write_batch(batch_time: datetime, rdd: Any) -> None:
+            batch_ms = time_ms_of(batch_time)
+            records = rdd.collect()
+            parts = block_rdds.pop(batch_ms, [])
+            sink.write(
+                {
+                    "kind": "batch",
+                    "batch": batch_ms,
+                    "driver_bytes": sum(r.num_with_driver_bytes for r in parts),
+                    "partitions": sum(len(r.block_ids) for r in parts),
+                },
+                *({"kind": "rec", "batch": batch_ms, "t": t, "p": p, "o": o} for t, p, o in records),
+            )
+
+        ssc.union(*streams).foreachRDD(write_batch)
+        return ssc
+
+    ssc = StreamingContext.getOrCreate(args.checkpoint, setup)
+    ssc.addStreamingListener(ReceiverEvents(sink))
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    ssc.start()
+    tracker = ssc.scheduler.receiver_tracker
+    runner = getattr(tracker, "runner", None)
+    server = getattr(runner, "server", None)
+    if server is not None:
+        host, port = server.address
+        sink.write({"kind": "tracker", "host": host, "port": port})
+    print("started", flush=True)
+    # Not awaitTermination: it raises a failed batch's error, and this app records those (above)
+    # and goes on, as a Spark Streaming app that catches them would.
+    stop.wait()
+    ssc.stop(stopSparkContext=True, stopGraceFully=True)
+    sink.write({"kind": "stopped", "time": time.time()})
+    print("stopped", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

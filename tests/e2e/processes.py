@@ -1,0 +1,77 @@
+"""Finding a child application's processes through /proc: its executor JVMs (by executor id),
+their Python workers, and whatever of its session is left after it exits."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from pathlib import Path
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: split after its closing one.
+    return text[text.rindex(")") + 2 :].split()
+
+
+def _pids() -> list[int]:
+    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
+
+
+def session_processes(session_id: int) -> list[int]:
+    """Live (not zombie) processes of a session: a child started with ``start_new_session``
+    and everything it started (driver JVM, executor JVMs, Python workers)."""
+    found = []
+    for pid in _pids():
+        fields = _stat_fields(pid)
+        if fields is not None and fields[0] != "Z" and int(fields[3]) == session_id:
+            found.append(pid)
+    return found
+
+
+def descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for pid in _pids():
+        fields = _stat_fields(pid)
+        if fields is not None:
+            children.setdefault(int(fields[1]), []).append(pid)
+    out, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def executor_jvm(session_id: int, executor_id: str) -> int | None:
+    """The pid of the executor JVM with this ``--executor-id`` in the session."""
+    for pid in session_processes(session_id):
+        args = _cmdline(pid)
+        if "--executor-id" in args and args[args.index("--executor-id") + 1] == executor_id:
+            return pid
+    return None
+
+
+def describe(pids: list[int]) -> str:
+    return "; ".join(f"{pid}: {' '.join(_cmdline(pid))[:160]}" for pid in pids)
+
+
+def kill_tree(pid: int) -> list[int]:
+    """SIGKILL a process and all its descendants (an executor JVM and its Python workers)."""
+    victims = [pid, *descendants(pid)]
+    for victim in victims:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(victim, signal.SIGKILL)
+    return victims

@@ -1,0 +1,158 @@
+"""Receivers on Spark executors, on a real Spark cluster (``local-cluster[2,2,1024]``: two executor
+JVMs with their own Python workers), against the real local ZooKeeper + Kafka.
+
+The user application runs in a child process (tests/e2e/cluster_child.py): one process holds one
+SparkContext, and a kill must be able to take an executor JVM (and its Python workers) alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import struct
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reliable_kafka.local import LocalCluster
+from tests.cluster_backends import unique_name
+from tests.e2e.helpers import committed_offsets, log_end_offsets, wait_until
+from tests.e2e.kill_harness import ChildApp, RecordingProducer
+from tests.e2e.processes import describe, executor_jvm, kill_tree, session_processes
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+PARTITIONS = 2
+RELAUNCH_BOUND_S = 30.0
+CHILD = "tests.e2e.cluster_child"
+
+
+def read_output(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def of_kind(entries: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [entry for entry in entries if entry["kind"] == kind]
+
+
+def received(entries: list[dict[str, Any]]) -> Counter[tuple[str, int, int]]:
+    return Counter((e["t"], e["p"], e["o"]) for e in of_kind(entries, "rec"))
+
+
+def acked(producers: dict[str, RecordingProducer]) -> set[tuple[str, int, int]]:
+    return {(topic, p, o) for topic, producer in producers.items() for (p, o) in producer.acked}
+
+
+def start_app(
+    cluster: LocalCluster, tmp_path: Path, topics: list[str], *, wal: bool, storage_level: str
+) -> tuple[ChildApp, Path, str]:
+    group = unique_name("exec-group")
+    output = tmp_path / "output.jsonl"
+    args = [
+        *("--zk", cluster.zookeeper_connect, "--group", group, "--topics", ",".join(topics)),
+        *("--checkpoint", str(tmp_path / "checkpoint"), "--output", str(output)),
+        *("--wal", "on" if wal else "off", "--storage-level", storage_level),
+        *("--kafka-params", json.dumps(cluster.client_config())),
+    ]
+    child = ChildApp(0, args, tmp_path, module=CHILD)
+    child.wait_started()
+    return child, output, group
+
+
+def abuse_tracker_socket(host: str, port: int) -> None:
+    """A wrong secret, garbage frames and a 2 GB length prefix: each must close that connection only."""
+    for payload in (
+        b"\x00" * 64,  # a handshake answer that proves no secret
+        os.urandom(512),  # garbage
+        struct.pack(">I", 2**31) + b"x" * 16,  # a 2 GB frame announced
+    ):
+        with socket.create_connection((host, port), timeout=10) as conn:
+            conn.settimeout(10)
+            try:
+                conn.recv(4096)  # the server's challenge
+                conn.sendall(payload)
+                # The server closes the connection: recv returns b"" (or the reset raises).
+                while conn.recv(4096):
+                    pass
+            except OSError:
+                pass
+
+
+def test_receivers_on_executors_with_the_wal(local_cluster: LocalCluster, tmp_path: Path) -> None:
+    """Two unioned streams on two executors; a hostile client; an executor SIGKILLed; graceful stop."""
+    topics = [unique_name("exec-a"), unique_name("exec-b")]
+    producers = {}
+    for topic in topics:
+        local_cluster.create_topic(topic, partitions=PARTITIONS)
+        producers[topic] = RecordingProducer(local_cluster, topic, PARTITIONS, per_tick=5)
+        producers[topic].start()
+    child, output, group = start_app(
+        local_cluster, tmp_path, topics, wal=True, storage_level="MEMORY_AND_DISK_SER_2"
+    )
+    session = child.process.pid
+    try:
+        # 1. Both receivers registered, from two different executors, and records flow.
+        wait_until(lambda: len(of_kind(read_output(output), "receiver_started")) >= 2, what="two receivers")
+        started = of_kind(read_output(output), "receiver_started")
+        executors = {e["stream"]: e["executor_id"] for e in started}
+        assert len(executors) == 2 and len(set(executors.values())) == 2, started
+        assert "driver" not in executors.values(), started
+        wait_until(lambda: len(received(read_output(output))) > 50, what="records from both streams")
+
+        # 2. A hostile client cannot disturb the receivers.
+        (tracker,) = of_kind(read_output(output), "tracker")
+        before = len(received(read_output(output)))
+        abuse_tracker_socket(tracker["host"], tracker["port"])
+        wait_until(lambda: len(received(read_output(output))) > before + 50, what="records after the abuse")
+        assert not of_kind(read_output(output), "receiver_stopped"), "a receiver stopped after bad connections"
+
+        # 3. SIGKILL the executor running receiver 0 (its JVM and its Python workers).
+        victim = executors[0]
+        pid = executor_jvm(session, victim)
+        assert pid is not None, describe(session_processes(session))
+        kill_tree(pid)
+        killed_at = time.time()
+        wait_until(
+            lambda: any(
+                e["stream"] == 0 and e["time"] > killed_at for e in of_kind(read_output(output), "receiver_started")
+            ),
+            timeout_s=RELAUNCH_BOUND_S + 30,
+            what="receiver 0 relaunched",
+        )
+        relaunched = [
+            e for e in of_kind(read_output(output), "receiver_started") if e["stream"] == 0 and e["time"] > killed_at
+        ][0]
+        assert relaunched["executor_id"] != victim
+        assert relaunched["time"] - killed_at <= RELAUNCH_BOUND_S, relaunched
+        before = len(received(read_output(output)))
+        wait_until(lambda: len(received(read_output(output))) > before + 50, what="records after the relaunch")
+    finally:
+        for producer in producers.values():
+            producer.finish()
+
+    # 4. Everything produced arrives; a graceful stop processes every record received.
+    expected = acked(producers)
+    wait_until(lambda: expected <= set(received(read_output(output))), timeout_s=180, what="every record")
+    assert child.stop_gracefully() == 0, child.log_tail()
+    entries = read_output(output)
+    counts = received(entries)
+    assert expected == set(counts), f"lost {sorted(expected - set(counts))[:10]}"
+    # Duplicates only from the kill: at most one block (200 ms of 5 records / 100 ms) per partition.
+    duplicates = {key: n for key, n in counts.items() if n > 1}
+    assert len(duplicates) <= 2 * PARTITIONS * 20, sorted(duplicates)[:20]
+    # The driver never shipped block bytes.
+    assert all(batch["driver_bytes"] == 0 for batch in of_kind(entries, "batch"))
+    assert sum(batch["partitions"] for batch in of_kind(entries, "batch")) > 0
+    assert not of_kind(entries, "job_error"), of_kind(entries, "job_error")[:2]
+    for topic in topics:
+        assert committed_offsets(local_cluster, group, topic, PARTITIONS) == log_end_offsets(
+            local_cluster, topic, PARTITIONS
+        )
+    # Nothing of the application is left running: no JVM, no Python worker.
+    wait_until(lambda: not session_processes(session), timeout_s=60, what="no process left")
