@@ -113,6 +113,10 @@ class ReceiverControl(Protocol):
         """Delete blocks (and WAL data) older than ``thresh_time_ms``."""
         ...
 
+    def remove_blocks(self, block_ids: list[str]) -> None:
+        """Delete these blocks from the receiver's block store (the driver no longer needs them)."""
+        ...
+
 
 @runtime_checkable
 class ReceiverTrackerEndpoint(Protocol):
