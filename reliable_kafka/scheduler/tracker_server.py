@@ -127,6 +127,10 @@ class ReceiverTrackerServer:
             self._stopping = True
         self._server.stop()
 
+    def connections(self) -> list[Connection]:
+        """The receivers' live connections."""
+        return self._server.connections()
+
     def block_server_of(self, stream_id: int) -> tuple[str, int] | None:
         """Where the receiver registered for ``stream_id`` serves its blocks; None when it
         registered none or no receiver of the stream is registered."""
