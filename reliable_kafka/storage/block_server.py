@@ -57,6 +57,9 @@ class BlockServer:
     def address(self) -> tuple[str, int]:
         return self._server.address
 
+    def connections(self) -> list[Connection]:
+        return self._server.connections()
+
     def stop(self) -> None:
         self._server.stop()
 
