@@ -16,6 +16,7 @@ import hashlib
 import hmac
 import secrets
 import socket
+import time
 from typing import Any
 
 from reliable_kafka.rpc.errors import AuthenticationError, FrameError
@@ -64,9 +65,9 @@ def server_handshake(
     sock: socket.socket, secret: Secret, timeout_s: float = DEFAULT_HANDSHAKE_TIMEOUT_S
 ) -> None:
     """Authenticate the client on ``sock``; AuthenticationError, FrameError or OSError (incl.
-    TimeoutError past ``timeout_s``, which bounds each read and write) otherwise."""
+    TimeoutError once ``timeout_s`` has passed in all) otherwise."""
     sock.settimeout(timeout_s)
-    reader = FrameReader(sock, HANDSHAKE_MAX_FRAME_BYTES)
+    reader = FrameReader(sock, HANDSHAKE_MAX_FRAME_BYTES, deadline=time.monotonic() + timeout_s)
     server_nonce = secrets.token_bytes(NONCE_BYTES)
     write_frame(sock, {"v": VERSION, "nonce": server_nonce}, HANDSHAKE_MAX_FRAME_BYTES)
     hello = _expect_map(reader.read_frame(), ("nonce", "proof"))
@@ -82,9 +83,10 @@ def server_handshake(
 def client_handshake(
     sock: socket.socket, secret: Secret, timeout_s: float = DEFAULT_HANDSHAKE_TIMEOUT_S
 ) -> None:
-    """Authenticate to the server on ``sock`` and check that it holds the secret too."""
+    """Authenticate to the server on ``sock`` and check that it holds the secret too (within
+    ``timeout_s`` in all)."""
     sock.settimeout(timeout_s)
-    reader = FrameReader(sock, HANDSHAKE_MAX_FRAME_BYTES)
+    reader = FrameReader(sock, HANDSHAKE_MAX_FRAME_BYTES, deadline=time.monotonic() + timeout_s)
     challenge = _expect_map(reader.read_frame(), ("v", "nonce"))
     if challenge["v"] != VERSION:
         raise FrameError(f"unsupported handshake version {challenge['v']!r}")

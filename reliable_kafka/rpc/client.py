@@ -15,7 +15,7 @@ from reliable_kafka.rpc.server import format_address
 def connect(
     host: str,
     port: int,
-    secret: bytes,
+    secret: bytes | Secret,
     handler: Handler | None = None,
     *,
     timeout_s: float = 10.0,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 from typing import Any
 
 import msgpack
@@ -65,13 +66,24 @@ def write_frame(sock: socket.socket, value: Any, max_frame_bytes: int = DEFAULT_
 
 
 class FrameReader:
-    """Reads frames from one socket; not thread-safe (one reader thread per socket)."""
+    """Reads frames from one socket; not thread-safe (one reader thread per socket).
 
-    def __init__(self, sock: socket.socket, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+    ``deadline`` (a ``time.monotonic()`` instant) bounds every read in total, so that a peer
+    trickling one byte at a time cannot stretch a per-recv timeout (used for handshakes).
+    """
+
+    def __init__(
+        self,
+        sock: socket.socket,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        *,
+        deadline: float | None = None,
+    ) -> None:
         if max_frame_bytes <= 0:
             raise ValueError("max_frame_bytes must be positive")
         self._sock = sock
         self.max_frame_bytes = max_frame_bytes
+        self.deadline = deadline
         self._buf = bytearray(min(_CHUNK_BYTES, max(HEADER.size, max_frame_bytes + HEADER.size)))
         self._view = memoryview(self._buf)
         self._start = 0
@@ -109,6 +121,7 @@ class FrameReader:
         self._start = self._end = 0
         got = buffered
         while got < length:
+            self._before_recv()
             n = self._sock.recv_into(body_view[got:], length - got)
             if n == 0:
                 raise FrameError(f"stream ended inside a frame ({got} of {length} body bytes)")
@@ -126,6 +139,7 @@ class FrameReader:
             self._buf[:pending] = self._buf[self._start : self._end]
             self._start, self._end = 0, pending
         while self._end - self._start < need:
+            self._before_recv()
             n = self._sock.recv_into(self._view[self._end :])
             if n == 0:
                 if at_frame_start and self._end == self._start:
@@ -135,3 +149,10 @@ class FrameReader:
                 )
             self._end += n
         return True
+
+    def _before_recv(self) -> None:
+        if self.deadline is not None:
+            remaining = self.deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("timed out")
+            self._sock.settimeout(remaining)

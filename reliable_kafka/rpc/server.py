@@ -35,7 +35,7 @@ class RpcServer:
 
     def __init__(
         self,
-        secret: bytes,
+        secret: bytes | Secret,
         handler: Handler,
         *,
         host: str = "127.0.0.1",
@@ -59,13 +59,14 @@ class RpcServer:
         self._max_call_threads = max_call_threads
         self._lock = threading.Lock()
         self._listener: socket.socket | None = None
+        self._address: tuple[str, int] | None = None
         self._accept_thread: threading.Thread | None = None
-        self._handshaking: dict[socket.socket, threading.Thread] = {}
+        self._handshaking: dict[threading.Thread, _Handshake] = {}
         self._connections: set[Connection] = set()
         self._stopping = False
 
     def __repr__(self) -> str:
-        return f"RpcServer(name={self._name!r}, address={self._listener and self.address!r})"
+        return f"RpcServer(name={self._name!r}, address={self._address!r})"
 
     def start(self) -> RpcServer:
         family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
@@ -82,6 +83,8 @@ class RpcServer:
                 listener.close()
                 raise RuntimeError(f"{self._name} server was already started")
             self._listener = listener
+            host, port = listener.getsockname()[:2]
+            self._address = (host, port)
             self._accept_thread = threading.Thread(
                 target=self._accept_loop, args=(listener,), name=f"{self._name}-accept", daemon=True
             )
@@ -91,10 +94,9 @@ class RpcServer:
 
     @property
     def address(self) -> tuple[str, int]:
-        if self._listener is None:
+        if self._address is None:
             raise RuntimeError(f"{self._name} server is not started")
-        host, port = self._listener.getsockname()[:2]
-        return host, port
+        return self._address
 
     def connections(self) -> list[Connection]:
         with self._lock:
@@ -114,12 +116,12 @@ class RpcServer:
                 # On Linux this wakes the thread blocked in accept; close alone may not.
                 listener.shutdown(socket.SHUT_RDWR)
             listener.close()
-        for sock in handshaking:
-            _close_quietly(sock)
+        for handshake in handshaking.values():
+            _close_quietly(handshake.sock)
         for connection in connections:
             connection.close()
         deadline = time.monotonic() + STOP_JOIN_TIMEOUT_S
-        threads = list(handshaking.values())
+        threads = list(handshaking)
         if self._accept_thread is not None:
             threads.append(self._accept_thread)
         for thread in threads:
@@ -144,34 +146,36 @@ class RpcServer:
                 time.sleep(0.1)
                 continue
             peer = format_address(*address[:2])
+            handshake = _Handshake(sock)
             thread = threading.Thread(
                 target=self._authenticate,
-                args=(sock, peer),
+                args=(handshake, peer),
                 name=f"{self._name}-handshake-{peer}",
                 daemon=True,
             )
             with self._lock:
                 refuse = self._stopping or len(self._handshaking) >= MAX_PENDING_HANDSHAKES
                 if not refuse:
-                    self._handshaking[sock] = thread
+                    self._handshaking[thread] = handshake
             if refuse:
                 logger.warning("%s server refused %s: too many handshakes under way", self._name, peer)
                 _close_quietly(sock)
                 continue
             thread.start()
 
-    def _authenticate(self, raw: socket.socket, peer: str) -> None:
-        sock = raw
+    def _authenticate(self, handshake: _Handshake, peer: str) -> None:
+        me = threading.current_thread()
+        sock = raw = handshake.sock
         try:
             raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self._ssl_context is not None:
                 raw.settimeout(self._handshake_timeout_s)
-                sock = self._ssl_context.wrap_socket(raw, server_side=True)
+                sock = handshake.sock = self._ssl_context.wrap_socket(raw, server_side=True)
             server_handshake(sock, self._secret, self._handshake_timeout_s)
             sock.settimeout(None)
         except Exception as exc:
             with self._lock:
-                self._handshaking.pop(raw, None)
+                self._handshaking.pop(me, None)
                 stopping = self._stopping
             if not stopping:
                 logger.warning("%s server rejected %s: %s", self._name, peer, _describe(exc))
@@ -187,7 +191,7 @@ class RpcServer:
             max_call_threads=self._max_call_threads,
         )
         with self._lock:
-            self._handshaking.pop(raw, None)
+            self._handshaking.pop(me, None)
             stopping = self._stopping
             if not stopping:
                 self._connections.add(connection)
@@ -202,6 +206,16 @@ class RpcServer:
             self._connections.discard(connection)
         if self._on_connection_closed is not None:
             self._on_connection_closed(connection)
+
+
+class _Handshake:
+    """The socket of a connection still in its handshake (a TLS socket once wrapped), so that
+    stop can close whichever one the handshake thread is blocked on."""
+
+    __slots__ = ("sock",)
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
 
 
 def _describe(exc: BaseException) -> str:

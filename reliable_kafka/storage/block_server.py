@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from reliable_kafka.rpc import Connection, ConnectionClosed, FrameError, RpcServer, connect
+from reliable_kafka.rpc.auth import Secret
 from reliable_kafka.rpc.framing import DEFAULT_MAX_FRAME_BYTES
 
 GET_BLOCK = "get_block"
@@ -121,7 +122,7 @@ class BlockFetcher:
         ssl_context: ssl.SSLContext | None = None,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
     ) -> None:
-        self._secret = secret
+        self._secret = Secret(secret)
         self._timeout_s = timeout_s
         self._ssl_context = ssl_context
         self._max_frame_bytes = max_frame_bytes

@@ -172,3 +172,21 @@ def test_stop_closes_sockets_still_in_their_handshake(secret: bytes) -> None:
         read_until_closed(sock)  # returns once the server closed our socket
     finally:
         sock.close()
+
+
+def test_a_peer_trickling_bytes_is_dropped_when_the_whole_handshake_times_out(
+    secret: bytes, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each byte arrives well within a per-read timeout; the handshake as a whole still ends."""
+    with running_server(secret, handshake_timeout_s=0.3) as server, raw_socket(server) as sock:
+        assert sock.recv(4)
+        trickle = struct.pack(">I", 400) + b"\x00" * 400
+        try:
+            for byte in trickle:
+                sock.sendall(bytes([byte]))
+                threading.Event().wait(0.02)
+        except OSError:
+            pass  # the server hung up on us: what this test waits for
+        wait_until(lambda: warnings_from(caplog), "the timeout to be logged")
+    [warning] = warnings_from(caplog)
+    assert "handshake timed out" in warning.getMessage()
