@@ -6,6 +6,7 @@ import contextlib
 import socket
 import ssl
 
+from reliable_kafka.rpc import sockets
 from reliable_kafka.rpc.auth import Secret, client_handshake
 from reliable_kafka.rpc.connection import DEFAULT_MAX_CALL_THREADS, ClosedCallback, Connection, Handler
 from reliable_kafka.rpc.framing import DEFAULT_MAX_FRAME_BYTES
@@ -36,7 +37,7 @@ def connect(
     raw = socket.create_connection((host, port), timeout=timeout_s)
     sock = raw
     try:
-        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sockets.configure(raw)
         if ssl_context is not None:
             hostname = server_hostname if server_hostname is not None else host
             sock = ssl_context.wrap_socket(raw, server_hostname=hostname)

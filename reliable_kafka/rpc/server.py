@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from reliable_kafka.rpc import sockets
 from reliable_kafka.rpc.auth import DEFAULT_HANDSHAKE_TIMEOUT_S, Secret, server_handshake
 from reliable_kafka.rpc.connection import DEFAULT_MAX_CALL_THREADS, Connection, Handler
 from reliable_kafka.rpc.framing import DEFAULT_MAX_FRAME_BYTES
@@ -167,7 +168,7 @@ class RpcServer:
         me = threading.current_thread()
         sock = raw = handshake.sock
         try:
-            raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sockets.configure(raw)
             if self._ssl_context is not None:
                 raw.settimeout(self._handshake_timeout_s)
                 sock = handshake.sock = self._ssl_context.wrap_socket(raw, server_side=True)
