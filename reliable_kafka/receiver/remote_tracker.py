@@ -3,8 +3,9 @@ to the driver's :class:`~reliable_kafka.scheduler.tracker_server.ReceiverTracker
 whose incoming notifications are handed to the :class:`ReceiverControl` each receiver registered.
 
 If the connection dies while not being closed by :meth:`RemoteTrackerEndpoint.close`, ``on_lost``
-is called (once, with the cause): the receiver cannot report blocks any more, so its supervisor
-should stop and the task end; the driver, having lost the connection too, relaunches it.
+is called once, with the cause, on a thread of its own: the receiver cannot report blocks any
+more, so its supervisor should stop and the task end; the driver, having lost the connection
+too, relaunches it.
 """
 
 from __future__ import annotations
@@ -168,4 +169,15 @@ class RemoteTrackerEndpoint:
             return
         logger.warning("Lost the connection to the receiver tracker: %s", cause)
         if self._on_lost is not None:
-            self._on_lost(cause)
+            # The loss may be noticed inside add_block on a receiving thread; stopping the
+            # supervisor there would make that thread wait for itself.
+            threading.Thread(
+                target=_report_lost, args=(self._on_lost, cause), name="tracker-connection-lost", daemon=True
+            ).start()
+
+
+def _report_lost(on_lost: LostCallback, cause: BaseException) -> None:
+    try:
+        on_lost(cause)
+    except Exception:
+        logger.exception("on_lost callback failed")

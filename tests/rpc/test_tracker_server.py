@@ -290,3 +290,29 @@ def test_a_real_supervisor_runs_over_the_socket_and_stops_on_the_drivers_word(
         endpoint.close()
         manager.close()
     assert lost_deregistrations(tracker) == []
+
+
+def test_a_supervisor_stopped_by_on_lost_ends_and_the_driver_deregisters_it(
+    tracker: FakeTracker, server: ReceiverTrackerServer, secret: bytes
+) -> None:
+    """How the executor's receiver task uses on_lost: stop the supervisor, so the task ends."""
+    receiver = ThreadedReceiver()
+    receiver.set_receiver_id(9)
+    settings = StreamingSettings.from_spark_conf({}, receiver={"block_interval_ms": 20})
+    manager = BlockManager()
+    supervisor: list[ReceiverSupervisor] = []
+    endpoint = endpoint_to(server, secret, on_lost=lambda cause: supervisor[0].stop("Lost the driver", cause))
+    supervisor.append(ReceiverSupervisor(receiver, endpoint, manager, settings=settings))
+    try:
+        supervisor[0].start()
+        [driver_side] = server.connections()
+        driver_side.close()
+        with pytest.raises((ConnectionClosed, OSError)):
+            supervisor[0].await_termination(PATIENCE_S)  # re-raises the cause it stopped with
+        assert supervisor[0].is_terminated()
+        wait_until(lambda: lost_deregistrations(tracker), "the driver side to deregister")
+        assert [sid for sid, _, _ in lost_deregistrations(tracker)] == [9]
+    finally:
+        supervisor[0].stop("test over")
+        endpoint.close()
+        manager.close()
