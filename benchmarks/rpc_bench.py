@@ -105,6 +105,7 @@ def bench_add_block(calls: int, threads: int, tls: tuple[ssl.SSLContext, ssl.SSL
         endpoint.register_receiver(0, "Bench", "localhost", "0", NoControl())
         run_threads(threads, min(calls, 1000), endpoint.add_block)  # warm up
         remote = run_threads(threads, calls, endpoint.add_block)
+        endpoint.deregister_receiver(0, "benchmark over", "")
     finally:
         endpoint.close()
         server.stop()
