@@ -149,7 +149,7 @@ class ReceiverControl(Protocol):
         ...
 
     def remove_blocks(self, block_ids: list[str]) -> None:
-        """Delete these blocks from the receiver's block store (their batches are done)."""
+        """Delete these blocks from the receiver's block store (the driver no longer needs them)."""
         ...
 
 

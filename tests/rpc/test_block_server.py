@@ -1,0 +1,120 @@
+"""Block fetches between executors over the block server."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from reliable_kafka.rpc import AuthenticationError, RemoteError, connect, new_secret
+from reliable_kafka.storage import StreamBlockId
+from reliable_kafka.storage.block_manager import BlockManager
+from reliable_kafka.storage.block_server import BlockFetcher, BlockServer, fetch_block
+from reliable_kafka.storage.storage_level import StorageLevel
+from tests.rpc.helpers import PATIENCE_S, wait_until
+
+BIG_BLOCK = os.urandom(20 * 1024 * 1024)
+
+
+@pytest.fixture
+def blocks() -> dict[str, bytes]:
+    return {"input-0-1": BIG_BLOCK, "input-0-2": b"small", "input-0-3": b""}
+
+
+@pytest.fixture
+def block_server(blocks: dict[str, bytes], secret: bytes) -> Iterator[BlockServer]:
+    server = BlockServer(blocks.get, secret, host="127.0.0.1").start()
+    yield server
+    server.stop()
+
+
+def test_a_20_mb_block_arrives_whole(block_server: BlockServer, secret: bytes) -> None:
+    assert fetch_block(*block_server.address, secret, "input-0-1") == BIG_BLOCK
+
+
+def test_a_missing_block_is_none_and_an_empty_one_is_empty(block_server: BlockServer, secret: bytes) -> None:
+    assert fetch_block(*block_server.address, secret, "input-0-404") is None
+    assert fetch_block(*block_server.address, secret, "input-0-3") == b""
+
+
+def test_a_fetch_with_the_wrong_secret_is_refused(block_server: BlockServer) -> None:
+    with pytest.raises(AuthenticationError):
+        fetch_block(*block_server.address, new_secret(), "input-0-1")
+
+
+def test_a_block_above_the_frame_limit_is_an_error_not_a_truncated_block(secret: bytes) -> None:
+    server = BlockServer(
+        {"input-0-1": b"x" * 2048}.get, secret, host="127.0.0.1", max_frame_bytes=1024
+    ).start()
+    try:
+        with pytest.raises(RemoteError, match="exceeds the limit of 1024 bytes"):
+            fetch_block(*server.address, secret, "input-0-1")
+        assert fetch_block(*server.address, secret, "input-0-404") is None  # the server serves on
+    finally:
+        server.stop()
+
+
+def test_a_failing_read_and_a_bad_request_come_back_as_remote_errors(secret: bytes) -> None:
+    def read_block(block_id: str) -> bytes | None:
+        raise OSError(f"disk gone while reading {block_id}")
+
+    server = BlockServer(read_block, secret, host="127.0.0.1").start()
+    try:
+        with pytest.raises(RemoteError, match="disk gone while reading input-0-1"):
+            fetch_block(*server.address, secret, "input-0-1")
+        connection = connect(*server.address, secret)
+        try:
+            with pytest.raises(RemoteError, match="expected"):
+                connection.call("get_block", {"block_id": 7})
+        finally:
+            connection.close()
+            connection.join(PATIENCE_S)
+    finally:
+        server.stop()
+
+
+def test_a_block_manager_behind_the_server(secret: bytes) -> None:
+    manager = BlockManager()
+    block_id = StreamBlockId(3, 99)
+    manager.put(block_id, b"records", StorageLevel.MEMORY_AND_DISK_SER)
+    server = BlockServer(
+        lambda name: manager.get(StreamBlockId.parse(name)), secret, host="127.0.0.1"
+    ).start()
+    try:
+        assert fetch_block(*server.address, secret, block_id.name) == b"records"
+        with pytest.raises(RemoteError, match="ValueError"):
+            fetch_block(*server.address, secret, "not-a-block-id")
+    finally:
+        server.stop()
+        manager.close()
+
+
+def test_a_pooled_fetcher_reuses_its_connection_and_recovers_from_a_closed_one(
+    block_server: BlockServer, secret: bytes
+) -> None:
+    fetcher = BlockFetcher(secret)
+    try:
+        results: list[bytes | None] = []
+        lock = threading.Lock()
+
+        def fetch() -> None:
+            data = fetcher.fetch(*block_server.address, "input-0-2")
+            with lock:
+                results.append(data)
+
+        threads = [threading.Thread(target=fetch) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(PATIENCE_S)
+        assert results == [b"small"] * 8
+        # Racing first fetches may each connect; all but one connection are closed at once.
+        wait_until(lambda: len(block_server.connections()) == 1, "one kept connection")
+
+        for connection in block_server.connections():
+            connection.close()  # the server side drops the kept connection
+        assert fetcher.fetch(*block_server.address, "input-0-1") == BIG_BLOCK
+    finally:
+        fetcher.close()
