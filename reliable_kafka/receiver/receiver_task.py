@@ -109,7 +109,7 @@ def _run(description: ReceiverTaskDescription) -> str:
         # Spark's rule: a retried receiver task exits so that the tracker reschedules it.
         return f"Receiver {sid} task attempt {attempt} exits: the tracker relaunches receivers itself"
     host, executor_id = current_executor()
-    store = ExecutorBlockStore(description.app_id, sid)
+    store = ExecutorBlockStore(f"{description.app_id}-stream-{sid}")
     # Listens on every interface (other hosts fetch from it); advertised under the executor's host.
     server = BlockServer(_reader_of(store), description.secret)
     server.start()

@@ -25,7 +25,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 class ChildApp:
     """One run of the child: its own session, so that a kill takes its JVM and Python workers too."""
 
-    def __init__(self, run: int, args: list[str], log_dir: Path, module: str = "tests.e2e.kill_child") -> None:
+    def __init__(
+        self, run: int, args: list[str], log_dir: Path, module: str = "tests.e2e.kill_child"
+    ) -> None:
         self.run = run
         self.log_path = log_dir / f"child-run-{run}.log"
         env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYSPARK_PYTHON": sys.executable}

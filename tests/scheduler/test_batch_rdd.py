@@ -153,9 +153,15 @@ def test_partitions_ship_as_msgpack_with_handles_not_data() -> None:
     handle = RecordHandle("/cp/receivedData/0/log-1-2", 10, 20)
     partition = BlockPartition("input-0-7", wal_record_handle=handle)
     raw = partition.encode()
-    assert msgpack.unpackb(raw) == {"block_id": "input-0-7", "data": None, "wal": handle.to_dict()}
+    assert msgpack.unpackb(raw) == {
+        "block_id": "input-0-7",
+        "data": None,
+        "wal": handle.to_dict(),
+        "location": None,
+        "secret": None,
+    }
     assert BlockPartition.decode(raw) == partition
-    with pytest.raises(ValueError, match="neither data nor"):
+    with pytest.raises(ValueError, match="no data, executor or write-ahead log handle"):
         BlockPartition("input-0-8")
 
 
