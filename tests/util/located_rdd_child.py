@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 
 from pyspark import SparkConf, SparkContext
 
@@ -19,6 +20,7 @@ from reliable_kafka.util.located_rdd import (
 
 # Generous: the executor JVMs start on a loaded 2-core machine; this is not a timing assertion.
 EXECUTOR_WAIT_S = 300
+STARVED_WAIT_S = 3.0
 
 
 def where_it_ran(split: int, elements: object) -> object:
@@ -82,13 +84,27 @@ def main() -> None:
         # assertions are about where tasks run, not about how long a loaded machine takes.
         .set("spark.locality.wait", "1h")
     )
+    starved = sys.argv[2:] == ["starved"]
+    if starved:
+        # Executors that need more cores than the worker has never start.
+        conf.set("spark.executor.cores", "2")
     sc = SparkContext(conf=conf)
     sc.setLogLevel("ERROR")
     result: dict[str, object] = {"pyspark": sc.version}
+    if starved:
+        try:
+            result["executors"] = wait_for_executors(sc, 1, STARVED_WAIT_S)
+            result["waiting_threads"] = [t.name for t in threading.enumerate() if "executor-wait" in t.name]
+        finally:
+            sc.stop()
+        print("RESULT " + json.dumps(result), flush=True)
+        return
     try:
         executors = wait_for_executors(sc, 2 if master.startswith("local-cluster") else 1, EXECUTOR_WAIT_S)
         result["executors"] = executors
         result["executor_locations"] = executor_locations(sc)
+        # More executors than there are: returns what is there once the (short) wait is over.
+        result["too_many_wanted"] = wait_for_executors(sc, len(executors) + 1, 1.0)
         result["empty"] = located_rdd(sc, []).collect()
         runs = {}
         for host, executor_id in executors:
