@@ -67,8 +67,13 @@ def located_rdd(sc: SparkContext, elements: Sequence[tuple[bytes, Sequence[str]]
     A location is a Spark task-location string: ``executor_<host>_<executorId>`` (that executor),
     a plain host (any executor there), or none (anywhere). Each partition yields its element's
     bytes unchanged, so ``mapPartitions``/``map`` on the result pipeline in one Python worker.
-    Spark honours a preference only for ``spark.locality.wait`` per locality level while the
-    preferred executor has no free core; after that the task runs elsewhere.
+
+    Spark's delay scheduling decides, not this function: a task waits ``spark.locality.wait``
+    (3 s) per locality level for a free core on its executor, then runs elsewhere on the host,
+    then anywhere. And when some partition of the same RDD prefers nothing, Spark's NO_PREF pass
+    also hands out host-local tasks at once, so a partition may run on another executor of its
+    preferred host. A one-element RDD (a receiver) runs where it says unless that executor has
+    no free core for longer than the wait.
     """
     _advertise_driver_host(sc)
     if not elements:
