@@ -5,11 +5,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import threading
 
 from pyspark import SparkConf, SparkContext
 
+from reliable_kafka.storage.block_id import StreamBlockId
+from reliable_kafka.storage.executor_block_store import ExecutorBlockStore, read_block_file
+from reliable_kafka.storage.storage_level import StorageLevel
 from reliable_kafka.util.located_rdd import (
     current_executor,
     executor_locations,
@@ -39,6 +43,22 @@ def where_it_ran(split: int, elements: object) -> object:
 def seq_strings(seq: object) -> list[str]:
     """A Scala Seq through py4j, as sorted strings."""
     return sorted(str(seq.apply(i)) for i in range(seq.size()))
+
+
+def store_a_block(_split: int, elements: object) -> object:
+    """A receiver's part: keep the element as a memory block; the store stays open (the
+    receiver task would hold it), so its file outlives this task."""
+    store = ExecutorBlockStore("located-test-stream-0")
+    for data in elements:
+        store.put(StreamBlockId(0, 1), data, StorageLevel.MEMORY_ONLY_SER)
+        yield {"path": store.path_of(StreamBlockId(0, 1)), "executor": current_executor()[1]}
+
+
+def read_a_block(_split: int, paths: object) -> object:
+    """A batch task's part: read the block by the path the receiver reported."""
+    for raw in paths:
+        data = read_block_file(raw.decode())
+        yield {"data": None if data is None else data.hex(), "executor": current_executor()[1]}
 
 
 def scheduler_locations(sc: SparkContext, rdd: object) -> list[list[str]]:
@@ -125,6 +145,18 @@ def main() -> None:
             result["mixed"] = run(sc, [(f"block-{i}".encode(), p) for i, p in enumerate(mixed)])
             unpreferred = [[loc(host_a, a)], [], [loc(host_b, b)], [loc(host_b, b)]]
             result["unpreferred_preferences"] = unpreferred
+            [stored] = (
+                located_rdd(sc, [(b"\x00block\xff", [loc(host_a, a)])])
+                .mapPartitionsWithIndex(store_a_block)
+                .collect()
+            )
+            [read] = (
+                located_rdd(sc, [(stored["path"].encode(), [loc(host_b, b)])])
+                .mapPartitionsWithIndex(read_a_block)
+                .collect()
+            )
+            shutil.rmtree(os.path.dirname(stored["path"]), ignore_errors=True)
+            result["cross_executor"] = {"stored": stored, "read": read}
             result["unpreferred"] = run(sc, [(f"free-{i}".encode(), p) for i, p in enumerate(unpreferred)])
     finally:
         sc.stop()

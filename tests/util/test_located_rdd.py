@@ -152,6 +152,14 @@ def test_a_partition_without_preference_lets_spark_run_executor_preferences_host
             assert location.startswith(f"executor_{row['host']}_")
 
 
+def test_a_task_on_another_executor_reads_a_block_file_by_its_path(cluster: dict[str, Any]) -> None:
+    """The executor placement's data path: a receiver task's store on A, a batch task on B."""
+    (_, a), (_, b) = _executors(cluster)[:2]
+    stored, read = cluster["cross_executor"]["stored"], cluster["cross_executor"]["read"]
+    assert (stored["executor"], read["executor"]) == (a, b)
+    assert bytes.fromhex(read["data"]) == b"\x00block\xff"
+
+
 def test_first_attempt_number_is_zero(cluster: dict[str, Any]) -> None:
     assert {row["attempt"] for row in cluster["mixed"]["rows"]} == {0}
 
