@@ -55,7 +55,10 @@ DRIVER_HOST_ENV = "_RELIABLE_KAFKA_DRIVER_HOST"
 # Spark's ReceiverTracker.runDummySparkJob: 50 tiny tasks make a dynamically allocated cluster
 # request executors; JVM-only, so no Python worker starts for it.
 _DUMMY_JOB_TASKS = 50
+_DUMMY_JOB_THREAD = "reliable-kafka-executor-wait"
 _POLL_INTERVAL_S = 0.1
+# A cancelled job's waiter returns as soon as the scheduler handles the cancellation.
+_CANCEL_JOIN_S = 30.0
 
 
 def located_rdd(sc: SparkContext, elements: Sequence[tuple[bytes, Sequence[str]]]) -> RDD[bytes]:
@@ -64,8 +67,13 @@ def located_rdd(sc: SparkContext, elements: Sequence[tuple[bytes, Sequence[str]]
     A location is a Spark task-location string: ``executor_<host>_<executorId>`` (that executor),
     a plain host (any executor there), or none (anywhere). Each partition yields its element's
     bytes unchanged, so ``mapPartitions``/``map`` on the result pipeline in one Python worker.
-    Spark honours a preference only for ``spark.locality.wait`` per locality level while the
-    preferred executor has no free core; after that the task runs elsewhere.
+
+    Spark's delay scheduling decides, not this function: a task waits ``spark.locality.wait``
+    (3 s) per locality level for a free core on its executor, then runs elsewhere on the host,
+    then anywhere. And when some partition of the same RDD prefers nothing, Spark's NO_PREF pass
+    also hands out host-local tasks at once, so a partition may run on another executor of its
+    preferred host. A one-element RDD (a receiver) runs where it says unless that executor has
+    no free core for longer than the wait.
     """
     _advertise_driver_host(sc)
     if not elements:
@@ -117,25 +125,26 @@ def wait_for_executors(sc: SparkContext, min_executors: int, timeout_s: float) -
     ``timeout_s`` (Spark schedules receivers on what it has; the caller decides if too few).
 
     Runs a small JVM-only job first, as Spark's ReceiverTracker does, so that dynamic allocation
-    asks for executors; it is cancelled if it is still waiting for any when this returns.
+    asks for executors, then polls; the job is cancelled if it still waits for executors when
+    this returns.
     """
     if sc._jsc.sc().isLocal():
         return executor_locations(sc)
     deadline = time.monotonic() + timeout_s
     group = f"reliable-kafka-executors-{uuid.uuid4().hex}"
-    dummy = threading.Thread(
-        target=_run_dummy_job, args=(sc, group), name="reliable-kafka-executor-wait", daemon=True
-    )
+    dummy = threading.Thread(target=_run_dummy_job, args=(sc, group), name=_DUMMY_JOB_THREAD, daemon=True)
     dummy.start()
-    try:
-        while True:
-            found = executor_locations(sc)
-            if len(found) >= min_executors or time.monotonic() >= deadline:
-                break
-            time.sleep(_POLL_INTERVAL_S)
-    finally:
-        if dummy.is_alive():
-            sc.cancelJobGroup(group)
+    # Spark polls only after the dummy job: it ends once executors ran its tasks.
+    dummy.join(max(0.0, deadline - time.monotonic()))
+    while True:
+        found = executor_locations(sc)
+        if len(found) >= min_executors or time.monotonic() >= deadline:
+            break
+        time.sleep(_POLL_INTERVAL_S)
+    if dummy.is_alive():
+        # No executor came to run it; left alone it would hold a thread until one does.
+        sc.cancelJobGroup(group)
+        dummy.join(_CANCEL_JOIN_S)
     if len(found) < min_executors:
         logger.warning(
             "Only %d of %d executors registered within %.1f s", len(found), min_executors, timeout_s

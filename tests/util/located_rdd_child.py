@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
+import threading
 
 from pyspark import SparkConf, SparkContext
 
+from reliable_kafka.storage.block_id import StreamBlockId
+from reliable_kafka.storage.executor_block_store import ExecutorBlockStore, read_block_file
+from reliable_kafka.storage.storage_level import StorageLevel
 from reliable_kafka.util.located_rdd import (
     current_executor,
     executor_locations,
@@ -19,6 +24,7 @@ from reliable_kafka.util.located_rdd import (
 
 # Generous: the executor JVMs start on a loaded 2-core machine; this is not a timing assertion.
 EXECUTOR_WAIT_S = 300
+STARVED_WAIT_S = 3.0
 
 
 def where_it_ran(split: int, elements: object) -> object:
@@ -37,6 +43,22 @@ def where_it_ran(split: int, elements: object) -> object:
 def seq_strings(seq: object) -> list[str]:
     """A Scala Seq through py4j, as sorted strings."""
     return sorted(str(seq.apply(i)) for i in range(seq.size()))
+
+
+def store_a_block(_split: int, elements: object) -> object:
+    """A receiver's part: keep the element as a memory block; the store stays open (the
+    receiver task would hold it), so its file outlives this task."""
+    store = ExecutorBlockStore("located-test-stream-0")
+    for data in elements:
+        store.put(StreamBlockId(0, 1), data, StorageLevel.MEMORY_ONLY_SER)
+        yield {"path": store.path_of(StreamBlockId(0, 1)), "executor": current_executor()[1]}
+
+
+def read_a_block(_split: int, paths: object) -> object:
+    """A batch task's part: read the block by the path the receiver reported."""
+    for raw in paths:
+        data = read_block_file(raw.decode())
+        yield {"data": None if data is None else data.hex(), "executor": current_executor()[1]}
 
 
 def scheduler_locations(sc: SparkContext, rdd: object) -> list[list[str]]:
@@ -82,13 +104,27 @@ def main() -> None:
         # assertions are about where tasks run, not about how long a loaded machine takes.
         .set("spark.locality.wait", "1h")
     )
+    starved = sys.argv[2:] == ["starved"]
+    if starved:
+        # Executors that need more cores than the worker has never start.
+        conf.set("spark.executor.cores", "2")
     sc = SparkContext(conf=conf)
     sc.setLogLevel("ERROR")
     result: dict[str, object] = {"pyspark": sc.version}
+    if starved:
+        try:
+            result["executors"] = wait_for_executors(sc, 1, STARVED_WAIT_S)
+            result["waiting_threads"] = [t.name for t in threading.enumerate() if "executor-wait" in t.name]
+        finally:
+            sc.stop()
+        print("RESULT " + json.dumps(result), flush=True)
+        return
     try:
         executors = wait_for_executors(sc, 2 if master.startswith("local-cluster") else 1, EXECUTOR_WAIT_S)
         result["executors"] = executors
         result["executor_locations"] = executor_locations(sc)
+        # More executors than there are: returns what is there once the (short) wait is over.
+        result["too_many_wanted"] = wait_for_executors(sc, len(executors) + 1, 1.0)
         result["empty"] = located_rdd(sc, []).collect()
         runs = {}
         for host, executor_id in executors:
@@ -109,6 +145,18 @@ def main() -> None:
             result["mixed"] = run(sc, [(f"block-{i}".encode(), p) for i, p in enumerate(mixed)])
             unpreferred = [[loc(host_a, a)], [], [loc(host_b, b)], [loc(host_b, b)]]
             result["unpreferred_preferences"] = unpreferred
+            [stored] = (
+                located_rdd(sc, [(b"\x00block\xff", [loc(host_a, a)])])
+                .mapPartitionsWithIndex(store_a_block)
+                .collect()
+            )
+            [read] = (
+                located_rdd(sc, [(stored["path"].encode(), [loc(host_b, b)])])
+                .mapPartitionsWithIndex(read_a_block)
+                .collect()
+            )
+            shutil.rmtree(os.path.dirname(stored["path"]), ignore_errors=True)
+            result["cross_executor"] = {"stored": stored, "read": read}
             result["unpreferred"] = run(sc, [(f"free-{i}".encode(), p) for i, p in enumerate(unpreferred)])
     finally:
         sc.stop()

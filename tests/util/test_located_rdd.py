@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 CHILD_TIMEOUT_S = 540
 
 
-def _run_child(master: str, work_dir: Path) -> dict[str, Any]:
+def _run_child(master: str, work_dir: Path, *args: str) -> dict[str, Any]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
     # The standalone workers of local-cluster write under SPARK_HOME/work unless told otherwise.
@@ -32,7 +32,7 @@ def _run_child(master: str, work_dir: Path) -> dict[str, Any]:
     env["SPARK_LOCAL_DIRS"] = str(work_dir / "local")
     env.pop(located.DRIVER_HOST_ENV, None)
     completed = subprocess.run(
-        [sys.executable, str(CHILD), master],
+        [sys.executable, str(CHILD), master, *args],
         cwd=work_dir,
         env=env,
         capture_output=True,
@@ -67,6 +67,13 @@ def local(spark_line: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str
     return result
 
 
+@pytest.fixture(scope="module")
+def starved(spark_line: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    result = _run_child("local-cluster[1,1,1024]", tmp_path_factory.mktemp("starved"), "starved")
+    assert result["pyspark"] == spark_line
+    return result
+
+
 def _executors(result: dict[str, Any]) -> list[tuple[str, str]]:
     return [tuple(pair) for pair in result["executor_locations"]]
 
@@ -81,6 +88,16 @@ def test_executor_locations_are_the_two_executors_not_the_driver(cluster: dict[s
     assert len({executor_id for _, executor_id in executors}) == 2
     assert "driver" not in {executor_id for _, executor_id in executors}
     assert [tuple(pair) for pair in cluster["executors"]] == executors
+
+
+def test_waiting_for_more_executors_than_there_are_returns_those_there(cluster: dict[str, Any]) -> None:
+    assert [tuple(pair) for pair in cluster["too_many_wanted"]] == _executors(cluster)
+
+
+def test_waiting_where_no_executor_can_start_returns_none_and_leaves_no_job(starved: dict[str, Any]) -> None:
+    assert starved["executors"] == []
+    # The dummy job that waited for executors was cancelled and its thread is gone.
+    assert starved["waiting_threads"] == []
 
 
 def test_one_element_rdd_runs_on_the_executor_it_names_first_a_then_b(cluster: dict[str, Any]) -> None:
@@ -133,6 +150,14 @@ def test_a_partition_without_preference_lets_spark_run_executor_preferences_host
         assert row["host"] in hosts
         for location in preferred:
             assert location.startswith(f"executor_{row['host']}_")
+
+
+def test_a_task_on_another_executor_reads_a_block_file_by_its_path(cluster: dict[str, Any]) -> None:
+    """The executor placement's data path: a receiver task's store on A, a batch task on B."""
+    (_, a), (_, b) = _executors(cluster)[:2]
+    stored, read = cluster["cross_executor"]["stored"], cluster["cross_executor"]["read"]
+    assert (stored["executor"], read["executor"]) == (a, b)
+    assert bytes.fromhex(read["data"]) == b"\x00block\xff"
 
 
 def test_first_attempt_number_is_zero(cluster: dict[str, Any]) -> None:
