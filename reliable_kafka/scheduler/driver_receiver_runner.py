@@ -45,6 +45,9 @@ class DriverReceiverRunner:
         self.local_executor = ExecutorCacheTaskLocation(socket.gethostname(), DRIVER_EXECUTOR_ID)
         self._executors = list(executors) if executors is not None else [self.local_executor]
 
+    def check(self, streams: Sequence[ReceiverInputDStream]) -> None:
+        pass  # any receiver object runs in this process
+
     def start(self) -> None:
         pass
 

@@ -66,6 +66,11 @@ class ExecutorReceiverRunner:
     def __repr__(self) -> str:
         return f"ExecutorReceiverRunner(app={self._app_id})"
 
+    def check(self, streams: Sequence[ReceiverInputDStream]) -> None:
+        """Fail at start, not at the first launch, for a receiver that cannot cross to executors."""
+        for stream in streams:
+            stream.receiver_descriptor()
+
     def start(self) -> None:
         self.server.start()
         host, port = self.server.address

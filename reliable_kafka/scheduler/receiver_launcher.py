@@ -36,6 +36,10 @@ class ReceiverRunner(Protocol):
     #: What authenticates block fetches from the executors keeping blocks (None: no fetches).
     block_fetch_secret: bytes | None
 
+    def check(self, streams: Sequence[ReceiverInputDStream]) -> None:
+        """Raise if one of these streams' receivers cannot run this way."""
+        ...
+
     def start(self) -> None:
         """Get ready to run receivers (e.g. open the tracker socket)."""
         ...

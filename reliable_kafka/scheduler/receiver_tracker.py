@@ -201,6 +201,8 @@ class ReceiverTracker:
         return self._state
 
     def start(self) -> None:
+        if self.receiver_input_streams and not self.skip_receiver_launch:
+            self.runner.check(self.receiver_input_streams)
         with self._lock:
             if self._state is not TrackerState.INITIALIZED:
                 raise RuntimeError(f"ReceiverTracker already started (state {self._state.value})")

@@ -75,6 +75,8 @@ def main(output: str) -> int:
         .set("spark.ui.showConsoleProgress", "false")
         .set("spark.streaming.blockInterval", "100ms")
         .set("spark.streaming.stopGracefullyOnShutdown", "true")
+        # The receiver is a class of this script, with no descriptor to rebuild it on an executor.
+        .set("spark.streaming.receiver.placement", "driver")
     )
     sc = SparkContext(conf=conf)
     sc.setLogLevel("ERROR")

@@ -37,7 +37,7 @@ class ReceivedStream(ReceiverInputDStream):
 
 
 def settings() -> StreamingSettings:
-    return StreamingSettings(wal={"enable": True, "fsync": False})
+    return StreamingSettings(wal={"enable": True, "fsync": False}, receiver={"placement": "driver"})
 
 
 def old_driver_allocates_a_batch_and_dies(checkpoint: str, records: list[int]) -> None:
