@@ -23,6 +23,7 @@ a failed batch. Prints ``started`` once running; SIGTERM stops gracefully, then 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -36,7 +37,7 @@ from typing import Any
 from pyspark import SparkConf, SparkContext
 
 from reliable_kafka import KafkaUtils, StreamingContext
-from reliable_kafka.dstream.batch_rdd import BlockRDD
+from reliable_kafka.dstream.batch_rdd import BlockPartition, BlockRDD, offset_ranges_of
 from reliable_kafka.dstream.functions import time_ms_of
 from reliable_kafka.scheduler.listener import (
     StreamingListener,
@@ -44,6 +45,8 @@ from reliable_kafka.scheduler.listener import (
     StreamingListenerReceiverStarted,
     StreamingListenerReceiverStopped,
 )
+from reliable_kafka.storage.block_format import decode_block
+from reliable_kafka.util.located_rdd import current_executor, executor_locations, located_rdd
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -56,6 +59,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--master", default="local-cluster[2,2,1024]")
     parser.add_argument("--placement", choices=("executors", "driver"), default="executors")
     parser.add_argument("--kafka-params", default="{}")
+    parser.add_argument(
+        "--probe-fetch",
+        action="store_true",
+        help="once: read a block in a task on an executor other than its holder, by fetch only",
+    )
     return parser.parse_args(argv)
 
 
@@ -108,6 +116,39 @@ class ReceiverEvents(StreamingListener):
             )
 
 
+def probe_fetch(
+    sc: SparkContext, ssc: StreamingContext, batch_ms: int, stream_ids: list[int], sink: Sink
+) -> None:
+    """Force a batch task onto an executor that does not hold its block, with no file to read
+    (as on another host): it must fetch the block from the holder's block server."""
+    tracker = ssc.scheduler.receiver_tracker
+    assert tracker is not None
+    infos = [info for sid in stream_ids for info in tracker.get_blocks_of_batch_and_stream(batch_ms, sid)]
+    info = next(i for i in infos if i.block_store_result.location is not None and i.num_records)
+    holder = info.block_store_result.location
+    assert holder is not None
+    other = next((h, e) for h, e in executor_locations(sc) if e != holder.executor_id)
+    no_file = dataclasses.replace(holder, path=None)
+    partition = BlockPartition(
+        info.block_id.name, location=no_file, fetch_secret=tracker.runner.block_fetch_secret
+    )
+    rdd = located_rdd(sc, [(partition.encode(), [f"executor_{other[0]}_{other[1]}"])])
+
+    def read(raw: bytes) -> bytes:
+        records = decode_block(BlockPartition.decode(raw).read())
+        return json.dumps({"ran_on": current_executor()[1], "records": len(records)}).encode()
+
+    (result,) = rdd.map(read).collect()
+    sink.write(
+        {
+            "kind": "forced_fetch",
+            "holder": holder.executor_id,
+            "expected": info.num_records,
+            **json.loads(result),
+        }
+    )
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     logging.basicConfig(
@@ -149,6 +190,7 @@ def main(argv: list[str]) -> int:
             for topic in topics
         ]
         block_rdds: dict[int, list[BlockRDD]] = {}
+        probed: list[int] = []
 
         def note_blocks(batch_time: datetime, rdd: Any) -> None:
             if isinstance(rdd, BlockRDD):
@@ -159,8 +201,23 @@ def main(argv: list[str]) -> int:
 
         def write_batch(batch_time: datetime, rdd: Any) -> None:
             batch_ms = time_ms_of(batch_time)
+            tracker = holder["ssc"].scheduler.receiver_tracker
+            blocks = [
+                {
+                    "id": info.block_id.name,
+                    "ranges": [
+                        [r.topic, r.partition, r.fromOffset, r.untilOffset] for r in offset_ranges_of([info])
+                    ],
+                }
+                for stream in streams
+                for info in tracker.get_blocks_of_batch_and_stream(batch_ms, stream.id)
+            ]
+            sink.write({"kind": "begin", "batch": batch_ms, "blocks": blocks})
             records = rdd.collect()
             parts = block_rdds.pop(batch_ms, [])
+            if args.probe_fetch and not probed and records:
+                probe_fetch(sc, holder["ssc"], batch_ms, [stream.id for stream in streams], sink)
+                probed.append(batch_ms)
             sink.write(
                 {
                     "kind": "batch",
@@ -174,7 +231,9 @@ def main(argv: list[str]) -> int:
         ssc.union(*streams).foreachRDD(write_batch)
         return ssc
 
+    holder: dict[str, Any] = {}
     ssc = StreamingContext.getOrCreate(args.checkpoint, setup)
+    holder["ssc"] = ssc
     ssc.addStreamingListener(ReceiverEvents(sink))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -184,7 +243,7 @@ def main(argv: list[str]) -> int:
     server = getattr(runner, "server", None)
     if server is not None:
         host, port = server.address
-        sink.write({"kind": "tracker", "host": host, "port": port})
+        sink.write({"kind": "tracker", "host": host, "port": port, "app_id": sc.applicationId})
     print("started", flush=True)
     # Not awaitTermination: it raises a failed batch's error, and this app records those (above)
     # and goes on, as a Spark Streaming app that catches them would.

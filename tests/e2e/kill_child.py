@@ -52,6 +52,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--kafka-params", default="{}")
     parser.add_argument("--sink-delay-ms", type=int, default=250)
     parser.add_argument("--report-delay-ms", type=int, default=150)
+    parser.add_argument("--placement", choices=("executors", "driver"), default="executors")
     return parser.parse_args(argv)
 
 
@@ -126,6 +127,7 @@ def main(argv: list[str]) -> int:
         .set("spark.streaming.receiver.writeAheadLog.enable", "true")
         .set("spark.streaming.blockInterval", "200ms")
         .set("spark.streaming.gracefulStopTimeout", "120s")
+        .set("spark.streaming.receiver.placement", args.placement)
     )
     sc = SparkContext(conf=conf)
     sc.setLogLevel("ERROR")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import struct
 import time
@@ -50,7 +51,13 @@ def acked(producers: dict[str, RecordingProducer]) -> set[tuple[str, int, int]]:
 
 
 def start_app(
-    cluster: LocalCluster, tmp_path: Path, topics: list[str], *, wal: bool, storage_level: str
+    cluster: LocalCluster,
+    tmp_path: Path,
+    topics: list[str],
+    *,
+    wal: bool,
+    storage_level: str,
+    probe_fetch: bool = False,
 ) -> tuple[ChildApp, Path, str]:
     group = unique_name("exec-group")
     output = tmp_path / "output.jsonl"
@@ -59,10 +66,16 @@ def start_app(
         *("--checkpoint", str(tmp_path / "checkpoint"), "--output", str(output)),
         *("--wal", "on" if wal else "off", "--storage-level", storage_level),
         *("--kafka-params", json.dumps(cluster.client_config())),
+        *(["--probe-fetch"] if probe_fetch else []),
     ]
     child = ChildApp(0, args, tmp_path, module=CHILD)
     child.wait_started()
     return child, output, group
+
+
+def relaunches_of(output: Path, stream_id: int, since: float) -> list[dict[str, Any]]:
+    starts = of_kind(read_output(output), "receiver_started")
+    return [e for e in starts if e["stream"] == stream_id and e["time"] > since]
 
 
 def abuse_tracker_socket(host: str, port: int) -> None:
@@ -118,13 +131,8 @@ def test_receivers_on_executors_with_the_wal(local_cluster: LocalCluster, tmp_pa
         assert pid is not None, describe(session_processes(session))
         kill_tree(pid)
         killed_at = time.time()
-
-        def relaunches() -> list[dict[str, Any]]:
-            starts = of_kind(read_output(output), "receiver_started")
-            return [e for e in starts if e["stream"] == 0 and e["time"] > killed_at]
-
-        wait_until(lambda: bool(relaunches()), timeout_s=RELAUNCH_BOUND_S + 30, what="receiver 0 relaunched")
-        relaunched = relaunches()[0]
+        wait_until(lambda: bool(relaunches_of(output, 0, killed_at)), timeout_s=90, what="a relaunch")
+        relaunched = relaunches_of(output, 0, killed_at)[0]
         assert relaunched["executor_id"] != victim
         assert relaunched["time"] - killed_at <= RELAUNCH_BOUND_S, relaunched
         before = len(received(read_output(output)))
@@ -155,3 +163,79 @@ def test_receivers_on_executors_with_the_wal(local_cluster: LocalCluster, tmp_pa
         )
     # Nothing of the application is left running: no JVM, no Python worker.
     wait_until(lambda: not session_processes(session), timeout_s=60, what="no process left")
+
+
+def block_dirs_of(app_id: str, stream_id: int) -> list[Path]:
+    """The receiver's block store directories: tmpfs for memory levels, the executor's local dir."""
+    pattern = f"reliable-kafka-{app_id}-stream-{stream_id}-*"
+    roots = [Path("/dev/shm"), Path(os.environ.get("TMPDIR", "/tmp"))]
+    found = [path for root in roots if root.is_dir() for path in root.glob(pattern)]
+    found += [path for root in roots[1:] for path in root.glob(f"spark-*/**/{pattern}")]
+    return found
+
+
+def test_receivers_on_executors_without_the_wal(local_cluster: LocalCluster, tmp_path: Path) -> None:
+    """MEMORY_AND_DISK_SER, no WAL: blocks read where they are kept, or fetched from the holder;
+    then the host of a receiver's executor is lost (its JVM SIGKILLed and its block files gone):
+    exactly the batches holding its unread blocks fail, with the error the README names."""
+    topics = [unique_name("nowal-a"), unique_name("nowal-b")]
+    producers = {}
+    for topic in topics:
+        local_cluster.create_topic(topic, partitions=PARTITIONS)
+        producers[topic] = RecordingProducer(local_cluster, topic, PARTITIONS, per_tick=5)
+        producers[topic].start()
+    child, output, _ = start_app(
+        local_cluster, tmp_path, topics, wal=False, storage_level="MEMORY_AND_DISK_SER", probe_fetch=True
+    )
+    session = child.process.pid
+    try:
+        wait_until(lambda: len(of_kind(read_output(output), "receiver_started")) >= 2, what="two receivers")
+        executors = {e["stream"]: e["executor_id"] for e in of_kind(read_output(output), "receiver_started")}
+        assert len(set(executors.values())) == 2, executors
+        # A batch task on the executor that does not hold the block, with no file to read, fetches it.
+        wait_until(lambda: bool(of_kind(read_output(output), "forced_fetch")), what="the forced fetch")
+        (fetch,) = of_kind(read_output(output), "forced_fetch")
+        assert fetch["ran_on"] != fetch["holder"] and fetch["records"] == fetch["expected"] > 0, fetch
+        wait_until(lambda: len(received(read_output(output))) > 100, what="records")
+        assert not of_kind(read_output(output), "job_error")
+
+        (tracker,) = of_kind(read_output(output), "tracker")
+        victim = executors[0]
+        pid = executor_jvm(session, victim)
+        assert pid is not None, describe(session_processes(session))
+        doomed = block_dirs_of(tracker["app_id"], 0)
+        assert doomed, "no block directory of receiver 0 found"
+        kill_tree(pid)
+        for directory in doomed:  # what losing the executor's host takes with it
+            shutil.rmtree(directory, ignore_errors=True)
+        killed_at = time.time()
+        wait_until(lambda: bool(relaunches_of(output, 0, killed_at)), timeout_s=90, what="a relaunch")
+        before = len(received(read_output(output)))
+        wait_until(
+            lambda: len(received(read_output(output))) > before + 50, what="records after the relaunch"
+        )
+    finally:
+        for producer in producers.values():
+            producer.finish()
+    assert child.stop_gracefully() == 0, child.log_tail()
+
+    entries = read_output(output)
+    errors = of_kind(entries, "job_error")
+    begun = {entry["batch"]: entry["blocks"] for entry in of_kind(entries, "begin")}
+    failed_blocks = {}
+    for error in errors:
+        assert "Could not compute split, block input-0-" in error["error"], error["error"][-600:]
+        assert "write-ahead log is off" in error["error"], error["error"][-600:]
+        for block in begun[error["batch"]]:
+            if block["id"].startswith("input-0-"):
+                failed_blocks[block["id"]] = block["ranges"]
+    # Whatever was not received belongs to a block of receiver 0 whose batch failed.
+    lost = acked(producers) - set(received(entries))
+    in_failed = {
+        (topic, p, o)
+        for ranges in failed_blocks.values()
+        for topic, p, start, until in ranges
+        for o in range(start, until)
+    }
+    assert lost <= in_failed, sorted(lost - in_failed)[:10]
+    assert all(key[0] == topics[0] for key in lost)

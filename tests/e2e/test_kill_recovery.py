@@ -31,7 +31,8 @@ KILLS = 5
 PARTITIONS = 2
 
 
-def test_no_loss_across_driver_kills(local_cluster: LocalCluster, tmp_path: Path) -> None:
+@pytest.mark.parametrize("placement", ["executors", "driver"])
+def test_no_loss_across_driver_kills(local_cluster: LocalCluster, tmp_path: Path, placement: str) -> None:
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)
     logger.info("kill test seed %d", seed)
@@ -50,6 +51,7 @@ def test_no_loss_across_driver_kills(local_cluster: LocalCluster, tmp_path: Path
         *("--zk", local_cluster.zookeeper_connect, "--group", group, "--topic", topic),
         *("--checkpoint", str(tmp_path / "checkpoint"), "--output", str(output_path)),
         *("--kafka-params", json.dumps(kafka_params)),
+        *("--placement", placement),
     ]
     producer = RecordingProducer(local_cluster, topic, PARTITIONS, per_tick=8)
     producer.start()
