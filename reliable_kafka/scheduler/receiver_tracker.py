@@ -238,11 +238,12 @@ class ReceiverTracker:
                 logger.info("Waiting for receiver job to terminate gracefully")
             for thread in stoppers:
                 thread.join(_remaining(deadline))
-            # A receiver is done once it deregistered (its last blocks are added by then). Its
-            # job may go on: executor receivers keep serving their blocks until released.
-            with self._registrations_changed:
-                self._registrations_changed.wait_for(lambda: not self._controls, _remaining(deadline))
-            if not self.runner.keeps_blocks_after_stop:
+            if self.runner.keeps_blocks_after_stop:
+                # Stop is a message to a remote receiver: it is done once it deregistered (its
+                # last blocks are added by then), while its job serves its blocks until released.
+                with self._registrations_changed:
+                    self._registrations_changed.wait_for(lambda: not self._controls, _remaining(deadline))
+            else:
                 self._join_receiver_jobs(_remaining(deadline))
             still_registered = self.active_receiver_ids()
             if still_registered:
