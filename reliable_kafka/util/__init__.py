@@ -1,0 +1,1 @@
+"""Mechanics every stage uses and no stage owns."""
