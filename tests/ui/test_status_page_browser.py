@@ -40,7 +40,9 @@ pytestmark = pytest.mark.integration
 
 HERE = Path(__file__).resolve().parent
 ARTIFACTS = Path(os.environ.get("RELIABLE_KAFKA_TEST_ARTIFACTS", HERE.parents[1] / "test-artifacts"))
-PARTITIONS, RECORDS = 2, 240
+# At 10 records/s a partition's records arrive in one fetch and the limiter then holds the next
+# fetch back for ~30 s: the group lags by a whole partition meanwhile.
+PARTITIONS, FIRST, RECORDS, MAX_RATE = 2, 10, 600, 10
 
 
 def browser_or_skip() -> tuple[str, str]:
@@ -123,9 +125,10 @@ def test_status_page_in_chromium(
     chromium, node = browser_or_skip()
     topic, group = unique_name("ui"), unique_name("ui-group")
     local_cluster.create_topic(topic, partitions=PARTITIONS)
-    produce(local_cluster, topic, [(None, f"m{i}".encode(), i % PARTITIONS) for i in range(RECORDS)])
+    # A first few records, so that each partition has a committed offset before the lag builds up.
+    produce(local_cluster, topic, [(None, f"m{i}".encode(), i % PARTITIONS) for i in range(FIRST)])
 
-    receiver = {"block_interval_ms": BLOCK_INTERVAL_MS, "max_rate": 20}
+    receiver = {"block_interval_ms": BLOCK_INTERVAL_MS, "max_rate": MAX_RATE}
     if "placement" in ReceiverSettings.model_fields:
         receiver["placement"] = "driver"
     settings = e2e_settings(wal=True).model_copy(
@@ -151,26 +154,29 @@ def test_status_page_in_chromium(
     seen = Seen()
     ssc.addStreamingListener(seen)
     driver: Driver | None = None
+
+    def zookeeper_now() -> dict[int, int]:
+        return committed_offsets(local_cluster, group, topic, PARTITIONS)
+
+    def broker_now() -> dict[int, int]:
+        return log_end_offsets(local_cluster, topic, PARTITIONS)
+
     try:
+        driver = Driver(node, chromium, tmp_path / "chromium-profile")
         ssc.start()
         ui = ssc.scheduler.status_ui
         assert ui is not None and ui.url is not None
-        wait_until(lambda: sum(1 for r in ranges_of_batch.values() if r) >= 2, what="2 batches with records")
-        driver = Driver(node, chromium, tmp_path / "chromium-profile")
+        first = {p: FIRST // PARTITIONS for p in range(PARTITIONS)}
+        wait_until(lambda: zookeeper_now() == first, what="the first records committed")
+        produce(local_cluster, topic, [(None, b"m", i % PARTITIONS) for i in range(FIRST, RECORDS)])
 
         # The page's committed offsets and log ends, read while ZooKeeper and the broker hold still.
         for _attempt in range(20):
             with seen.lock:
                 completed_before = seen.completed
-            before = (
-                committed_offsets(local_cluster, group, topic, PARTITIONS),
-                log_end_offsets(local_cluster, topic, PARTITIONS),
-            )
+            before = zookeeper_now(), broker_now()
             page = driver.ask(op="page", url=ui.url)
-            after = (
-                committed_offsets(local_cluster, group, topic, PARTITIONS),
-                log_end_offsets(local_cluster, topic, PARTITIONS),
-            )
+            after = zookeeper_now(), broker_now()
             with seen.lock:
                 completed_after = seen.completed
             if before == after:
@@ -204,9 +210,19 @@ def test_status_page_in_chromium(
             assert p["log_end"] == log_end[p["partition"]] == RECORDS // PARTITIONS, p
             assert p["lag"] == p["log_end"] - p["committed"], p
             assert p["owner"] != "none", p
+        assert any(p["lag"] > 0 for p in page["partitions"]), page["partitions"]
 
         # A batch page lists the offset ranges its RDD had.
-        batch = next(row for row in page["completed"] if row["records"] > 0)
+        with_records: list[dict[str, Any]] = []
+
+        def completed_batch_with_records() -> bool:
+            assert driver is not None and ui.url is not None
+            rows = driver.ask(op="page", url=ui.url)["completed"]
+            with_records[:] = [row for row in rows if row["records"] > 0]
+            return bool(with_records)
+
+        wait_until(completed_batch_with_records, what="a completed batch with records")
+        batch = with_records[-1]
         details = driver.ask(op="batch", url=ui.url + batch["href"].lstrip("/"))
         listed = sorted((r["topic"], r["partition"], r["from"], r["until"]) for r in details["ranges"])
         assert listed == ranges_of_batch[batch["batch_time"]] != []
