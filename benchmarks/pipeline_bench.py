@@ -347,7 +347,7 @@ def main() -> None:
         tempfile.TemporaryDirectory(prefix="pipeline-bench-") as work,
         LocalCluster(Path(work) / "cluster") as cluster,
     ):
-        ui_topics = [(f"bench-ui-{i}", ui) for i in range(args.ui_rounds) for ui in (False, True)]
+        ui_topics = [(f"bench-ui-{i}-{ui}", ui) for i in range(args.ui_rounds) for ui in (False, True)]
         for topic in ("bench", "latency", "bench-warm", *(t for t, _ in ui_topics)):
             cluster.create_topic(topic, partitions=args.partitions)
         produce_backlog(cluster, "bench", args.partitions, args.messages, args.size)
