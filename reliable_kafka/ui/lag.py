@@ -13,7 +13,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
@@ -22,6 +22,7 @@ from kazoo.exceptions import NoNodeError
 
 from reliable_kafka.kafka.broker_discovery import discover_bootstrap_servers, topic_partitions
 from reliable_kafka.kafka.zk_paths import TopicAndPartition, group_dir, offset_path, owner_path
+from reliable_kafka.settings import is_secret_key
 
 logger = logging.getLogger(__name__)
 
@@ -149,9 +150,19 @@ class LagSource:
     zookeeper_connect: str
     group: str
     topics: tuple[str, ...]
-    client_config: Mapping[str, Any]  # may hold secrets: never logged or shown
+    # May hold secrets (SASL/SSL): kept out of repr, and masked in the errors shown.
+    client_config: Mapping[str, Any] = field(repr=False)
     receiver_stream_id: int | None = None
-    zookeeper_auth: str | None = None  # digest user:password; never logged or shown
+    zookeeper_auth: str | None = field(default=None, repr=False)  # digest user:password
+
+    def masked(self, text: str) -> str:
+        """``text`` with every secret value of this source replaced by ``***``."""
+        secrets = [str(v) for k, v in self.client_config.items() if is_secret_key(str(k)) and v]
+        if self.zookeeper_auth:
+            secrets.append(self.zookeeper_auth)
+        for secret in secrets:
+            text = text.replace(secret, "***")
+        return text
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,8 +207,9 @@ class LagMonitor:
                     zk, watermarks = self._clients_of(index, source)
                     rows.extend(read_group_lag(zk, watermarks, source.group, source.topics))
                 except Exception as exc:
-                    logger.warning("could not read the lag of group %s: %r", source.group, exc)
-                    errors.append(f"group {source.group}: {type(exc).__name__}: {exc}")
+                    error = source.masked(f"{type(exc).__name__}: {exc}")
+                    logger.warning("could not read the lag of group %s: %s", source.group, error)
+                    errors.append(f"group {source.group}: {error}")
                     self._reset(index)
             self._last = LagReport(tuple(rows), time.time_ns() // 1_000_000, tuple(errors))
             return self._last
