@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +21,7 @@ from kazoo.exceptions import NoNodeError
 
 from reliable_kafka.kafka.broker_discovery import discover_bootstrap_servers, topic_partitions
 from reliable_kafka.kafka.zk_paths import TopicAndPartition, group_dir, offset_path, owner_path
+from reliable_kafka.scheduler.job import wall_clock_ms
 from reliable_kafka.settings import is_secret_key
 
 logger = logging.getLogger(__name__)
@@ -196,7 +196,7 @@ class LagMonitor:
 
     def report(self) -> LagReport:
         with self._lock:
-            now_ms = time.time_ns() // 1_000_000
+            now_ms = wall_clock_ms()
             last = self._last
             if last is not None and now_ms - last.read_at_ms < self._refresh_ms:
                 return last
@@ -211,7 +211,7 @@ class LagMonitor:
                     logger.warning("could not read the lag of group %s: %s", source.group, error)
                     errors.append(f"group {source.group}: {error}")
                     self._reset(index)
-            self._last = LagReport(tuple(rows), time.time_ns() // 1_000_000, tuple(errors))
+            self._last = LagReport(tuple(rows), wall_clock_ms(), tuple(errors))
             return self._last
 
     def _clients_of(self, index: int, source: LagSource) -> tuple[KazooClient, WatermarkReader]:
