@@ -245,8 +245,9 @@ def test_status_page_in_chromium(
             int(s.labels["partition"]) for s in families["reliable_kafka_partition_lag_records"].samples
         }
         assert partitions == set(range(PARTITIONS))
-        wal_writes = families["reliable_kafka_wal_write_seconds"].samples
-        assert next(s.value for s in wal_writes if s.name.endswith("_count")) > 0
+        # The data path's instruments saw this stream's WAL writes and commits (driver placement).
+        for family in ("reliable_kafka_wal_write_seconds", "reliable_kafka_offset_commit_seconds"):
+            assert next(s.value for s in families[family].samples if s.name.endswith("_count")) > 0
     finally:
         if driver is not None:
             driver.close()
