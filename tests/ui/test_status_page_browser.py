@@ -25,6 +25,7 @@ from pyspark import SparkContext
 from reliable_kafka import KafkaUtils, StreamingContext
 from reliable_kafka.dstream.functions import time_ms_of
 from reliable_kafka.scheduler.listener import (
+    BatchInfo,
     ReceiverInfo,
     StreamingListener,
     StreamingListenerBatchCompleted,
@@ -43,6 +44,10 @@ ARTIFACTS = Path(os.environ.get("RELIABLE_KAFKA_TEST_ARTIFACTS", HERE.parents[1]
 # At 10 records/s a partition's records arrive in one fetch and the limiter then holds the next
 # fetch back for ~30 s: the group lags by a whole partition meanwhile.
 PARTITIONS, FIRST, RECORDS, MAX_RATE = 2, 10, 600, 10
+
+
+def parse_samples(text: str) -> list[Any]:
+    return [sample for family in text_string_to_metric_families(text) for sample in family.samples]
 
 
 def browser_or_skip() -> tuple[str, str]:
@@ -108,11 +113,13 @@ class Seen(StreamingListener):
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.completed = 0
+        self.batches: list[BatchInfo] = []
         self.receivers: list[ReceiverInfo] = []
 
     def on_batch_completed(self, event: StreamingListenerBatchCompleted) -> None:
         with self.lock:
             self.completed += 1
+            self.batches.append(event.batch_info)
 
     def on_receiver_started(self, event: StreamingListenerReceiverStarted) -> None:
         with self.lock:
@@ -248,6 +255,16 @@ def test_status_page_in_chromium(
         # The data path's instruments saw this stream's WAL writes and commits (driver placement).
         for family in ("reliable_kafka_wal_write_seconds", "reliable_kafka_offset_commit_seconds"):
             assert next(s.value for s in families[family].samples if s.name.endswith("_count")) > 0
+
+        # Once stopped (the bus drained), the batch metrics are exactly the listener's batches.
+        ssc.stop(stopSparkContext=False)
+        text = metrics.render(ui.registry).decode()
+        values = {(s.name, tuple(sorted(s.labels.items()))): s.value for s in parse_samples(text)}
+        assert values[("reliable_kafka_batches_completed_total", ())] == len(seen.batches)
+        records = sum(b.num_records for b in seen.batches)
+        assert values[("reliable_kafka_records_received_total", (("stream_id", str(stream.id)),))] == records
+        total_delay_s = sum(b.total_delay_ms or 0 for b in seen.batches) / 1000
+        assert values[("reliable_kafka_batch_total_delay_seconds_sum", ())] == pytest.approx(total_delay_s)
     finally:
         if driver is not None:
             driver.close()
