@@ -25,6 +25,10 @@ On a real local ZooKeeper + Kafka 0.9 and a real Spark (this process's SparkCont
    design.
 3. empty batches: the same context keeps running with no input; the processing time of each
    empty batch (a Spark job over zero blocks) is the fixed per-batch overhead.
+4. status page cost (``--ui-rounds``, default 1): the warm throughput run again on fresh backlogs,
+   alternating the status page off and on (``spark.streaming.ui.enabled``) ``--ui-rounds`` times
+   each. While the page is on, a client loads the page and ``/metrics`` once a second (a user
+   and a Prometheus scrape); their response times are printed too. Runs 1-3 keep the page off.
 
 Delivery is checked in all three streaming runs: the Kafka offset ranges of every block of every batch
 must cover each partition's produced offsets exactly once, and the records counted must equal
@@ -42,6 +46,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -56,6 +61,7 @@ from reliable_kafka.dstream.batch_rdd import offset_ranges_of
 from reliable_kafka.dstream.functions import time_ms_of
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.scheduler.listener import StreamingListener, StreamingListenerBatchCompleted
+from reliable_kafka.settings import StreamingSettings
 
 BATCH_S = 1.0
 
@@ -165,17 +171,48 @@ def create_stream(ssc: StreamingContext, cluster: LocalCluster, topic: str, grou
     )
 
 
-def new_context(sc: SparkContext, checkpoint: Path) -> StreamingContext:
-    ssc = StreamingContext(sc, BATCH_S)
+def new_context(sc: SparkContext, checkpoint: Path, ui: bool = False) -> StreamingContext:
+    settings = StreamingSettings.from_spark_conf(sc, ui={"enabled": ui, "port": 0})
+    ssc = StreamingContext(sc, BATCH_S, settings)
     ssc.checkpoint(str(checkpoint))
     return ssc
 
 
+class PageClient:
+    """Loads the status page and /metrics once a second, as a user and a Prometheus server would."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.page_ms: list[float] = []
+        self.metrics_ms: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="page-client", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(1.0):
+            for path, times in (("", self.page_ms), ("metrics", self.metrics_ms)):
+                started = time.monotonic()
+                with urllib.request.urlopen(self.url + path, timeout=60) as response:
+                    response.read()
+                times.append((time.monotonic() - started) * 1000)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def pipeline_throughput(
-    sc: SparkContext, cluster: LocalCluster, topic: str, args: argparse.Namespace, checkpoint: Path
+    sc: SparkContext,
+    cluster: LocalCluster,
+    topic: str,
+    args: argparse.Namespace,
+    checkpoint: Path,
+    ui: bool = False,
+    page_times: list[tuple[str, list[float]]] | None = None,
 ) -> tuple[float, list[str]]:
     """Seconds until every record was counted, and the delivery problems found (none expected)."""
-    ssc = new_context(sc, checkpoint)
+    ssc = new_context(sc, checkpoint, ui)
     messages = args.messages
     done = threading.Event()
     finished_at = [0.0]
@@ -191,7 +228,16 @@ def pipeline_throughput(
     stream.foreachRDD(count)
     started = time.monotonic()
     ssc.start()
-    if not done.wait(1800):
+    status_ui = ssc.scheduler.status_ui
+    client = PageClient(status_ui.url) if status_ui is not None and status_ui.url is not None else None
+    if ui and client is None:
+        raise SystemExit("FAILED: the status page did not start")
+    finished = done.wait(1800)
+    if client is not None:
+        client.stop()
+        if page_times is not None:
+            page_times.extend([("page", client.page_ms), ("metrics", client.metrics_ms)])
+    if not finished:
         raise SystemExit(f"FAILED: only {check.counted:,} of {messages:,} records counted in 30 minutes")
     # Batches still running may add duplicates: wait for them before judging.
     ssc.stop(stopSparkContext=False, stopGraceFully=True)
@@ -289,6 +335,9 @@ def main() -> None:
     parser.add_argument("--latency-seconds", type=float, default=15.0)
     parser.add_argument("--empty-batches", type=int, default=10)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument(
+        "--ui-rounds", type=int, default=1, help="warm runs with the status page off, then on, N times"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     logging.getLogger("kazoo.client").setLevel(logging.ERROR)
@@ -298,10 +347,13 @@ def main() -> None:
         tempfile.TemporaryDirectory(prefix="pipeline-bench-") as work,
         LocalCluster(Path(work) / "cluster") as cluster,
     ):
-        for topic in ("bench", "latency", "bench-warm"):
+        ui_topics = [(f"bench-ui-{i}-{ui}", ui) for i in range(args.ui_rounds) for ui in (False, True)]
+        for topic in ("bench", "latency", "bench-warm", *(t for t, _ in ui_topics)):
             cluster.create_topic(topic, partitions=args.partitions)
         produce_backlog(cluster, "bench", args.partitions, args.messages, args.size)
         produce_backlog(cluster, "bench-warm", args.partitions, args.messages, args.size)
+        for topic, _ in ui_topics:
+            produce_backlog(cluster, topic, args.partitions, args.messages, args.size)
         conf = (
             SparkConf()
             .setMaster(args.master)
@@ -321,6 +373,14 @@ def main() -> None:
                 sc, cluster, "latency", args, Path(work) / "cp2"
             )
             warm_s, warm_problems = pipeline_throughput(sc, cluster, "bench-warm", args, Path(work) / "cp3")
+            ui_runs: list[tuple[bool, float]] = []
+            page_times: list[tuple[str, list[float]]] = []
+            for topic, ui in ui_topics:
+                seconds, problems = pipeline_throughput(
+                    sc, cluster, topic, args, Path(work) / f"cp-{topic}", ui=ui, page_times=page_times
+                )
+                ui_runs.append((ui, seconds))
+                warm_problems += [f"{topic}: {p}" for p in problems]
         finally:
             sc.stop()
 
@@ -343,6 +403,21 @@ def main() -> None:
             f"empty batch processing time ({len(empty)} batches): median {statistics.median(empty):.0f} ms, "
             f"max {max(empty)} ms"
         )
+    for ui in (False, True):
+        rates = [args.messages / seconds for on, seconds in ui_runs if on is ui]
+        if rates:
+            figures = ", ".join(f"{rate:,.0f}" for rate in rates)
+            print(
+                f"(b) warm, status page {'on ' if ui else 'off'}: {statistics.mean(rates):>12,.0f} records/s "
+                f"(runs: {figures})"
+            )
+    for what in ("page", "metrics"):
+        times = [ms for name, runs in page_times if name == what for ms in runs]
+        if times:
+            print(
+                f"status page /{'' if what == 'page' else what} while running: {len(times)} loads, "
+                f"median {statistics.median(times):.0f} ms, max {max(times):.0f} ms"
+            )
     problems = [f"throughput run: {p}" for p in throughput_problems]
     problems += [f"warm throughput run: {p}" for p in warm_problems]
     problems += [f"latency run: {p}" for p in latency_problems]

@@ -165,6 +165,20 @@ class JobSettings(_Section):
     graceful_stop_timeout_ms: int | None = Field(None, gt=0, description="default: 10 batch durations")
 
 
+class UISettings(_Section):
+    """The driver's status page and ``/metrics`` (``reliable_kafka.ui``)."""
+
+    enabled: bool = Field(True, description="spark.streaming.ui.enabled")
+    port: int = Field(
+        4050, ge=0, le=65535, description="spark.streaming.ui.port; the next free one if taken; 0 = any"
+    )
+    host: str = Field("127.0.0.1", min_length=1, description="spark.streaming.ui.host")
+    retained_batches: int = Field(1000, gt=0, description="spark.streaming.ui.retainedBatches")
+    lag_refresh_ms: int = Field(
+        2000, ge=0, description="spark.streaming.ui.lagRefreshInterval: reuse of a consumer lag lookup"
+    )
+
+
 # spark.streaming.* key -> (section, field, parser)
 _SPARK_KEYS: dict[str, tuple[str, str, Any]] = {
     "spark.streaming.blockInterval": ("receiver", "block_interval_ms", lambda v: parse_time_ms(v, "ms")),
@@ -217,6 +231,11 @@ _SPARK_KEYS: dict[str, tuple[str, str, Any]] = {
         "graceful_stop_timeout_ms",
         lambda v: parse_time_ms(v, "ms"),
     ),
+    "spark.streaming.ui.enabled": ("ui", "enabled", _parse_bool),
+    "spark.streaming.ui.port": ("ui", "port", int),
+    "spark.streaming.ui.host": ("ui", "host", str),
+    "spark.streaming.ui.retainedBatches": ("ui", "retained_batches", int),
+    "spark.streaming.ui.lagRefreshInterval": ("ui", "lag_refresh_ms", lambda v: parse_time_ms(v, "ms")),
 }
 
 
@@ -256,6 +275,7 @@ class StreamingSettings(BaseSettings):
     wal: WriteAheadLogSettings = WriteAheadLogSettings()
     backpressure: BackpressureSettings = BackpressureSettings()
     jobs: JobSettings = JobSettings()
+    ui: UISettings = UISettings()
 
     def __init__(self, **values: Any) -> None:
         _reject_unknown_fields(type(self), values)
@@ -279,7 +299,7 @@ class StreamingSettings(BaseSettings):
                 raise ValueError(f"{key}={raw!r}: {exc}") from exc
         base = cls()
         merged: dict[str, Any] = {}
-        for section in ("receiver", "wal", "backpressure", "jobs"):
+        for section in ("receiver", "wal", "backpressure", "jobs", "ui"):
             values = {**getattr(base, section).model_dump(), **sections.get(section, {})}
             values.update(overrides.pop(section, {}) or {})
             merged[section] = values

@@ -12,6 +12,7 @@ from __future__ import annotations
 import enum
 import logging
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -22,6 +23,7 @@ from kazoo.security import ACL
 from reliable_kafka.kafka.ownership import Claim, OwnershipView
 from reliable_kafka.kafka.zk_client import ensure_connected, zk_retrying
 from reliable_kafka.kafka.zk_paths import TopicAndPartition, offset_path, offsets_topic_dir, owner_path
+from reliable_kafka.util import instruments
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +38,9 @@ class CommitResult(enum.Enum):
     BACKWARDS = "refused: would move the offset backwards"
     NOT_OWNER = "refused: partition not owned by this consumer"
     CONFLICT = "refused: concurrent writer"
+
+
+_REFUSED = frozenset({CommitResult.BACKWARDS, CommitResult.NOT_OWNER, CommitResult.CONFLICT})
 
 
 class CorruptOffsetError(ValueError):
@@ -115,8 +120,18 @@ class ZooKeeperOffsetStore:
         if not offsets:
             return {}
         retrying = zk_retrying(self._retry_for_s, stop_event=self._stop_event)
-        with self._lock:
-            return retrying(self._commit_locked, dict(offsets))
+        started = time.perf_counter()
+        try:
+            with self._lock:
+                results = retrying(self._commit_locked, dict(offsets))
+        except Exception:
+            instruments.OFFSET_COMMIT_FAILURES.inc()
+            raise
+        finally:
+            instruments.OFFSET_COMMIT_SECONDS.observe(time.perf_counter() - started)
+        if any(result in _REFUSED for result in results.values()):
+            instruments.OFFSET_COMMIT_FAILURES.inc()
+        return results
 
     def _ensure_topic_dir(self, topic: str) -> None:
         directory = offsets_topic_dir(self._group, topic)
@@ -135,7 +150,7 @@ class ZooKeeperOffsetStore:
             results.update(outcome)
             pending = {tp: offset for tp, offset in pending.items() if outcome[tp] is CommitResult.CONFLICT}
         for tp, result in results.items():
-            if result in (CommitResult.BACKWARDS, CommitResult.NOT_OWNER, CommitResult.CONFLICT):
+            if result in _REFUSED:
                 logger.warning(
                     "offset %d for %s of group %s not committed: %s",
                     offsets[tp],

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from reliable_kafka.checkpoint import Checkpoint, CheckpointWriter, InputStreamRecord
 from reliable_kafka.receiver.recurring_timer import RecurringTimer
+from reliable_kafka.scheduler.batch_input_info import input_infos_of_batch
 from reliable_kafka.scheduler.job import JobSet, wall_clock_ms
 
 if TYPE_CHECKING:
@@ -280,6 +281,7 @@ class JobGenerator:
                 tracker.allocate_blocks_to_batch(time_ms)
             jobs = self.graph.generate_jobs(time_ms)
             num_records = tracker.num_records_of_batch(time_ms) if tracker is not None else {}
+            blocks = tracker.get_blocks_of_batch(time_ms) if tracker is not None else {}
         except Exception as exc:
             with self._lock:
                 self.last_generated_batch_time_ms = _later(self.last_generated_batch_time_ms, time_ms)
@@ -294,7 +296,8 @@ class JobGenerator:
             with self._lock:
                 self.last_generated_batch_time_ms = _later(self.last_generated_batch_time_ms, time_ms)
                 self._incomplete.add(time_ms)
-            self.job_scheduler.submit_job_set(JobSet(time_ms, jobs, num_records))
+            input_infos = input_infos_of_batch(num_records, blocks)
+            self.job_scheduler.submit_job_set(JobSet(time_ms, jobs, num_records, input_infos))
         self._events.put(DoCheckpoint(time_ms, clear_checkpoint_data_later=False))
 
     def _safe_clear_time(self) -> int | None:

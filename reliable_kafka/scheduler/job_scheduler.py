@@ -42,6 +42,7 @@ from reliable_kafka.scheduler.listener import (
 if TYPE_CHECKING:
     from reliable_kafka.context import StreamingContext
     from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo
+    from reliable_kafka.ui.status_ui import StatusUI
 
 logger = logging.getLogger(__name__)
 
@@ -111,6 +112,7 @@ class JobScheduler:
         self._saved_properties: Any = None
         self._state = "initialized"  # -> started -> stopping -> stopped
         self._thread_state = threading.local()
+        self.status_ui: StatusUI | None = None
 
     @property
     def is_started(self) -> bool:
@@ -131,6 +133,10 @@ class JobScheduler:
             controller = getattr(stream, "rate_controller", None)
             if controller is not None:
                 self.listener_bus.add_listener(controller)
+        # Before the bus starts, so that the page sees every event from the first one.
+        from reliable_kafka.ui.status_ui import start_status_ui  # noqa: PLC0415 (loads Kafka + HTTP)
+
+        self.status_ui = start_status_ui(self.ssc, self.listener_bus)
         self.listener_bus.start()
         self._saved_properties = self._capture_local_properties()
         self.receiver_tracker = self._receiver_tracker_factory(self.ssc)
@@ -160,6 +166,8 @@ class JobScheduler:
         with self._lock:
             self._state = "stopped"
         self.listener_bus.stop()
+        if self.status_ui is not None:
+            self.status_ui.stop()
         logger.info("Stopped JobScheduler")
 
     def _stop_executor(self, graceful: bool) -> None:

@@ -14,6 +14,7 @@ from reliable_kafka.storage.block_store import BlockStoreError
 from reliable_kafka.storage.disk_store import DiskStore
 from reliable_kafka.storage.memory_store import MemoryStore
 from reliable_kafka.storage.storage_level import StorageLevel
+from reliable_kafka.util import instruments
 
 logger = logging.getLogger(__name__)
 
@@ -56,10 +57,17 @@ class BlockManager:
         # Ids whose disk write is in flight: taken, but not readable yet.
         self._pending: set[StreamBlockId] = set()
         self._closed = False
+        instruments.BLOCK_STORES.track(self)
 
     @property
     def memory_used_bytes(self) -> int:
         return self._memory.used_bytes
+
+    @property
+    def stored_bytes(self) -> int:
+        """Bytes of every block held, in memory or on disk (for the status page's metrics)."""
+        with self._lock:
+            return sum(info.size for info in self._blocks.values())
 
     @property
     def memory_budget_bytes(self) -> int:

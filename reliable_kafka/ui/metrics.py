@@ -1,0 +1,155 @@
+"""Prometheus metrics at ``/metrics``: a collector that reads the status store, the lag monitor and
+the data-path instruments when scraped, so that nothing is computed between scrapes.
+
+Each status page has its own registry (not prometheus_client's global one): a process may run
+several contexts one after another, and a collector must not outlive its context there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.registry import Collector
+
+from reliable_kafka.ui.lag import LagMonitor
+from reliable_kafka.ui.status_store import StreamingStatusStore
+from reliable_kafka.util import instruments
+from reliable_kafka.util.instruments import HistogramSnapshot
+
+PREFIX = "reliable_kafka"
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+# Every family this module exposes (counters without their ``_total`` suffix, as
+# prometheus_client's parser names them); the README lists them and a test checks the list.
+FAMILIES: tuple[str, ...] = (
+    f"{PREFIX}_batches_completed",
+    f"{PREFIX}_batches_active",
+    f"{PREFIX}_records_received",
+    f"{PREFIX}_batch_scheduling_delay_seconds",
+    f"{PREFIX}_batch_processing_seconds",
+    f"{PREFIX}_batch_total_delay_seconds",
+    f"{PREFIX}_receiver_active",
+    f"{PREFIX}_partition_committed_offset",
+    f"{PREFIX}_partition_log_end_offset",
+    f"{PREFIX}_partition_lag_records",
+    f"{PREFIX}_wal_write_seconds",
+    f"{PREFIX}_offset_commit_seconds",
+    f"{PREFIX}_offset_commit_failures",
+    f"{PREFIX}_block_store_bytes",
+)
+
+
+def _histogram(name: str, documentation: str, snapshot: HistogramSnapshot) -> HistogramMetricFamily:
+    buckets = [
+        ("+Inf" if bound == float("inf") else repr(float(bound)), count)
+        for bound, count in zip(snapshot.upper_bounds, snapshot.cumulative_counts, strict=True)
+    ]
+    return HistogramMetricFamily(name, documentation, buckets=buckets, sum_value=snapshot.sum)
+
+
+class StreamingCollector(Collector):
+    def __init__(self, store: StreamingStatusStore, lag: LagMonitor | None) -> None:
+        self._store = store
+        self._lag = lag
+
+    def collect(self) -> Iterator[Any]:
+        snapshot = self._store.snapshot()
+        yield CounterMetricFamily(
+            f"{PREFIX}_batches_completed", "Batches completed since start", value=snapshot.batches_completed
+        )
+        active = GaugeMetricFamily(
+            f"{PREFIX}_batches_active", "Batches submitted and not completed", labels=["state"]
+        )
+        active.add_metric(["waiting"], len(snapshot.waiting))
+        active.add_metric(["running"], len(snapshot.running))
+        yield active
+        records = CounterMetricFamily(
+            f"{PREFIX}_records_received",
+            "Records in completed batches since start, per input stream",
+            labels=["stream_id"],
+        )
+        for stream_id, count in sorted(snapshot.records_per_stream.items()):
+            records.add_metric([str(stream_id)], count)
+        yield records
+        yield _histogram(
+            f"{PREFIX}_batch_scheduling_delay_seconds",
+            "Time a batch waited for its first job to start",
+            snapshot.scheduling_delay,
+        )
+        yield _histogram(
+            f"{PREFIX}_batch_processing_seconds",
+            "Time from a batch's first job start to its last job end",
+            snapshot.processing_delay,
+        )
+        yield _histogram(
+            f"{PREFIX}_batch_total_delay_seconds",
+            "Scheduling delay plus processing time of a batch",
+            snapshot.total_delay,
+        )
+        receivers = GaugeMetricFamily(
+            f"{PREFIX}_receiver_active",
+            "1 while the receiver is active, 0 once it stopped or failed",
+            labels=["stream_id", "name", "executor_id", "host"],
+        )
+        for status in snapshot.receivers:
+            r = status.info
+            receivers.add_metric([str(r.stream_id), r.name, r.executor_id, r.location], 1 if r.active else 0)
+        yield receivers
+        yield from self._partition_families()
+        yield _histogram(
+            f"{PREFIX}_wal_write_seconds",
+            "Receiver write-ahead log writes of one block, this process",
+            instruments.WAL_WRITE_SECONDS.snapshot(),
+        )
+        yield _histogram(
+            f"{PREFIX}_offset_commit_seconds",
+            "Offset commits to ZooKeeper, retries included, this process",
+            instruments.OFFSET_COMMIT_SECONDS.snapshot(),
+        )
+        yield CounterMetricFamily(
+            f"{PREFIX}_offset_commit_failures",
+            "Offset commits that raised or had a partition refused, this process",
+            value=instruments.OFFSET_COMMIT_FAILURES.value,
+        )
+        yield GaugeMetricFamily(
+            f"{PREFIX}_block_store_bytes",
+            "Bytes of received blocks held by this process's block stores",
+            value=instruments.BLOCK_STORES.total_bytes(),
+        )
+
+    def _partition_families(self) -> Iterator[GaugeMetricFamily]:
+        labels = ["group", "topic", "partition"]
+        committed = GaugeMetricFamily(
+            f"{PREFIX}_partition_committed_offset", "Next offset the group reads (ZooKeeper)", labels=labels
+        )
+        log_end = GaugeMetricFamily(
+            f"{PREFIX}_partition_log_end_offset", "High watermark of the partition (broker)", labels=labels
+        )
+        lag = GaugeMetricFamily(
+            f"{PREFIX}_partition_lag_records", "Log end offset minus committed offset", labels=labels
+        )
+        report = self._lag.report() if self._lag is not None else None
+        for row in report.rows if report is not None else ():
+            values = [row.group, row.topic, str(row.partition)]
+            if row.committed is not None:
+                committed.add_metric(values, row.committed)
+            if row.log_end is not None:
+                log_end.add_metric(values, row.log_end)
+            if row.lag is not None:
+                lag.add_metric(values, row.lag)
+        yield committed
+        yield log_end
+        yield lag
+
+
+def metrics_registry(store: StreamingStatusStore, lag: LagMonitor | None) -> CollectorRegistry:
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(StreamingCollector(store, lag))
+    return registry
+
+
+def render(registry: CollectorRegistry) -> bytes:
+    return generate_latest(registry)

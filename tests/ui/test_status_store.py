@@ -1,0 +1,184 @@
+"""The status store: retention, totals, receivers' rates, output operations; and the page around it."""
+
+from __future__ import annotations
+
+import threading
+import urllib.request
+from http import HTTPStatus
+
+import pytest
+
+from reliable_kafka.scheduler.batch_input_info import BLOCKS_KEY
+from reliable_kafka.scheduler.listener import (
+    BatchInfo,
+    OutputOperationInfo,
+    ReceiverInfo,
+    StreamingListenerBatchCompleted,
+    StreamingListenerBatchStarted,
+    StreamingListenerBatchSubmitted,
+    StreamingListenerOutputOperationCompleted,
+    StreamingListenerReceiverError,
+    StreamingListenerReceiverStarted,
+    StreamInputInfo,
+)
+from reliable_kafka.settings import StreamingSettings, UISettings
+from reliable_kafka.ui import pages, svg
+from reliable_kafka.ui.lag import LagReport, PartitionLag
+from reliable_kafka.ui.server import Response, StatusServer
+from reliable_kafka.ui.status_store import StreamingStatusStore
+
+BATCH_MS = 1000
+
+
+def batch(
+    time_ms: int, records: int = 10, *, started: bool = True, done: bool = True, failure: str | None = None
+) -> BatchInfo:
+    op = OutputOperationInfo(time_ms, 0, "foreachRDD", "at x.py:1", time_ms + 5, time_ms + 25, failure)
+    offsets = {"topic": "t<1>", "partition": 0, "fromOffset": 0, "untilOffset": records}
+    block = {"id": f"input-0-{time_ms}", "num_records": records, "in_wal": True}
+    block["metadata"] = {"offset_ranges": [offsets]}
+    return BatchInfo(
+        batch_time_ms=time_ms,
+        stream_id_to_input_info={0: StreamInputInfo(0, records, {BLOCKS_KEY: [block]})},
+        submission_time_ms=time_ms + 1,
+        processing_start_time_ms=time_ms + 5 if started else None,
+        processing_end_time_ms=time_ms + 25 if done else None,
+        output_operation_infos={0: op},
+    )
+
+
+def test_keeps_the_last_retained_batches_and_counts_all() -> None:
+    store = StreamingStatusStore(BATCH_MS, retained_batches=3)
+    for i in range(1, 6):
+        store.on_batch_completed(StreamingListenerBatchCompleted(batch(i * BATCH_MS, records=i)))
+    store.on_batch_completed(StreamingListenerBatchCompleted(batch(5 * BATCH_MS, records=5)))  # again
+    snapshot = store.snapshot()
+    assert [b.batch_time_ms for b in snapshot.completed] == [3000, 4000, 5000]
+    assert snapshot.batches_completed == 5
+    assert snapshot.records_received == 15 == snapshot.records_per_stream[0]
+    assert store.batch(1000) is None and store.batch(5000) is not None
+    assert snapshot.processing_delay.count == 5
+    assert snapshot.processing_delay.sum == pytest.approx(5 * 0.020)
+
+
+def test_receivers_rate_is_over_the_retained_batches() -> None:
+    store = StreamingStatusStore(BATCH_MS, retained_batches=2)
+    info = ReceiverInfo(0, "ReliableKafkaReceiver-0", True, "host-a", "driver")
+    store.on_receiver_started(StreamingListenerReceiverStarted(info))
+    for i, records in enumerate((100, 30, 50), start=1):
+        store.on_batch_completed(StreamingListenerBatchCompleted(batch(i * BATCH_MS, records)))
+    (receiver,) = store.snapshot().receivers
+    assert receiver.records_per_second == pytest.approx((30 + 50) / 2)
+    failed = ReceiverInfo(0, "ReliableKafkaReceiver-0", True, "host-a", "driver", "boom", "trace", 7)
+    store.on_receiver_error(StreamingListenerReceiverError(failed))
+    assert store.snapshot().receivers[0].info.last_error_message == "boom"
+
+
+def test_active_batches_follow_their_output_operations() -> None:
+    store = StreamingStatusStore(BATCH_MS)
+    waiting = batch(2000, started=False, done=False)
+    store.on_batch_submitted(StreamingListenerBatchSubmitted(batch(1000, done=False)))
+    store.on_batch_submitted(StreamingListenerBatchSubmitted(waiting))
+    store.on_batch_started(StreamingListenerBatchStarted(batch(1000, done=False)))
+    failed = OutputOperationInfo(1000, 0, "foreachRDD", "d", 1005, 1030, "ValueError: bad <input>")
+    store.on_output_operation_completed(StreamingListenerOutputOperationCompleted(failed))
+    snapshot = store.snapshot()
+    assert [b.batch_time_ms for b in snapshot.running] == [1000]
+    assert snapshot.running[0].output_operation_infos[0].failure_reason == "ValueError: bad <input>"
+    assert [b.batch_time_ms for b in snapshot.waiting] == [2000]
+    store.on_batch_completed(StreamingListenerBatchCompleted(batch(1000)))
+    store.on_batch_started(StreamingListenerBatchStarted(batch(2000, done=False)))
+    assert [b.batch_time_ms for b in store.snapshot().running] == [2000]
+
+
+def test_pages_escape_and_list_offsets() -> None:
+    store = StreamingStatusStore(BATCH_MS)
+    store.on_receiver_started(
+        StreamingListenerReceiverStarted(ReceiverInfo(0, "<script>x</script>", True, "h", "1"))
+    )
+    store.on_batch_completed(StreamingListenerBatchCompleted(batch(1000, failure="Error <b>")))
+    lag = LagReport((PartitionLag("g", "t<1>", 0, 4, 10, None, None),), 0, ("group g: <oops>",))
+    page = pages.streaming_page(store.snapshot(), lag, {"g": "r"})
+    assert "<script>x" not in page and "&lt;script&gt;x" in page
+    assert "<oops>" not in page
+    assert page.count('class="point"') == 4  # one batch, four timelines
+    stored = store.batch(1000)
+    assert stored is not None
+    details = pages.batch_page(stored, BATCH_MS)
+    assert "Error &lt;b&gt;" in details and "failed" in details
+    assert [str(r) for r in pages.batch_offset_ranges(stored)] == [
+        "OffsetRange(topic: t<1>, partition: 0, range: [0 -> 10])"
+    ]
+
+
+def test_charts_have_one_point_per_value_and_count_every_value() -> None:
+    points = [(i * 1000, float(i)) for i in range(1, 8)]
+    assert svg.timeline("t", points, "ms").count('class="point"') == 7
+    assert svg.timeline("t", [], "ms").count('class="point"') == 0
+    bars = svg.histogram("h", [0.0, 1.0, 1.0, 9.0, 10.0], "ms")
+    counts = [int(part.split(": ")[1].split(" ")[0]) for part in bars.split("<title>")[1:]]
+    assert sum(counts) == 5
+
+
+def test_server_serves_read_only_and_takes_the_next_free_port() -> None:
+    def app(path: str, query: dict[str, list[str]]) -> Response:
+        return Response(HTTPStatus.OK, "text/plain", f"{path} {query}".encode())
+
+    first = StatusServer(app, "127.0.0.1", 0)
+    first.start()
+    second = StatusServer(app, "127.0.0.1", first.port)
+    second.start()
+    try:
+        assert second.port != first.port
+        with urllib.request.urlopen(f"{second.url}x?id=1", timeout=30) as response:
+            assert response.read() == b"/x {'id': ['1']}"
+        request = urllib.request.Request(second.url, data=b"{}", method="POST")
+        with pytest.raises(urllib.error.HTTPError) as error:
+            urllib.request.urlopen(request, timeout=30)
+        assert error.value.code == HTTPStatus.NOT_IMPLEMENTED
+    finally:
+        first.stop()
+        second.stop()
+
+
+def test_spark_keys() -> None:
+    settings = StreamingSettings.from_spark_conf(
+        {
+            "spark.streaming.ui.enabled": "false",
+            "spark.streaming.ui.port": "4444",
+            "spark.streaming.ui.host": "0.0.0.0",
+            "spark.streaming.ui.retainedBatches": "50",
+        }
+    )
+    assert settings.ui == UISettings(enabled=False, port=4444, host="0.0.0.0", retained_batches=50)
+    assert StreamingSettings().ui == UISettings(
+        enabled=True, port=4050, host="127.0.0.1", retained_batches=1000
+    )
+
+
+def test_the_store_is_safe_under_concurrent_events_and_reads() -> None:
+    store = StreamingStatusStore(BATCH_MS, retained_batches=50)
+    errors: list[BaseException] = []
+
+    def post(offset: int) -> None:
+        for i in range(500):
+            store.on_batch_completed(StreamingListenerBatchCompleted(batch((offset + i * 4) * 1000)))
+
+    def read() -> None:
+        try:
+            for _ in range(200):
+                snapshot = store.snapshot()
+                assert len(snapshot.completed) <= 50
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=post, args=(k,)) for k in range(4)] + [threading.Thread(target=read)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    snapshot = store.snapshot()
+    assert not errors
+    assert snapshot.batches_completed == 2000 and len(snapshot.completed) == 50
+    assert snapshot.records_received == 20000
+    assert snapshot.receivers == ()
