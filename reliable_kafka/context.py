@@ -47,6 +47,7 @@ from reliable_kafka.scheduler.job import wall_clock_ms
 from reliable_kafka.scheduler.job_scheduler import JobScheduler, ReceiverTrackerFactory
 from reliable_kafka.scheduler.listener import StreamingListener, StreamingListenerStreamingStarted
 from reliable_kafka.settings import StreamingSettings
+from reliable_kafka.util.worker_python import default_workers_to_this_python
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +105,7 @@ class StreamingContext:
         receiver_tracker_factory: ReceiverTrackerFactory | None = None,
     ) -> None:
         self._sc = sparkContext
+        default_workers_to_this_python(sparkContext)
         self.settings = settings if settings is not None else StreamingSettings.from_spark_conf(sparkContext)
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.graph = DStreamGraph()

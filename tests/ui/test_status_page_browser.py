@@ -135,9 +135,8 @@ def test_status_page_in_chromium(
     # A first few records, so that each partition has a committed offset before the lag builds up.
     produce(local_cluster, topic, [(None, f"m{i}".encode(), i % PARTITIONS) for i in range(FIRST)])
 
-    receiver = {"block_interval_ms": BLOCK_INTERVAL_MS, "max_rate": MAX_RATE}
-    if "placement" in ReceiverSettings.model_fields:
-        receiver["placement"] = "driver"
+    # Driver placement: the WAL and commit instruments count this process's data path.
+    receiver = {"block_interval_ms": BLOCK_INTERVAL_MS, "max_rate": MAX_RATE, "placement": "driver"}
     settings = e2e_settings(wal=True).model_copy(
         update={"receiver": ReceiverSettings(**receiver), "ui": UISettings(port=0, lag_refresh_ms=0)}
     )
