@@ -96,7 +96,7 @@ class ReceiverSupervisor:
         self.control: ReceiverControl = _SupervisorControl(self)
 
         self._receiver_state = ReceiverState.INITIALIZED
-        self._lifecycle_lock = threading.RLock()  # reentrant: a failed start stops from inside
+        self._lifecycle_lock = threading.RLock()
         self._restart_threads_lock = threading.Lock()
         self._one_restart_at_a_time = threading.Lock()
         self._restart_threads: list[threading.Thread] = []
@@ -308,24 +308,34 @@ class ReceiverSupervisor:
         return self._receiver_state is ReceiverState.STOPPED
 
     def _start_receiver(self) -> None:
+        # The stop of a failed start runs after the lifecycle lock is released: it joins the
+        # restart threads, and one that a failing on_start began (a failed rebalance) needs
+        # that lock to stop the receiver, so stopping under it deadlocks.
+        failure = self._start_receiver_locked()
+        if failure is not None:
+            self.stop(*failure)
+
+    def _start_receiver_locked(self) -> tuple[str, BaseException | None] | None:
+        """Register and call on_start; the reason to stop when that fails, else None."""
         with self._lifecycle_lock:
             if self._stop_requested.is_set():
-                return
+                return None
             try:
                 registered = self._tracker.register_receiver(
                     self.stream_id, type(self.receiver).__name__, self.host, self.executor_id, self.control
                 )
                 if not registered:
-                    self.stop(
-                        f"Registered unsuccessfully because Driver refused to start receiver {self.stream_id}"
+                    return (
+                        f"Registered unsuccessfully because Driver refused to start receiver {self.stream_id}",
+                        None,
                     )
-                    return
                 logger.info("Starting receiver %d", self.stream_id)
                 self._receiver_state = ReceiverState.STARTED
                 self.receiver.on_start()
                 logger.info("Called receiver %d on_start", self.stream_id)
             except Exception as exc:
-                self.stop(f"Error starting receiver {self.stream_id}", exc)
+                return f"Error starting receiver {self.stream_id}", exc
+        return None
 
     def _stop_receiving(self, message: str, error: BaseException | None) -> bool:
         """on_stop and join the receiving threads; False if the receiver was not running."""
