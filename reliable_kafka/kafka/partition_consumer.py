@@ -38,6 +38,8 @@ Record = tuple[bytes | None, bytes | None, str, int, int]  # key, value, topic, 
 # (partition, its next records packed, first offset, last offset) -> None; may block (rate limiting).
 RecordSink = Callable[[TopicAndPartition, PackedChunk, int, int], None]
 FailureHandler = Callable[[str, BaseException], None]
+# (partition, committed offset the broker rejected, offset auto.offset.reset chose) -> None.
+OutOfRangeHandler = Callable[[TopicAndPartition, int, int], None]
 
 # Small batches: a consume() of 10,000 messages keeps that many GC-tracked Message objects
 # alive at once, and the collections they trigger cost more than the message handling
@@ -134,8 +136,11 @@ class PartitionConsumer:
         on_failure: FailureHandler,
         batch_size: int = DEFAULT_BATCH_SIZE,
         poll_timeout_s: float = DEFAULT_POLL_TIMEOUT_S,
+        on_out_of_range: OutOfRangeHandler | None = None,
     ) -> None:
         self.tp = tp
+        self._offset_reset = offset_reset
+        self._on_out_of_range = on_out_of_range
         self.thread_id = thread_id
         self._sink = sink
         self._on_failure = on_failure
@@ -198,7 +203,39 @@ class PartitionConsumer:
             self._consumer.list_topics(self.tp.topic, timeout=_METADATA_TIMEOUT_S)
         except KafkaException as exc:
             logger.debug("%s: no metadata before assign (%r); librdkafka retries", self.tp, exc)
+        self._reset_if_out_of_range()
         self._consumer.assign([self._assignment])
+
+    def _reset_if_out_of_range(self) -> None:
+        """Start at the reset offset, and have it committed, when the broker's log no longer (or
+        never) holds the committed offset: librdkafka would reset by itself, but the committed
+        offset would stay, and one past the log end would refuse every later commit."""
+        committed = self.start_offset
+        if committed is None:
+            return
+        try:
+            low, high = self._consumer.get_watermark_offsets(
+                TopicPartition(self.tp.topic, self.tp.partition), timeout=_METADATA_TIMEOUT_S, cached=False
+            )
+        except KafkaException as exc:
+            logger.info("%s: log range unknown (%r); librdkafka resets out-of-range offsets", self.tp, exc)
+            return
+        if low <= committed <= high:
+            return
+        reset_to = low if self._offset_reset == "smallest" else high
+        logger.warning(
+            "%s: committed offset %d is outside the log [%d, %d]; auto.offset.reset=%s starts at %d",
+            self.tp,
+            committed,
+            low,
+            high,
+            self._offset_reset,
+            reset_to,
+        )
+        self._assignment = TopicPartition(self.tp.topic, self.tp.partition, reset_to)
+        self.next_offset = reset_to
+        if self._on_out_of_range is not None:
+            self._on_out_of_range(self.tp, committed, reset_to)
 
     def _consume_until_stopped(self) -> None:
         self._assign()
