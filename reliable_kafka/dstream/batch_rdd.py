@@ -21,6 +21,7 @@ from pyspark import RDD, SparkContext
 from pyspark.rdd import PipelinedRDD
 from pyspark.serializers import NoOpSerializer
 
+from reliable_kafka.dstream.block_recovery import BlockRecoveryError, recover_block
 from reliable_kafka.kafka.offset_range import OffsetRange, merge_offset_ranges, ranges_in_metadata
 from reliable_kafka.storage.block_format import decode_block
 from wal import FileBasedWriteAheadLog, RecordHandle
@@ -42,6 +43,8 @@ class BlockPartition:
     block_id: str
     data: bytes | None = None
     wal_record_handle: RecordHandle | None = None
+    # Where to read the block again when its WAL record is unreadable (see block_recovery).
+    recovery: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.data is None and self.wal_record_handle is None:
@@ -58,6 +61,7 @@ class BlockPartition:
                 "block_id": self.block_id,
                 "data": self.data,
                 "wal": None if handle is None else handle.to_dict(),
+                "recovery": self.recovery,
             },
             use_bin_type=True,
         )
@@ -66,16 +70,36 @@ class BlockPartition:
     def decode(cls, raw: bytes) -> BlockPartition:
         d = msgpack.unpackb(raw, raw=False)
         handle = d["wal"]
-        return cls(d["block_id"], d["data"], None if handle is None else RecordHandle.from_dict(handle))
+        return cls(
+            d["block_id"],
+            d["data"],
+            None if handle is None else RecordHandle.from_dict(handle),
+            d.get("recovery"),
+        )
 
     def read(self) -> bytes:
         if self.data is not None:
             return self.data
         handle = self.wal_record_handle
         assert handle is not None
-        # Opening a log touches nothing on disk; here it is only the reader of this one handle.
-        with FileBasedWriteAheadLog(posixpath.dirname(handle.path)) as log:
-            return log.read(handle)
+        try:
+            # Opening a log touches nothing on disk; here it is only the reader of this one handle.
+            with FileBasedWriteAheadLog(posixpath.dirname(handle.path)) as log:
+                return log.read(handle)
+        except Exception as exc:
+            if self.recovery is None:
+                raise
+            wal_error = exc
+        # The recovery source may hold credentials: only the block and the WAL error are logged.
+        logger.warning(
+            "block %s: its write-ahead log record is unreadable (%s); reading it again from its source",
+            self.block_id,
+            wal_error,
+        )
+        try:
+            return recover_block(self.recovery)
+        except BlockRecoveryError as exc:
+            raise BlockRecoveryError(f"block {self.block_id}: {exc} (write-ahead log: {wal_error})") from exc
 
 
 class _ReadBlocks:
@@ -152,6 +176,7 @@ def create_block_rdd(
     *,
     decoder: Decoder | None = None,
     receiver_wal_enabled: bool = False,
+    recovery_source: Callable[[ReceivedBlockInfo], dict[str, Any] | None] | None = None,
 ) -> BlockRDD:
     """Spark's ``ReceiverInputDStream.createBlockRDD``: each block from the block store when it is
     there, else from the write-ahead log; a block in neither is left out with Spark's warning."""
@@ -162,7 +187,11 @@ def create_block_rdd(
         handle = info.block_store_result.wal_record_handle
         data = block_store.get(info.block_id)
         if data is not None or handle is not None:
-            partitions.append(BlockPartition(info.block_id.name, data, None if data is not None else handle))
+            from_wal = data is None and handle is not None
+            recovery = recovery_source(info) if from_wal and recovery_source is not None else None
+            partitions.append(
+                BlockPartition(info.block_id.name, data, handle if from_wal else None, recovery)
+            )
             included.append(info)
         else:
             missing.append(info.block_id.name)

@@ -70,7 +70,13 @@ class ReceiverInputDStream(InputDStream):
             tracker.block_store,
             decoder=self.decoder,
             receiver_wal_enabled=self._ssc.settings.wal.enable,
+            recovery_source=self.block_recovery_source,
         )
+
+    def block_recovery_source(self, info: ReceivedBlockInfo) -> dict[str, Any] | None:
+        """Where a block read from the write-ahead log can be read again if its record is
+        unreadable (see ``dstream.block_recovery``); None: nowhere, the batch fails."""
+        return None
 
     def release_rdd(self, time_ms: int, rdd: RDD[Any]) -> None:
         """Spark's ``BlockRDD.removeBlocks``: a forgotten batch's blocks leave the block manager."""

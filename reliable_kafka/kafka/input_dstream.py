@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from reliable_kafka.dstream.batch_rdd import Decoder
 from reliable_kafka.dstream.receiver_input_dstream import ReceiverInputDStream
+from reliable_kafka.kafka.block_reread import recovery_source
+from reliable_kafka.kafka.offset_range import ranges_in_metadata
 from reliable_kafka.kafka.params import KafkaParams, parse_kafka_params, redacted
 from reliable_kafka.kafka.receiver import KafkaReceiver
 from reliable_kafka.kafka.reliable_receiver import ReliableKafkaReceiver
@@ -26,6 +28,7 @@ from reliable_kafka.storage.storage_level import StorageLevel
 if TYPE_CHECKING:
     from reliable_kafka.context import StreamingContext
     from reliable_kafka.receiver.receiver import Receiver
+    from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +61,10 @@ class KafkaInputDStream(ReceiverInputDStream):
     def use_reliable_receiver(self) -> bool:
         """Spark's ``WriteAheadLogUtils.enableReceiverLog(conf)``: the WAL on means no-loss receiving."""
         return self._ssc.settings.wal.enable
+
+    def block_recovery_source(self, info: ReceivedBlockInfo) -> dict[str, Any] | None:
+        ranges = ranges_in_metadata(info.metadata)
+        return recovery_source(self.kafka_params, ranges) if ranges else None
 
     def get_receiver(self) -> Receiver:
         zookeeper_connect = self.params.zookeeper.connect

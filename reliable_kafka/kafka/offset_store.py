@@ -161,7 +161,8 @@ class ZooKeeperOffsetStore:
                 return CommitResult.CONFLICT
             transaction = self._zk.transaction()
             transaction.check(owner_path(self._group, tp), claim.owner_version)
-            transaction.set_data(offset_path(self._group, tp), str(reset_to).encode("ascii"), version=known.version)
+            value = str(reset_to).encode("ascii")
+            transaction.set_data(offset_path(self._group, tp), value, version=known.version)
             outcome = transaction.commit()
             errors = [item for item in outcome if isinstance(item, Exception)]
             if not errors:

@@ -325,10 +325,8 @@ class ReceiverSupervisor:
                     self.stream_id, type(self.receiver).__name__, self.host, self.executor_id, self.control
                 )
                 if not registered:
-                    return (
-                        f"Registered unsuccessfully because Driver refused to start receiver {self.stream_id}",
-                        None,
-                    )
+                    sid = self.stream_id
+                    return f"Registered unsuccessfully because Driver refused to start receiver {sid}", None
                 logger.info("Starting receiver %d", self.stream_id)
                 self._receiver_state = ReceiverState.STARTED
                 self.receiver.on_start()

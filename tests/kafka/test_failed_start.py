@@ -5,6 +5,7 @@ a corrupt offset node)."""
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -126,7 +127,7 @@ def test_a_receiver_that_fails_to_start_is_restarted_after_the_delay_with_its_er
         assert tracker.launch_count(0) >= 3
         times = [event.receiver_info.last_error_time_ms for event in failures_reported()]
         # Each attempt waits the restart delay after the last one failed (wall clock, no upper bound).
-        assert all(later - earlier >= RESTART_DELAY_MS for earlier, later in zip(times, times[1:]))
+        assert all(later - earlier >= RESTART_DELAY_MS for earlier, later in itertools.pairwise(times))
     finally:
         returns(lambda: tracker.stop(graceful=graceful), "tracker stop")
     assert tracker.all_receivers_stopped()
