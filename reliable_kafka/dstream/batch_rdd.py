@@ -56,15 +56,14 @@ class BlockPartition:
 
     def encode(self) -> bytes:
         handle = self.wal_record_handle
-        return msgpack.packb(
-            {
-                "block_id": self.block_id,
-                "data": self.data,
-                "wal": None if handle is None else handle.to_dict(),
-                "recovery": self.recovery,
-            },
-            use_bin_type=True,
-        )
+        fields: dict[str, Any] = {
+            "block_id": self.block_id,
+            "data": self.data,
+            "wal": None if handle is None else handle.to_dict(),
+        }
+        if self.recovery is not None:
+            fields["recovery"] = self.recovery
+        return msgpack.packb(fields, use_bin_type=True)
 
     @classmethod
     def decode(cls, raw: bytes) -> BlockPartition:
