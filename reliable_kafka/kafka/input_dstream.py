@@ -20,6 +20,7 @@ from reliable_kafka.dstream.receiver_input_dstream import ReceiverInputDStream
 from reliable_kafka.kafka.block_reread import recovery_source
 from reliable_kafka.kafka.offset_range import ranges_in_metadata
 from reliable_kafka.kafka.params import KafkaParams, parse_kafka_params, redacted
+from reliable_kafka.kafka.partition_consumer import check_client_config
 from reliable_kafka.kafka.receiver import KafkaReceiver
 from reliable_kafka.kafka.reliable_receiver import ReliableKafkaReceiver
 from reliable_kafka.kafka.zookeeper_receiver import validate_topics
@@ -52,6 +53,8 @@ class KafkaInputDStream(ReceiverInputDStream):
         # Validate before registering with the graph: a bad stream must not be left behind in it.
         self.kafka_params: dict[str, Any] = dict(kafka_params)
         self.params: KafkaParams = parse_kafka_params(self.kafka_params)
+        # librdkafka's keys and values are checked here too, not at the first receiver start.
+        check_client_config(self.params.consumer_config(""))
         self.topics: dict[str, int] = validate_topics(topics)
         # Not ``storage_level``: DStream uses that name for how its RDDs are persisted.
         self.receiver_storage_level = StorageLevel.of(storage_level)

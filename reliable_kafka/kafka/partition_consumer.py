@@ -10,9 +10,10 @@ transport errors are logged and the thread keeps going.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from confluent_kafka import (
@@ -25,12 +26,16 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from reliable_kafka.kafka.params import OffsetReset
+from reliable_kafka.kafka.params import OffsetReset, is_secret_key
 from reliable_kafka.kafka.zk_paths import TopicAndPartition
 from reliable_kafka.storage.block_format import PackedChunk, pack_chunk
 
 logger = logging.getLogger(__name__)
 _librdkafka_logger = logging.getLogger("reliable_kafka.kafka.librdkafka")
+# The configuration check's client has no brokers, and says so; nobody needs to read that.
+_quiet_logger = logging.getLogger("reliable_kafka.kafka.librdkafka.config_check")
+_quiet_logger.propagate = False
+_quiet_logger.addHandler(logging.NullHandler())
 
 # A Kafka record as blocks decode to it.
 Record = tuple[bytes | None, bytes | None, str, int, int]  # key, value, topic, partition, offset
@@ -115,6 +120,38 @@ def create_consumer(config: dict[str, Any], name: str) -> Consumer:
         return Consumer({**config, "error_cb": ClientErrorLog(name), "logger": LibrdkafkaLog()})
     except (KafkaException, TypeError, ValueError) as exc:
         raise ValueError(f"kafka params rejected by confluent-kafka: {exc}") from exc
+
+
+# librdkafka's callbacks and logger: the only config values that are not plain data.
+_CALLBACK_KEYS = frozenset({"error_cb", "throttle_cb", "stats_cb", "oauth_cb", "on_commit", "logger"})
+_QUOTED_PROPERTY = re.compile(r'property:? "([^"]+)"')
+
+
+def check_client_config(config: Mapping[str, Any]) -> None:
+    """``ValueError`` naming the key when librdkafka would refuse ``config`` (an unknown key, a
+    bad value, a value of the wrong type). Builds a client without brokers: nothing connects."""
+    for key, value in config.items():
+        if key in _CALLBACK_KEYS:
+            continue
+        if not isinstance(value, str | int | float | bool):
+            raise ValueError(
+                f"kafka param {key}: expected a string, number or boolean, got {type(value).__name__}"
+            )
+    probe = {k: v for k, v in config.items() if k not in ("bootstrap.servers", "metadata.broker.list")}
+    probe.setdefault("group.id", "reliable-kafka-config-check")
+    probe["logger"] = _quiet_logger
+    try:
+        Consumer(probe).close()
+    except (KafkaException, TypeError, ValueError) as exc:
+        error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+        text = error.str() if error is not None else str(exc)
+        match = _QUOTED_PROPERTY.search(text)
+        key = match.group(1) if match else None
+        if key is not None and is_secret_key(key):
+            # librdkafka quotes the value, and this one is a secret.
+            raise ValueError(f"kafka param {key}: invalid value (rejected by librdkafka)") from None
+        named = f"kafka param {key}: " if key is not None else "kafka params: "
+        raise ValueError(f"{named}{text}") from None
 
 
 class PartitionConsumer:

@@ -60,6 +60,13 @@ def test_record_decoder_gives_key_value_pairs() -> None:
         ({"kafkaParams": [("a", "b")]}, TypeError, "kafkaParams should be dict"),
         ({"kafkaParams": {"group.id": "other"}}, ValueError, "contradicts"),
         ({"kafkaParams": {"auto.offset.reset": "sometimes"}}, ValueError, "auto.offset.reset"),
+        (
+            {"kafkaParams": {"fetch.wiat.max.ms": "100"}},
+            ValueError,
+            r"kafka param fetch\.wiat\.max\.ms: No such",
+        ),
+        ({"kafkaParams": {"security.protocol": "PLAINTEXTX"}}, ValueError, "kafka param security.protocol"),
+        ({"kafkaParams": {"fetch.wait.max.ms": [100]}}, ValueError, "fetch.wait.max.ms: expected a string"),
         ({"storageLevel": "MEMORY_SOMEWHERE"}, ValueError, "unknown storage level"),
         ({"keyDecoder": "utf-8"}, TypeError, "keyDecoder should be callable"),
         ({"messageHandler": 3}, TypeError, "messageHandler should be callable"),
