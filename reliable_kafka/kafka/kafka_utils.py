@@ -107,13 +107,38 @@ class KafkaRecordDecoder:
 
     def __call__(self, record: tuple[Any, ...]) -> Any:
         key, value, topic, partition, offset = record
-        if self.message_handler is None:
-            return self.key_decoder(key), self.value_decoder(value)
-        return self.message_handler(
-            KafkaMessageAndMetadata(
-                topic, partition, offset, key, value, self.key_decoder, self.value_decoder
+        try:
+            if self.message_handler is None:
+                return self.key_decoder(key), self.value_decoder(value)
+            return self.message_handler(
+                KafkaMessageAndMetadata(
+                    topic, partition, offset, key, value, self.key_decoder, self.value_decoder
+                )
             )
-        )
+        except Exception as exc:
+            # Without its location a poison message cannot be found, skipped or replayed.
+            raise RecordDecodeError(topic, partition, offset, exc) from exc
+
+
+class RecordDecodeError(ValueError):
+    """A decoder or message handler failed on one record; names the record's location."""
+
+    def __init__(self, topic: str, partition: int, offset: int, error: BaseException) -> None:
+        super().__init__(f"cannot decode the record at {topic}/{partition} offset {offset}: {error!r}")
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+
+    def __reduce__(self) -> Any:
+        # Exceptions cross from the Python workers by pickle; keep the location on the way.
+        return _decode_error, (self.args[0], self.topic, self.partition, self.offset)
+
+
+def _decode_error(message: str, topic: str, partition: int, offset: int) -> RecordDecodeError:
+    error = RecordDecodeError.__new__(RecordDecodeError)
+    ValueError.__init__(error, message)
+    error.topic, error.partition, error.offset = topic, partition, offset
+    return error
 
 
 class KafkaUtils:

@@ -36,6 +36,7 @@ from reliable_kafka.receiver.wal_block_handler import (
 from reliable_kafka.settings import StreamingSettings
 from reliable_kafka.storage.block_id import StreamBlockId, StreamBlockIdGenerator
 from reliable_kafka.storage.block_store import BlockStore
+from wal.failure_log import FailureLog
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +105,8 @@ class ReceiverSupervisor:
         self._stop_requested = threading.Event()
         self._terminated = threading.Event()
         self._stopping_error: BaseException | None = None
+        # A receiver restarting on the same error over and over logs its traceback once.
+        self._restart_failures = FailureLog(logger, f"Receiver {self.stream_id}")
 
         receiver.attach_supervisor(self)
         self._default_block_generator = self.create_block_generator(_DefaultBlockGeneratorListener(self))
@@ -226,6 +229,8 @@ class ReceiverSupervisor:
         info = ReceivedBlockInfo(self.stream_id, result.num_records, metadata, result)
         if not self._tracker.add_block(info):
             raise ReceiverTrackerError(f"Failed to add block {block_id} to receiver tracker")
+        if self._restart_failures.failing:
+            self._restart_failures.succeeded()
         logger.debug("Reported block %s", block_id)
 
     def report_error(self, message: str, error: BaseException | None) -> None:
@@ -385,13 +390,11 @@ class ReceiverSupervisor:
         with self._one_restart_at_a_time:
             if self._stop_requested.is_set():
                 return
-            logger.warning(
-                "Restarting receiver %d with delay %d ms: %s",
-                self.stream_id,
-                delay_ms,
-                message,
-                exc_info=error,
-            )
+            if error is None:
+                sid = self.stream_id
+                logger.warning("Restarting receiver %d with delay %d ms: %s", sid, delay_ms, message)
+            else:
+                self._restart_failures.failed(error, f"{message}; restarting with delay {delay_ms} ms")
             reason = f"Restarting receiver with delay {delay_ms}ms: {message}"
             if self._stop_receiving(reason, error):
                 self._deregister(reason, error)

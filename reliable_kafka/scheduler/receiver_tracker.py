@@ -44,6 +44,7 @@ from reliable_kafka.scheduler.receiver_scheduling_policy import (
     accepts,
 )
 from reliable_kafka.storage.block_manager import BlockManager
+from wal.failure_log import FailureLog
 from wal.segments import parse_segment_name, segment_basename
 
 if TYPE_CHECKING:
@@ -127,6 +128,10 @@ class ReceiverTracker:
         self._controls: dict[int, ReceiverControl] = {}
         self._launchers: dict[int, threading.Thread] = {}
         self._launch_counts: dict[int, int] = {}
+        # Per stream: a receiver failing again and again logs its traceback once, then a line per
+        # restart, then a line when it stores a block again.
+        self._receiver_failures: dict[int, FailureLog] = {}
+        self._failing_streams: set[int] = set()
 
     # ------------------------------------------------------------ life cycle
 
@@ -340,7 +345,17 @@ class ReceiverTracker:
         return True
 
     def add_block(self, info: ReceivedBlockInfo) -> bool:
+        if self._failing_streams and info.stream_id in self._failing_streams:
+            self._failing_streams.discard(info.stream_id)
+            self._failure_log(info.stream_id).succeeded()
         return self.received_block_tracker.add_block(info)
+
+    def _failure_log(self, stream_id: int) -> FailureLog:
+        with self._lock:
+            log = self._receiver_failures.get(stream_id)
+            if log is None:
+                log = self._receiver_failures[stream_id] = FailureLog(logger, f"Receiver {stream_id}")
+            return log
 
     def report_error(self, stream_id: int, message: str, error: str) -> None:
         with self._lock:
@@ -372,7 +387,12 @@ class ReceiverTracker:
             self._tracking_infos[stream_id] = info
             self._controls.pop(stream_id, None)
         self._post(StreamingListenerReceiverStopped(_receiver_info(info)))
-        logger.info("Deregistered receiver for stream %d: %s", stream_id, _with_error(message, error))
+        if error:
+            # The whole error goes to the listeners; the log has the launcher's traceback.
+            summary = _last_line(error)
+            logger.warning("Deregistered receiver for stream %d: %s - %s", stream_id, message, summary)
+        else:
+            logger.info("Deregistered receiver for stream %d: %s", stream_id, message)
         return True
 
     # ------------------------------------------------------------ launching
@@ -450,8 +470,10 @@ class ReceiverTracker:
             )
             supervisor.start()
             supervisor.await_termination()
-        except Exception:
-            logger.exception("Receiver %d has been stopped. Try to restart it.", sid)
+        except Exception as exc:
+            with self._lock:
+                self._failing_streams.add(sid)
+            self._failure_log(sid).failed(exc, "it has been stopped; restarting it")
 
     def _reschedule(self, stream_id: int) -> list[TaskLocation]:
         with self._lock:
@@ -482,6 +504,12 @@ def _receiver_info(info: ReceiverTrackingInfo) -> ReceiverInfo:
         last_error=error.last_error,
         last_error_time_ms=error.last_error_time_ms,
     )
+
+
+def _last_line(error: str) -> str:
+    """A formatted traceback's last line: the exception and its message."""
+    lines = [line for line in error.strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else error
 
 
 def _with_error(message: str, error: str) -> str:
