@@ -36,6 +36,20 @@ logger = logging.getLogger(__name__)
 Decoder = Callable[[Any], Any]
 
 
+class _SkipRecord:
+    """What a decoder returns to leave a record out of the batch."""
+
+    def __reduce__(self) -> str:
+        # Pickled by name, so the one instance stays the one instance in every worker.
+        return "SKIP_RECORD"
+
+    def __repr__(self) -> str:
+        return "SKIP_RECORD"
+
+
+SKIP_RECORD = _SkipRecord()
+
+
 @dataclass(frozen=True, slots=True)
 class BlockPartition:
     """What one partition needs to produce its block: the bytes, or where they are in the WAL."""
@@ -114,7 +128,9 @@ class _ReadBlocks:
             if decoder is None:
                 yield from records
             else:
-                yield from map(decoder, records)
+                for item in map(decoder, records):
+                    if item is not SKIP_RECORD:
+                        yield item
 
 
 def _descriptor_rdd(sc: SparkContext, descriptors: list[bytes]) -> RDD[bytes]:
@@ -157,6 +173,9 @@ class BlockRDD(PipelinedRDD):
         self.num_from_block_manager = sum(p.from_block_manager for p in partitions)
         self.num_from_write_ahead_log = len(partitions) - self.num_from_block_manager
         self._offset_ranges = list(offset_ranges)
+        # Input metadata known only once the batch ran (counts kept by executors), merged into
+        # the listener's StreamInputInfo when the batch completes.
+        self.late_input_metadata: Callable[[], dict[str, Any]] | None = None
 
     def offsetRanges(self) -> list[OffsetRange]:
         """The Kafka offsets this batch holds, one range per topic-partition."""

@@ -19,7 +19,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from reliable_kafka.dstream.block_recovery import BlockRecoveryError, register_block_recovery
 from reliable_kafka.kafka.broker_discovery import discover_bootstrap_servers
 from reliable_kafka.kafka.offset_range import OffsetRange
-from reliable_kafka.kafka.params import parse_kafka_params
+from reliable_kafka.kafka.params import KafkaParams, parse_kafka_params
 from reliable_kafka.kafka.partition_consumer import LibrdkafkaLog
 from reliable_kafka.kafka.zk_client import close_zookeeper, connect_zookeeper
 from reliable_kafka.storage.block_format import PackedChunk, encode_chunks, pack_chunk
@@ -52,18 +52,22 @@ class LostOffsetsError(BlockRecoveryError):
         super().__init__(f"records lost: {listed}: {reason}")
 
 
+def bootstrap_servers(params: KafkaParams) -> str:
+    """The brokers: as given, else from ZooKeeper's ``/brokers/ids``."""
+    if params.bootstrap_servers is not None:
+        return params.bootstrap_servers
+    zk = connect_zookeeper(params.zookeeper)
+    try:
+        protocol = str(params.client_config.get("security.protocol", "PLAINTEXT"))
+        return discover_bootstrap_servers(zk, protocol)
+    finally:
+        close_zookeeper(zk)
+
+
 def reread_block(source: Mapping[str, Any], timeout_s: float = DEFAULT_REREAD_TIMEOUT_S) -> bytes:
     ranges = [OffsetRange.from_metadata(entry) for entry in source["ranges"]]
     params = parse_kafka_params(source["kafka_params"])
-    bootstrap = params.bootstrap_servers
-    if bootstrap is None:
-        zk = connect_zookeeper(params.zookeeper)
-        try:
-            protocol = str(params.client_config.get("security.protocol", "PLAINTEXT"))
-            bootstrap = discover_bootstrap_servers(zk, protocol)
-        finally:
-            close_zookeeper(zk)
-    config = params.consumer_config(bootstrap)
+    config = params.consumer_config(bootstrap_servers(params))
     # An offset Kafka no longer has is an error here, never a silent jump to another offset.
     config["auto.offset.reset"] = "error"
     config["enable.partition.eof"] = True

@@ -19,17 +19,27 @@ raw bytes.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pyspark import StorageLevel as PySparkStorageLevel
 
-from reliable_kafka.kafka.input_dstream import KafkaInputDStream
+from reliable_kafka.dstream.batch_rdd import SKIP_RECORD
+from reliable_kafka.kafka.decode_errors import (
+    DeadLetterWriter,
+    DecodeErrors,
+    RecordDecodeError,
+    check_decode_errors,
+)
+from reliable_kafka.kafka.input_dstream import DecodeErrorCounters, KafkaInputDStream
 from reliable_kafka.settings import KafkaStreamSettings
 
 if TYPE_CHECKING:
     from reliable_kafka.context import StreamingContext
+
+logger = logging.getLogger(__name__)
 
 KeyValueDecoder = Callable[[bytes | None], Any]
 MessageHandler = Callable[["KafkaMessageAndMetadata"], Any]
@@ -100,10 +110,28 @@ class KafkaRecordDecoder:
         keyDecoder: KeyValueDecoder = utf8_decoder,
         valueDecoder: KeyValueDecoder = utf8_decoder,
         messageHandler: MessageHandler | None = None,
+        *,
+        decode_errors: DecodeErrors = "fail",
+        dead_letter: DeadLetterWriter | None = None,
+        counters: DecodeErrorCounters | None = None,
     ) -> None:
         self.key_decoder = keyDecoder
         self.value_decoder = valueDecoder
         self.message_handler = messageHandler
+        self.decode_errors = decode_errors
+        self.dead_letter = dead_letter
+        self.counters = counters
+
+    def for_batch(self, counters: DecodeErrorCounters | None) -> KafkaRecordDecoder:
+        """This decoder counting into one batch's counters."""
+        return KafkaRecordDecoder(
+            self.key_decoder,
+            self.value_decoder,
+            self.message_handler,
+            decode_errors=self.decode_errors,
+            dead_letter=self.dead_letter,
+            counters=counters,
+        )
 
     def __call__(self, record: tuple[Any, ...]) -> Any:
         key, value, topic, partition, offset = record
@@ -117,28 +145,29 @@ class KafkaRecordDecoder:
             )
         except Exception as exc:
             # Without its location a poison message cannot be found, skipped or replayed.
-            raise RecordDecodeError(topic, partition, offset, exc) from exc
+            if self.decode_errors == "fail":
+                raise RecordDecodeError(topic, partition, offset, exc) from exc
+            return self._set_aside(record, exc)
 
-
-class RecordDecodeError(ValueError):
-    """A decoder or message handler failed on one record; names the record's location."""
-
-    def __init__(self, topic: str, partition: int, offset: int, error: BaseException) -> None:
-        super().__init__(f"cannot decode the record at {topic}/{partition} offset {offset}: {error!r}")
-        self.topic = topic
-        self.partition = partition
-        self.offset = offset
-
-    def __reduce__(self) -> Any:
-        # Exceptions cross from the Python workers by pickle; keep the location on the way.
-        return _decode_error, (self.args[0], self.topic, self.partition, self.offset)
-
-
-def _decode_error(message: str, topic: str, partition: int, offset: int) -> RecordDecodeError:
-    error = RecordDecodeError.__new__(RecordDecodeError)
-    ValueError.__init__(error, message)
-    error.topic, error.partition, error.offset = topic, partition, offset
-    return error
+    def _set_aside(self, record: tuple[Any, ...], error: Exception) -> Any:
+        _, _, topic, partition, offset = record
+        if self.dead_letter is not None:
+            self.dead_letter.write(record, repr(error))
+            logger.warning(
+                "record at %s/%d offset %d written to dead-letter topic %s: %r",
+                topic,
+                partition,
+                offset,
+                self.dead_letter.topic,
+                error,
+            )
+            if self.counters is not None:
+                self.counters.dead_lettered.add(1)
+        else:
+            logger.warning("record at %s/%d offset %d skipped: %r", topic, partition, offset, error)
+            if self.counters is not None:
+                self.counters.skipped.add(1)
+        return SKIP_RECORD
 
 
 class KafkaUtils:
@@ -155,6 +184,8 @@ class KafkaUtils:
         *,
         messageHandler: MessageHandler | None = None,
         settings: KafkaStreamSettings | None = None,
+        decodeErrors: DecodeErrors | None = None,
+        deadLetterTopic: str | None = None,
     ) -> KafkaInputDStream:
         """Create an input stream that pulls messages from Kafka brokers through a ZooKeeper group.
 
@@ -172,6 +203,12 @@ class KafkaUtils:
             :class:`KafkaMessageAndMetadata` instead of ``(key, value)``
         :param settings: the whole stream as :class:`KafkaStreamSettings`, instead of
             ``zkQuorum``/``groupId``/``topics``/``kafkaParams``/``storageLevel``
+        :param decodeErrors: what a record the decoders or the handler fail on does to its
+            batch: ``"fail"`` it (default; the error names topic, partition and offset),
+            ``"skip"`` the record, or write it to ``deadLetterTopic`` (``"deadletter"``);
+            skipped and dead-lettered records are counted in the listener's batch info
+            (``StreamInputInfo.metadata``). Default: the settings' ``decode_errors``, else "fail"
+        :param deadLetterTopic: the topic of ``decodeErrors="deadletter"``
         :return: a DStream; with the receiver write-ahead log on, nothing received is lost
         """
         from reliable_kafka.context import StreamingContext  # noqa: PLC0415 - context imports the dstreams
@@ -204,7 +241,15 @@ class KafkaUtils:
         else:
             params = _params_from_arguments(zkQuorum, groupId, kafkaParams)
             topic_threads, level = _checked_topics(topics), storageLevel
-        decoder = KafkaRecordDecoder(keyDecoder, valueDecoder, messageHandler)
+        if settings is not None:
+            decodeErrors = decodeErrors or settings.decode_errors  # type: ignore[assignment]
+            deadLetterTopic = deadLetterTopic or settings.dead_letter_topic
+        mode: DecodeErrors = decodeErrors or "fail"
+        check_decode_errors(mode, deadLetterTopic)
+        dead_letter = DeadLetterWriter(deadLetterTopic, params) if deadLetterTopic else None
+        decoder = KafkaRecordDecoder(
+            keyDecoder, valueDecoder, messageHandler, decode_errors=mode, dead_letter=dead_letter
+        )
         return KafkaInputDStream(ssc, params, topic_threads, level, decoder)
 
 
