@@ -207,8 +207,9 @@ class KafkaUtils:
             batch: ``"fail"`` it (default; the error names topic, partition and offset),
             ``"skip"`` the record, or write it to ``deadLetterTopic`` (``"deadletter"``);
             skipped and dead-lettered records are counted in the listener's batch info
-            (``StreamInputInfo.metadata``). Default: the settings' ``decode_errors``, else "fail"
-        :param deadLetterTopic: the topic of ``decodeErrors="deadletter"``
+            (``StreamInputInfo.metadata``); with ``settings``, its ``decode_errors``
+        :param deadLetterTopic: the topic of ``decodeErrors="deadletter"`` (with ``settings``,
+            its ``dead_letter_topic``)
         :return: a DStream; with the receiver write-ahead log on, nothing received is lost
         """
         from reliable_kafka.context import StreamingContext  # noqa: PLC0415 - context imports the dstreams
@@ -229,6 +230,8 @@ class KafkaUtils:
                 "groupId": groupId,
                 "topics": topics,
                 "kafkaParams": kafkaParams,
+                "decodeErrors": decodeErrors,
+                "deadLetterTopic": deadLetterTopic,
             }
             given = [name for name, value in arguments.items() if value is not None]
             if storageLevel is not _DEFAULT_STORAGE_LEVEL:
@@ -242,8 +245,7 @@ class KafkaUtils:
             params = _params_from_arguments(zkQuorum, groupId, kafkaParams)
             topic_threads, level = _checked_topics(topics), storageLevel
         if settings is not None:
-            decodeErrors = decodeErrors or settings.decode_errors  # type: ignore[assignment]
-            deadLetterTopic = deadLetterTopic or settings.dead_letter_topic
+            decodeErrors, deadLetterTopic = settings.decode_errors, settings.dead_letter_topic
         mode: DecodeErrors = decodeErrors or "fail"
         check_decode_errors(mode, deadLetterTopic)
         dead_letter = DeadLetterWriter(deadLetterTopic, params) if deadLetterTopic else None

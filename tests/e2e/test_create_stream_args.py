@@ -144,6 +144,23 @@ def test_kafka_stream_settings(spark_context: Any) -> None:
     assert params.client_config["fetch.wait.max.ms"] == "50"
 
 
+def test_kafka_stream_settings_choose_what_decode_errors_do(spark_context: Any) -> None:
+    base = {
+        "zookeeper": ZooKeeperSettings(connect=ZK),
+        "group": ConsumerGroupSettings(group_id="g"),
+        "topics": {"t": 1},
+    }
+    ssc = StreamingContext(spark_context, 1)
+    skipping = KafkaUtils.createStream(ssc, settings=KafkaStreamSettings(**base, decode_errors="skip"))
+    assert skipping.decoder is not None and skipping.decoder.decode_errors == "skip"  # type: ignore[attr-defined]
+    dead = KafkaStreamSettings(**base, decode_errors="deadletter", dead_letter_topic="dead")
+    assert KafkaUtils.createStream(ssc, settings=dead).decoder.dead_letter.topic == "dead"  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="decode_errors"):
+        KafkaStreamSettings(**base, decode_errors="ignore")
+    with pytest.raises(ValueError, match="needs deadLetterTopic"):
+        KafkaUtils.createStream(ssc, settings=KafkaStreamSettings(**base, decode_errors="deadletter"))
+
+
 def test_kafka_stream_settings_exclude_the_positional_arguments(spark_context: Any) -> None:
     settings = KafkaStreamSettings(
         zookeeper=ZooKeeperSettings(connect=ZK), group=ConsumerGroupSettings(group_id="g"), topics={"t": 1}
@@ -153,6 +170,8 @@ def test_kafka_stream_settings_exclude_the_positional_arguments(spark_context: A
         KafkaUtils.createStream(ssc, ZK, topics={"t": 1}, settings=settings)
     with pytest.raises(TypeError, match="storageLevel"):
         KafkaUtils.createStream(ssc, storageLevel=PySparkStorageLevel.DISK_ONLY, settings=settings)
+    with pytest.raises(TypeError, match="decodeErrors"):
+        KafkaUtils.createStream(ssc, decodeErrors="skip", settings=settings)
     contradicting = settings.model_copy(update={"kafka_params": {"group.id": "other"}})
     with pytest.raises(ValueError, match=r"kafka_params\['group.id'\] contradicts"):
         KafkaUtils.createStream(ssc, settings=contradicting)
