@@ -14,6 +14,7 @@ directory we create is 0o700.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -24,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
+
+from wal.failure_log import FailureLog
 
 logger = logging.getLogger(__name__)
 
@@ -152,6 +155,14 @@ def ensure_checkpoint_dir(directory: str | os.PathLike[str]) -> Path:
     """Create the directory (0o700, parents as the umask says) unless it exists; return it."""
     path = local_directory(directory)
     if not path.is_dir():
+        for existing in (path, *path.parents):
+            if existing.exists():
+                if not existing.is_dir():
+                    # mkdir would say "File exists", which hides what is wrong with the path.
+                    raise NotADirectoryError(
+                        errno.ENOTDIR, f"checkpoint directory {path}: {existing} is not a directory"
+                    )
+                break
         path.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
         # mkdir's mode is filtered by the umask, which can only remove bits; set it exactly.
         path.chmod(DIR_MODE)
@@ -216,6 +227,7 @@ class CheckpointWriter:
     def __init__(self, directory: str | os.PathLike[str]) -> None:
         self.directory = local_directory(directory)
         self.last_written_time_ms: int | None = None
+        self._failures = FailureLog(logger, f"writing the checkpoint to {self.directory}")
 
     def write(self, checkpoint: Checkpoint) -> bool:
         """True once written; False (logged) after :data:`MAX_WRITE_ATTEMPTS` failures."""
@@ -223,15 +235,12 @@ class CheckpointWriter:
             try:
                 started = time.monotonic()
                 write_checkpoint(self.directory, checkpoint)
-            except OSError:
-                logger.warning(
-                    "Error writing checkpoint for time %d (attempt %d of %d)",
-                    checkpoint.checkpoint_time_ms,
-                    attempt,
-                    MAX_WRITE_ATTEMPTS,
-                    exc_info=True,
+            except OSError as exc:
+                self._failures.failed(
+                    exc, f"time {checkpoint.checkpoint_time_ms}, attempt {attempt} of {MAX_WRITE_ATTEMPTS}"
                 )
                 continue
+            self._failures.succeeded()
             self.last_written_time_ms = checkpoint.checkpoint_time_ms
             logger.info(
                 "Checkpoint for time %d ms saved to %s, took %.1f ms",

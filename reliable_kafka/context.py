@@ -232,6 +232,7 @@ class StreamingContext:
                     )
                 try:
                     self.graph.validate()
+                    _warn_if_block_interval_exceeds_batch(self)
                     self.scheduler.start()
                 except BaseException:
                     logger.exception("Error starting the context, marking it as stopped")
@@ -429,4 +430,17 @@ class StreamingContext:
             checkpoint.zero_time_ms,
             checkpoint.last_generated_batch_time_ms,
             list(checkpoint.pending_times_ms),
+        )
+
+
+def _warn_if_block_interval_exceeds_batch(ssc: StreamingContext) -> None:
+    """As Spark warns: a block interval longer than the batch leaves batches without blocks."""
+    block_ms = ssc.settings.receiver.block_interval_ms
+    if ssc.graph.get_receiver_input_streams() and block_ms > ssc.batch_duration_ms:
+        logger.warning(
+            "Block interval %d ms (spark.streaming.blockInterval) is longer than the batch interval %d ms: "
+            "most batches get no block and records wait up to a block interval; use a block interval "
+            "of at most the batch interval",
+            block_ms,
+            ssc.batch_duration_ms,
         )

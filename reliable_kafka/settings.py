@@ -364,6 +364,10 @@ class KafkaStreamSettings(BaseSettings):
     storage_level: str = Field(
         "MEMORY_AND_DISK_2", description="a StorageLevel constant's name, checked at construction"
     )
+    decode_errors: Literal["fail", "skip", "deadletter"] = Field(
+        "fail", description="a record the decoders fail on: fail its batch, skip it, or dead-letter it"
+    )
+    dead_letter_topic: str | None = Field(None, description='the topic of decode_errors="deadletter"')
 
     def __init__(self, **values: Any) -> None:
         _reject_unknown_fields(type(self), values)

@@ -16,6 +16,7 @@ from wal.errors import (
     WriteAheadLogClosedError,
     WriteAheadLogError,
 )
+from wal.failure_log import FailureLog
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +62,7 @@ class BatchedWriteAheadLog(WriteAheadLog):
         self._in_flight: list[PendingWrite] = []
         self._last_batch_size = 1
         self._last_write_s = 0.0
+        self._write_failures = FailureLog(logger, "batched write-ahead log write")
         self._thread = threading.Thread(target=self._run, name="wal-batched-writer", daemon=True)
         self._thread.start()
 
@@ -115,12 +117,13 @@ class BatchedWriteAheadLog(WriteAheadLog):
             handle = self._wrapped.write(aggregate([p.record for p in batch]), batch[-1].time_ms)
             self._last_write_s = min(time.monotonic() - started, _MAX_GATHER_S)
         except BaseException as exc:
-            logger.warning("batched write-ahead log write of %d record(s) failed", len(batch), exc_info=True)
+            self._write_failures.failed(exc, f"{len(batch)} record(s)")
             for pending in batch:
                 pending.resolve(None, exc)
             if not isinstance(exc, Exception):
                 raise  # SystemExit and the like end the thread; _run fails everything after it
         else:
+            self._write_failures.succeeded()
             for pending in batch:
                 pending.resolve(handle, None)
         finally:

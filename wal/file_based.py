@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from wal.api import RecordHandle, WriteAheadLog
 from wal.durability import FsyncPolicy
 from wal.errors import CorruptRecordError, SegmentNotFoundError, WriteAheadLogClosedError, WriteAheadLogError
+from wal.failure_log import FailureLog
 from wal.filesystem import open_storage
 from wal.framing import HEADER_SIZE, FrameError, decode_header, encode_header, verify_payload
 from wal.recovery import read_segments, read_segments_parallel
@@ -90,6 +91,7 @@ class FileBasedWriteAheadLog(WriteAheadLog):
         self._last_start_ms = -1
         self._closed = False
         self._cleaner: ThreadPoolExecutor | None = None
+        self._write_failures = FailureLog(logger, f"write-ahead log write to {self.log_directory}")
 
     @property
     def log_directory(self) -> str:
@@ -132,6 +134,7 @@ class FileBasedWriteAheadLog(WriteAheadLog):
                     offset = writer.append(header, record)
                     if self._close_after_write:
                         self._close_writer()
+                    self._write_failures.succeeded()
                     return RecordHandle(writer.path, offset, len(record))
                 except Exception as exc:
                     # Never retry on the same file: after a failed fsync Linux may drop the dirty
@@ -139,15 +142,12 @@ class FileBasedWriteAheadLog(WriteAheadLog):
                     failures += 1
                     self._abandon_writer()
                     if failures >= self._max_failures:
-                        logger.error("write-ahead log write failed %d times, giving up", failures)
+                        self._write_failures.failed(exc, f"attempt {failures} of {failures}, giving up")
                         raise WriteAheadLogError(
                             f"write to {self.log_directory} failed after {failures} attempts: {exc}"
                         ) from exc
-                    logger.warning(
-                        "write-ahead log write failed (attempt %d of %d), retrying in a new segment",
-                        failures,
-                        self._max_failures,
-                        exc_info=True,
+                    self._write_failures.failed(
+                        exc, f"attempt {failures} of {self._max_failures}, retrying in a new segment"
                     )
 
     def _writer_for(self, time_ms: int) -> SegmentWriter:
@@ -193,10 +193,9 @@ class FileBasedWriteAheadLog(WriteAheadLog):
         if writer is not None:
             try:
                 writer.close()
-            except Exception:
-                logger.warning(
-                    "could not close abandoned write-ahead log segment %s", writer.path, exc_info=True
-                )
+            except Exception as exc:
+                # The write's own failure is logged with its traceback; this is its echo.
+                logger.warning("could not close abandoned write-ahead log segment %s: %r", writer.path, exc)
 
     # ------------------------------------------------------------ read
 

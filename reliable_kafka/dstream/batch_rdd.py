@@ -24,6 +24,7 @@ from pyspark import RDD, SparkContext
 from pyspark.rdd import PipelinedRDD
 from pyspark.serializers import NoOpSerializer
 
+from reliable_kafka.dstream.block_recovery import BlockRecoveryError, recover_block
 from reliable_kafka.kafka.offset_range import OffsetRange, merge_offset_ranges, ranges_in_metadata
 from reliable_kafka.receiver.tracker_endpoint import BlockLocation
 from reliable_kafka.storage.block_format import decode_block
@@ -46,6 +47,20 @@ class BlockNotFoundError(RuntimeError):
     """No copy of a block could be read: not on an executor, not in the write-ahead log."""
 
 
+class _SkipRecord:
+    """What a decoder returns to leave a record out of the batch."""
+
+    def __reduce__(self) -> str:
+        # Pickled by name, so the one instance stays the one instance in every worker.
+        return "SKIP_RECORD"
+
+    def __repr__(self) -> str:
+        return "SKIP_RECORD"
+
+
+SKIP_RECORD = _SkipRecord()
+
+
 @dataclass(frozen=True, slots=True)
 class BlockPartition:
     """What one partition needs to produce its block: the bytes, or where they are.
@@ -59,6 +74,8 @@ class BlockPartition:
     wal_record_handle: RecordHandle | None = None
     location: BlockLocation | None = None
     fetch_secret: bytes | None = field(default=None, repr=False)
+    # Where to read the block again when its WAL record is unreadable (see block_recovery).
+    recovery: dict[str, Any] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.data is None and self.wal_record_handle is None and self.location is None:
@@ -75,16 +92,16 @@ class BlockPartition:
 
     def encode(self) -> bytes:
         handle, location = self.wal_record_handle, self.location
-        return msgpack.packb(
-            {
-                "block_id": self.block_id,
-                "data": self.data,
-                "wal": None if handle is None else handle.to_dict(),
-                "location": None if location is None else location.to_dict(),
-                "secret": self.fetch_secret,
-            },
-            use_bin_type=True,
-        )
+        fields: dict[str, Any] = {
+            "block_id": self.block_id,
+            "data": self.data,
+            "wal": None if handle is None else handle.to_dict(),
+            "location": None if location is None else location.to_dict(),
+            "secret": self.fetch_secret,
+        }
+        if self.recovery is not None:
+            fields["recovery"] = self.recovery
+        return msgpack.packb(fields, use_bin_type=True)
 
     @classmethod
     def decode(cls, raw: bytes) -> BlockPartition:
@@ -96,6 +113,7 @@ class BlockPartition:
             None if handle is None else RecordHandle.from_dict(handle),
             None if location is None else BlockLocation.from_dict(location),
             d["secret"],
+            d.get("recovery"),
         )
 
     def read(self) -> bytes:
@@ -112,9 +130,24 @@ class BlockPartition:
                 f"{_where(self.location)}, which no longer has it, and the receiver write-ahead log is off "
                 "(spark.streaming.receiver.writeAheadLog.enable), so there is no other copy"
             )
-        # Opening a log touches nothing on disk; here it is only the reader of this one handle.
-        with FileBasedWriteAheadLog(posixpath.dirname(handle.path)) as log:
-            return log.read(handle)
+        try:
+            # Opening a log touches nothing on disk; here it is only the reader of this one handle.
+            with FileBasedWriteAheadLog(posixpath.dirname(handle.path)) as log:
+                return log.read(handle)
+        except Exception as exc:
+            if self.recovery is None:
+                raise
+            wal_error = exc
+        # The recovery source may hold credentials: only the block and the WAL error are logged.
+        logger.warning(
+            "block %s: its write-ahead log record is unreadable (%s); reading it again from its source",
+            self.block_id,
+            wal_error,
+        )
+        try:
+            return recover_block(self.recovery)
+        except BlockRecoveryError as exc:
+            raise BlockRecoveryError(f"block {self.block_id}: {exc} (write-ahead log: {wal_error})") from exc
 
     def _read_from_executor(self, location: BlockLocation) -> bytes | None:
         """The block from its file (same host), else from its receiver's block server."""
@@ -145,7 +178,9 @@ class _ReadBlocks:
             if decoder is None:
                 yield from records
             else:
-                yield from map(decoder, records)
+                for item in map(decoder, records):
+                    if item is not SKIP_RECORD:
+                        yield item
 
 
 def _descriptor_rdd(sc: SparkContext, descriptors: list[bytes]) -> RDD[bytes]:
@@ -193,6 +228,9 @@ class BlockRDD(PipelinedRDD):
         self.num_with_driver_bytes = sum(p.data is not None for p in partitions)
         self.num_from_write_ahead_log = len(partitions) - self.num_from_block_manager
         self._offset_ranges = list(offset_ranges)
+        # Input metadata known only once the batch ran (counts kept by executors), merged into
+        # the listener's StreamInputInfo when the batch completes.
+        self.late_input_metadata: Callable[[], dict[str, Any]] | None = None
 
     def offsetRanges(self) -> list[OffsetRange]:
         """The Kafka offsets this batch holds, one range per topic-partition."""
@@ -216,6 +254,7 @@ def create_block_rdd(
     decoder: Decoder | None = None,
     receiver_wal_enabled: bool = False,
     fetch_secret: bytes | None = None,
+    recovery_source: Callable[[ReceivedBlockInfo], dict[str, Any] | None] | None = None,
 ) -> BlockRDD:
     """Spark's ``ReceiverInputDStream.createBlockRDD``: each block from the block store when it is
     there, else from the write-ahead log; a block in neither is left out with Spark's warning.
@@ -229,12 +268,16 @@ def create_block_rdd(
         result = info.block_store_result
         handle = result.wal_record_handle
         data = block_store.get(info.block_id) if block_store is not None else None
+        # Blocks in the WAL can be read again from their source should their record be damaged.
+        recovery = recovery_source(info) if handle is not None and recovery_source is not None else None
         if data is not None:
             partitions.append(BlockPartition(info.block_id.name, data))
         elif block_store is None and result.location is not None:
-            partitions.append(BlockPartition(info.block_id.name, None, handle, result.location, fetch_secret))
+            partitions.append(
+                BlockPartition(info.block_id.name, None, handle, result.location, fetch_secret, recovery)
+            )
         elif handle is not None:
-            partitions.append(BlockPartition(info.block_id.name, None, handle))
+            partitions.append(BlockPartition(info.block_id.name, None, handle, recovery=recovery))
         else:
             missing.append(info.block_id.name)
             continue

@@ -83,7 +83,13 @@ class ReceiverInputDStream(InputDStream):
             decoder=self.decoder,
             receiver_wal_enabled=self._ssc.settings.wal.enable,
             fetch_secret=tracker.runner.block_fetch_secret,
+            recovery_source=self.block_recovery_source,
         )
+
+    def block_recovery_source(self, info: ReceivedBlockInfo) -> dict[str, Any] | None:
+        """Where a block read from the write-ahead log can be read again if its record is
+        unreadable (see ``dstream.block_recovery``); None: nowhere, the batch fails."""
+        return None
 
     def release_rdd(self, time_ms: int, rdd: RDD[Any]) -> None:
         """Spark's ``BlockRDD.removeBlocks``: a forgotten batch's blocks leave the block manager."""

@@ -28,6 +28,8 @@ _LAZY_EXPORTS = {
     "KafkaInputDStream": "reliable_kafka.kafka.input_dstream",
     "KafkaMessageAndMetadata": "reliable_kafka.kafka.kafka_utils",
     "KafkaUtils": "reliable_kafka.kafka.kafka_utils",
+    "LostOffsetsError": "reliable_kafka.kafka.block_reread",
+    "RecordDecodeError": "reliable_kafka.kafka.decode_errors",
     "utf8_decoder": "reliable_kafka.kafka.kafka_utils",
 }
 
@@ -48,9 +50,11 @@ __all__ = [
     "KafkaParams",
     "KafkaReceiver",
     "KafkaUtils",
+    "LostOffsetsError",
     "OffsetRange",
     "RebalanceListener",
     "Record",
+    "RecordDecodeError",
     "ReliableKafkaReceiver",
     "TopicAndPartition",
     "ZooKeeperOffsetStore",

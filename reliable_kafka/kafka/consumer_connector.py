@@ -171,6 +171,7 @@ class ZookeeperConsumerConnector:
                 on_failure=self._consumer_failed,
                 batch_size=self._batch_size,
                 poll_timeout_s=self._poll_timeout_s,
+                on_out_of_range=self._repair_offset,
             )
             with self._lock:
                 self._consumers[tp] = consumer
@@ -206,6 +207,13 @@ class ZookeeperConsumerConnector:
                 # The next stored block commits past them anyway.
                 logger.warning("committing the stored offsets %s failed: %r", ahead, exc)
         return {**committed, **ahead}
+
+    def _repair_offset(self, tp: TopicAndPartition, rejected: int, reset_to: int) -> None:
+        try:
+            self.offsets.repair(tp, rejected, reset_to)
+        except Exception as exc:
+            # Reading goes on from the reset offset; the next start repairs the node again.
+            logger.warning("replacing the out-of-range offset %d of %s failed: %r", rejected, tp, exc)
 
     def on_partitions_revoked(self, partitions: list[TopicAndPartition]) -> None:
         with self._lock:

@@ -15,19 +15,40 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from reliable_kafka.dstream.batch_rdd import Decoder
+from reliable_kafka.dstream.batch_rdd import BlockRDD
 from reliable_kafka.dstream.receiver_input_dstream import ReceiverInputDStream
+from reliable_kafka.kafka.block_reread import recovery_source
+from reliable_kafka.kafka.decode_errors import DEAD_LETTERED_KEY, SKIPPED_KEY
+from reliable_kafka.kafka.offset_range import ranges_in_metadata
 from reliable_kafka.kafka.params import KafkaParams, parse_kafka_params, redacted
+from reliable_kafka.kafka.partition_consumer import check_client_config
 from reliable_kafka.kafka.receiver_factory import kafka_receiver_descriptor
 from reliable_kafka.kafka.zookeeper_receiver import validate_topics
 from reliable_kafka.storage.storage_level import StorageLevel
 
 if TYPE_CHECKING:
+    from pyspark import RDD, SparkContext
+    from pyspark.accumulators import Accumulator
+
     from reliable_kafka.context import StreamingContext
+    from reliable_kafka.kafka.kafka_utils import KafkaRecordDecoder
     from reliable_kafka.receiver.descriptor import ReceiverDescriptor
     from reliable_kafka.receiver.receiver import Receiver
+    from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo
 
 logger = logging.getLogger(__name__)
+
+
+class DecodeErrorCounters:
+    """One batch's records set aside by ``decodeErrors``: Spark accumulators, added to on the
+    executors and read on the driver once the batch's jobs are done."""
+
+    def __init__(self, sc: SparkContext) -> None:
+        self.skipped: Accumulator[int] = sc.accumulator(0)
+        self.dead_lettered: Accumulator[int] = sc.accumulator(0)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {SKIPPED_KEY: self.skipped.value, DEAD_LETTERED_KEY: self.dead_lettered.value}
 
 
 class KafkaInputDStream(ReceiverInputDStream):
@@ -44,15 +65,30 @@ class KafkaInputDStream(ReceiverInputDStream):
         kafka_params: Mapping[str, Any],
         topics: Mapping[str, int],
         storage_level: StorageLevel | str | Any,
-        decoder: Decoder | None = None,
+        decoder: KafkaRecordDecoder | None = None,
     ) -> None:
         # Validate before registering with the graph: a bad stream must not be left behind in it.
         self.kafka_params: dict[str, Any] = dict(kafka_params)
         self.params: KafkaParams = parse_kafka_params(self.kafka_params)
+        # librdkafka's keys and values are checked here too, not at the first receiver start.
+        check_client_config(self.params.consumer_config(""))
         self.topics: dict[str, int] = validate_topics(topics)
         # Not ``storage_level``: DStream uses that name for how its RDDs are persisted.
         self.receiver_storage_level = StorageLevel.of(storage_level)
+        self._record_decoder = decoder
         super().__init__(ssc, decoder)
+
+    def compute(self, valid_time_ms: int) -> RDD[Any] | None:
+        record_decoder = self._record_decoder
+        counters = None
+        if record_decoder is not None and record_decoder.decode_errors != "fail":
+            # Per batch, so that the batch info counts that batch's records only.
+            counters = DecodeErrorCounters(self._sc)
+            self.decoder = record_decoder.for_batch(counters)
+        rdd = super().compute(valid_time_ms)
+        if counters is not None and isinstance(rdd, BlockRDD):
+            rdd.late_input_metadata = counters.snapshot
+        return rdd
 
     @property
     def use_reliable_receiver(self) -> bool:
@@ -69,6 +105,10 @@ class KafkaInputDStream(ReceiverInputDStream):
             storage_level=self.receiver_storage_level,
             store_max_attempts=self._ssc.settings.receiver.store_max_attempts,
         )
+
+    def block_recovery_source(self, info: ReceivedBlockInfo) -> dict[str, Any] | None:
+        ranges = ranges_in_metadata(info.metadata)
+        return recovery_source(self.kafka_params, ranges) if ranges else None
 
     def get_receiver(self) -> Receiver:
         receiver = self.receiver_descriptor().build()

@@ -19,17 +19,27 @@ raw bytes.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from pyspark import StorageLevel as PySparkStorageLevel
 
-from reliable_kafka.kafka.input_dstream import KafkaInputDStream
+from reliable_kafka.dstream.batch_rdd import SKIP_RECORD
+from reliable_kafka.kafka.decode_errors import (
+    DeadLetterWriter,
+    DecodeErrors,
+    RecordDecodeError,
+    check_decode_errors,
+)
+from reliable_kafka.kafka.input_dstream import DecodeErrorCounters, KafkaInputDStream
 from reliable_kafka.settings import KafkaStreamSettings
 
 if TYPE_CHECKING:
     from reliable_kafka.context import StreamingContext
+
+logger = logging.getLogger(__name__)
 
 KeyValueDecoder = Callable[[bytes | None], Any]
 MessageHandler = Callable[["KafkaMessageAndMetadata"], Any]
@@ -100,20 +110,64 @@ class KafkaRecordDecoder:
         keyDecoder: KeyValueDecoder = utf8_decoder,
         valueDecoder: KeyValueDecoder = utf8_decoder,
         messageHandler: MessageHandler | None = None,
+        *,
+        decode_errors: DecodeErrors = "fail",
+        dead_letter: DeadLetterWriter | None = None,
+        counters: DecodeErrorCounters | None = None,
     ) -> None:
         self.key_decoder = keyDecoder
         self.value_decoder = valueDecoder
         self.message_handler = messageHandler
+        self.decode_errors = decode_errors
+        self.dead_letter = dead_letter
+        self.counters = counters
+
+    def for_batch(self, counters: DecodeErrorCounters | None) -> KafkaRecordDecoder:
+        """This decoder counting into one batch's counters."""
+        return KafkaRecordDecoder(
+            self.key_decoder,
+            self.value_decoder,
+            self.message_handler,
+            decode_errors=self.decode_errors,
+            dead_letter=self.dead_letter,
+            counters=counters,
+        )
 
     def __call__(self, record: tuple[Any, ...]) -> Any:
         key, value, topic, partition, offset = record
-        if self.message_handler is None:
-            return self.key_decoder(key), self.value_decoder(value)
-        return self.message_handler(
-            KafkaMessageAndMetadata(
-                topic, partition, offset, key, value, self.key_decoder, self.value_decoder
+        try:
+            if self.message_handler is None:
+                return self.key_decoder(key), self.value_decoder(value)
+            return self.message_handler(
+                KafkaMessageAndMetadata(
+                    topic, partition, offset, key, value, self.key_decoder, self.value_decoder
+                )
             )
-        )
+        except Exception as exc:
+            # Without its location a poison message cannot be found, skipped or replayed.
+            if self.decode_errors == "fail":
+                raise RecordDecodeError(topic, partition, offset, exc) from exc
+            return self._set_aside(record, exc)
+
+    def _set_aside(self, record: tuple[Any, ...], error: Exception) -> Any:
+        _, _, topic, partition, offset = record
+        if self.dead_letter is not None:
+            self.dead_letter.write(record, repr(error))
+            logger.warning(
+                "record at %s/%d offset %d written to dead-letter topic %s: %r",
+                topic,
+                partition,
+                offset,
+                self.dead_letter.topic,
+                error,
+            )
+            if self.counters is not None:
+                self.counters.dead_lettered.add(1)
+        else:
+            logger.warning("record at %s/%d offset %d skipped: %r", topic, partition, offset, error)
+            if self.counters is not None:
+                self.counters.skipped.add(1)
+        return SKIP_RECORD
 
 
 class KafkaUtils:
@@ -130,6 +184,8 @@ class KafkaUtils:
         *,
         messageHandler: MessageHandler | None = None,
         settings: KafkaStreamSettings | None = None,
+        decodeErrors: DecodeErrors | None = None,
+        deadLetterTopic: str | None = None,
     ) -> KafkaInputDStream:
         """Create an input stream that pulls messages from Kafka brokers through a ZooKeeper group.
 
@@ -147,6 +203,13 @@ class KafkaUtils:
             :class:`KafkaMessageAndMetadata` instead of ``(key, value)``
         :param settings: the whole stream as :class:`KafkaStreamSettings`, instead of
             ``zkQuorum``/``groupId``/``topics``/``kafkaParams``/``storageLevel``
+        :param decodeErrors: what a record the decoders or the handler fail on does to its
+            batch: ``"fail"`` it (default; the error names topic, partition and offset),
+            ``"skip"`` the record, or write it to ``deadLetterTopic`` (``"deadletter"``);
+            skipped and dead-lettered records are counted in the listener's batch info
+            (``StreamInputInfo.metadata``); with ``settings``, its ``decode_errors``
+        :param deadLetterTopic: the topic of ``decodeErrors="deadletter"`` (with ``settings``,
+            its ``dead_letter_topic``)
         :return: a DStream; with the receiver write-ahead log on, nothing received is lost
         """
         from reliable_kafka.context import StreamingContext  # noqa: PLC0415 - context imports the dstreams
@@ -167,6 +230,8 @@ class KafkaUtils:
                 "groupId": groupId,
                 "topics": topics,
                 "kafkaParams": kafkaParams,
+                "decodeErrors": decodeErrors,
+                "deadLetterTopic": deadLetterTopic,
             }
             given = [name for name, value in arguments.items() if value is not None]
             if storageLevel is not _DEFAULT_STORAGE_LEVEL:
@@ -179,7 +244,14 @@ class KafkaUtils:
         else:
             params = _params_from_arguments(zkQuorum, groupId, kafkaParams)
             topic_threads, level = _checked_topics(topics), storageLevel
-        decoder = KafkaRecordDecoder(keyDecoder, valueDecoder, messageHandler)
+        if settings is not None:
+            decodeErrors, deadLetterTopic = settings.decode_errors, settings.dead_letter_topic
+        mode: DecodeErrors = decodeErrors or "fail"
+        check_decode_errors(mode, deadLetterTopic)
+        dead_letter = DeadLetterWriter(deadLetterTopic, params) if deadLetterTopic else None
+        decoder = KafkaRecordDecoder(
+            keyDecoder, valueDecoder, messageHandler, decode_errors=mode, dead_letter=dead_letter
+        )
         return KafkaInputDStream(ssc, params, topic_threads, level, decoder)
 
 

@@ -133,6 +133,62 @@ class ZooKeeperOffsetStore:
             instruments.OFFSET_COMMIT_FAILURES.inc()
         return results
 
+    def repair(self, tp: TopicAndPartition, rejected: int, reset_to: int) -> CommitResult:
+        """Replace a committed offset the broker rejected as out of range by the reset offset.
+
+        The never-backwards rule guards our own commits; an offset past the log end is not a
+        position anyone reached, and keeping it would refuse every later commit, so the node is
+        rewritten even when ``reset_to`` is lower. Still only by the owner, and only if the
+        node still holds ``rejected``.
+        """
+        retrying = zk_retrying(self._retry_for_s, stop_event=self._stop_event)
+        with self._lock:
+            result = retrying(self._repair_locked, tp, rejected, reset_to)
+        if result is CommitResult.COMMITTED:
+            logger.warning(
+                "committed offset %d of %s (group %s) is out of range; replaced by the reset offset %d",
+                rejected,
+                tp,
+                self._group,
+                reset_to,
+            )
+        else:
+            logger.warning(
+                "out-of-range offset %d of %s (group %s) not replaced by %d: %s",
+                rejected,
+                tp,
+                self._group,
+                reset_to,
+                result.value,
+            )
+        return result
+
+    def _repair_locked(self, tp: TopicAndPartition, rejected: int, reset_to: int) -> CommitResult:
+        ensure_connected(self._zk)
+        with self._ownership.ownership_lock:
+            claim = self._valid_claim(tp)
+            if claim is None:
+                return CommitResult.NOT_OWNER
+            known = self._known[tp] = self._read_known(tp)
+            if known.offset == reset_to:
+                return CommitResult.UNCHANGED
+            if known.offset != rejected:
+                return CommitResult.CONFLICT
+            transaction = self._zk.transaction()
+            transaction.check(owner_path(self._group, tp), claim.owner_version)
+            value = str(reset_to).encode("ascii")
+            transaction.set_data(offset_path(self._group, tp), value, version=known.version)
+            outcome = transaction.commit()
+            errors = [item for item in outcome if isinstance(item, Exception)]
+            if not errors:
+                self._known[tp] = _Known(reset_to, known.version + 1)
+                return CommitResult.COMMITTED
+            self._known.pop(tp, None)
+            real = [e for e in errors if not isinstance(e, RolledBackError)]
+            if any(not isinstance(e, BadVersionError | NoNodeError) for e in real):
+                raise real[0]
+            return self._diagnose(tp)
+
     def _ensure_topic_dir(self, topic: str) -> None:
         directory = offsets_topic_dir(self._group, topic)
         if directory not in self._topic_dirs:

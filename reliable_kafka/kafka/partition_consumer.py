@@ -10,9 +10,10 @@ transport errors are logged and the thread keeps going.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from confluent_kafka import (
@@ -25,12 +26,16 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from reliable_kafka.kafka.params import OffsetReset
+from reliable_kafka.kafka.params import OffsetReset, is_secret_key
 from reliable_kafka.kafka.zk_paths import TopicAndPartition
 from reliable_kafka.storage.block_format import PackedChunk, pack_chunk
 
 logger = logging.getLogger(__name__)
 _librdkafka_logger = logging.getLogger("reliable_kafka.kafka.librdkafka")
+# The configuration check's client has no brokers, and says so; nobody needs to read that.
+_quiet_logger = logging.getLogger("reliable_kafka.kafka.librdkafka.config_check")
+_quiet_logger.propagate = False
+_quiet_logger.addHandler(logging.NullHandler())
 
 # A Kafka record as blocks decode to it.
 Record = tuple[bytes | None, bytes | None, str, int, int]  # key, value, topic, partition, offset
@@ -38,6 +43,8 @@ Record = tuple[bytes | None, bytes | None, str, int, int]  # key, value, topic, 
 # (partition, its next records packed, first offset, last offset) -> None; may block (rate limiting).
 RecordSink = Callable[[TopicAndPartition, PackedChunk, int, int], None]
 FailureHandler = Callable[[str, BaseException], None]
+# (partition, committed offset the broker rejected, offset auto.offset.reset chose) -> None.
+OutOfRangeHandler = Callable[[TopicAndPartition, int, int], None]
 
 # Small batches: a consume() of 10,000 messages keeps that many GC-tracked Message objects
 # alive at once, and the collections they trigger cost more than the message handling
@@ -115,6 +122,38 @@ def create_consumer(config: dict[str, Any], name: str) -> Consumer:
         raise ValueError(f"kafka params rejected by confluent-kafka: {exc}") from exc
 
 
+# librdkafka's callbacks and logger: the only config values that are not plain data.
+_CALLBACK_KEYS = frozenset({"error_cb", "throttle_cb", "stats_cb", "oauth_cb", "on_commit", "logger"})
+_QUOTED_PROPERTY = re.compile(r'property:? "([^"]+)"')
+
+
+def check_client_config(config: Mapping[str, Any]) -> None:
+    """``ValueError`` naming the key when librdkafka would refuse ``config`` (an unknown key, a
+    bad value, a value of the wrong type). Builds a client without brokers: nothing connects."""
+    for key, value in config.items():
+        if key in _CALLBACK_KEYS:
+            continue
+        if not isinstance(value, str | int | float | bool):
+            raise ValueError(
+                f"kafka param {key}: expected a string, number or boolean, got {type(value).__name__}"
+            )
+    probe = {k: v for k, v in config.items() if k not in ("bootstrap.servers", "metadata.broker.list")}
+    probe.setdefault("group.id", "reliable-kafka-config-check")
+    probe["logger"] = _quiet_logger
+    try:
+        Consumer(probe).close()
+    except (KafkaException, TypeError, ValueError) as exc:
+        error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+        text = error.str() if error is not None else str(exc)
+        match = _QUOTED_PROPERTY.search(text)
+        key = match.group(1) if match else None
+        if key is not None and is_secret_key(key):
+            # librdkafka quotes the value, and this one is a secret.
+            raise ValueError(f"kafka param {key}: invalid value (rejected by librdkafka)") from None
+        named = f"kafka param {key}: " if key is not None else "kafka params: "
+        raise ValueError(f"{named}{text}") from None
+
+
 class PartitionConsumer:
     """Reads ``tp`` from ``start_offset`` (None: ``offset_reset``) and hands batches to ``sink``.
 
@@ -134,8 +173,11 @@ class PartitionConsumer:
         on_failure: FailureHandler,
         batch_size: int = DEFAULT_BATCH_SIZE,
         poll_timeout_s: float = DEFAULT_POLL_TIMEOUT_S,
+        on_out_of_range: OutOfRangeHandler | None = None,
     ) -> None:
         self.tp = tp
+        self._offset_reset = offset_reset
+        self._on_out_of_range = on_out_of_range
         self.thread_id = thread_id
         self._sink = sink
         self._on_failure = on_failure
@@ -198,7 +240,39 @@ class PartitionConsumer:
             self._consumer.list_topics(self.tp.topic, timeout=_METADATA_TIMEOUT_S)
         except KafkaException as exc:
             logger.debug("%s: no metadata before assign (%r); librdkafka retries", self.tp, exc)
+        self._reset_if_out_of_range()
         self._consumer.assign([self._assignment])
+
+    def _reset_if_out_of_range(self) -> None:
+        """Start at the reset offset, and have it committed, when the broker's log no longer (or
+        never) holds the committed offset: librdkafka would reset by itself, but the committed
+        offset would stay, and one past the log end would refuse every later commit."""
+        committed = self.start_offset
+        if committed is None:
+            return
+        try:
+            low, high = self._consumer.get_watermark_offsets(
+                TopicPartition(self.tp.topic, self.tp.partition), timeout=_METADATA_TIMEOUT_S, cached=False
+            )
+        except KafkaException as exc:
+            logger.info("%s: log range unknown (%r); librdkafka resets out-of-range offsets", self.tp, exc)
+            return
+        if low <= committed <= high:
+            return
+        reset_to = low if self._offset_reset == "smallest" else high
+        logger.warning(
+            "%s: committed offset %d is outside the log [%d, %d]; auto.offset.reset=%s starts at %d",
+            self.tp,
+            committed,
+            low,
+            high,
+            self._offset_reset,
+            reset_to,
+        )
+        self._assignment = TopicPartition(self.tp.topic, self.tp.partition, reset_to)
+        self.next_offset = reset_to
+        if self._on_out_of_range is not None:
+            self._on_out_of_range(self.tp, committed, reset_to)
 
     def _consume_until_stopped(self) -> None:
         self._assign()

@@ -21,6 +21,7 @@ from reliable_kafka.kafka.zookeeper_receiver import OffsetTrackingListener, Zook
 from reliable_kafka.storage.block_format import PackedChunk, encode_chunks
 from reliable_kafka.storage.block_id import StreamBlockId
 from reliable_kafka.storage.storage_level import StorageLevel
+from wal.failure_log import FailureLog
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +51,7 @@ class KafkaReceiver(ZookeeperKafkaReceiver):
         )
         self._committer: threading.Thread | None = None
         self._stop_committing = threading.Event()
+        self._commit_failures = FailureLog(logger, "auto commit of offsets to ZooKeeper")
 
     def on_start(self) -> None:
         self._start_consuming(
@@ -96,7 +98,10 @@ class KafkaReceiver(ZookeeperKafkaReceiver):
         try:
             connector.offsets.commit(offsets)
         except Exception as exc:
-            logger.warning("auto commit of %s failed: %r", offsets, exc)
+            where = ", ".join(f"{tp} at {offset}" for tp, offset in offsets.items())
+            self._commit_failures.failed(exc, where)
+        else:
+            self._commit_failures.succeeded()
 
 
 class _BlockPusher(OffsetTrackingListener):

@@ -24,6 +24,7 @@ from reliable_kafka.kafka.zookeeper_receiver import OffsetTrackingListener, Zook
 from reliable_kafka.storage.block_format import PackedChunk, encode_chunks
 from reliable_kafka.storage.block_id import StreamBlockId
 from reliable_kafka.storage.storage_level import StorageLevel
+from wal.failure_log import FailureLog
 
 logger = logging.getLogger(__name__)
 
@@ -82,6 +83,7 @@ class ReliableKafkaReceiver(ZookeeperKafkaReceiver):
         # restarts: what was stored stays stored, so reading it again would only duplicate it.
         self._stored_until: dict[TopicAndPartition, int] = {}
         self._stored_lock = threading.Lock()
+        self._commit_failures = FailureLog(logger, "committing offsets to ZooKeeper")
 
     # -- life cycle ---------------------------------------------------------------------------
 
@@ -169,7 +171,10 @@ class ReliableKafkaReceiver(ZookeeperKafkaReceiver):
             connector.offsets.commit(offsets)
         except Exception as exc:
             # Only costs re-reading these records after a failure; the next block commits past them.
-            logger.warning("committing offsets %s failed: %r", offsets, exc)
+            where = ", ".join(f"{tp} at {offset}" for tp, offset in offsets.items())
+            self._commit_failures.failed(exc, where)
+        else:
+            self._commit_failures.succeeded()
 
 
 class _GeneratedBlockHandler(OffsetTrackingListener):

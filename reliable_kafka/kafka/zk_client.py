@@ -63,6 +63,26 @@ class MaskZooKeeperSecrets(logging.Filter):
 kazoo_logger = logging.getLogger("kazoo.client.masked")
 kazoo_logger.addFilter(MaskZooKeeperSecrets())
 
+
+class _ServerAddressLog(logging.LoggerAdapter):  # type: ignore[type-arg]
+    """kazoo's logger for one client: its connection warnings ("Connection dropped: socket
+    connection error: Connection refused") name no server, so this appends the one it was
+    connecting to, which kazoo logs (at INFO) just before each attempt."""
+
+    def __init__(self, logger: logging.Logger, servers: str) -> None:
+        super().__init__(logger, {})
+        self._servers = servers
+        self._server: str | None = None
+
+    def log(self, level: int, msg: object, *args: object, **kwargs: object) -> None:
+        if isinstance(msg, str) and msg.startswith("Connecting to ") and len(args) >= 3:
+            self._server = f"{args[0]}:{args[2]}"
+        elif level >= logging.WARNING and isinstance(msg, str):
+            where = self._server or self._servers
+            msg = f"{msg} (ZooKeeper {where})"
+        super().log(level, msg, *args, **kwargs)  # type: ignore[arg-type]
+
+
 RETRIABLE_ZOOKEEPER_ERRORS: tuple[type[BaseException], ...] = (
     ConnectionLoss,
     SessionExpiredError,
@@ -91,7 +111,7 @@ def connect_zookeeper(params: ZooKeeperParams) -> KazooClient:
         connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=2.0),
         auth_data=[("digest", params.auth)] if params.auth else None,
         default_acl=zookeeper_acl(params),
-        logger=kazoo_logger,
+        logger=_ServerAddressLog(kazoo_logger, params.connect),  # type: ignore[arg-type]
     )
     try:
         client.start(timeout=params.connection_timeout_ms / 1000.0)

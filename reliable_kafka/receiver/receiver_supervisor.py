@@ -38,6 +38,7 @@ from reliable_kafka.receiver.wal_block_handler import (
 from reliable_kafka.settings import StreamingSettings
 from reliable_kafka.storage.block_id import StreamBlockId, StreamBlockIdGenerator
 from reliable_kafka.storage.block_store import BlockStore
+from wal.failure_log import FailureLog
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +103,7 @@ class ReceiverSupervisor:
         self.control: ReceiverControl = _SupervisorControl(self)
 
         self._receiver_state = ReceiverState.INITIALIZED
-        self._lifecycle_lock = threading.RLock()  # reentrant: a failed start stops from inside
+        self._lifecycle_lock = threading.RLock()
         self._restart_threads_lock = threading.Lock()
         self._one_restart_at_a_time = threading.Lock()
         self._restart_threads: list[threading.Thread] = []
@@ -110,6 +111,7 @@ class ReceiverSupervisor:
         self._stop_requested = threading.Event()
         self._terminated = threading.Event()
         self._stopping_error: BaseException | None = None
+        self._restart_failures = _restart_failure_log(self.stream_id)
 
         receiver.attach_supervisor(self)
         self._default_block_generator = self.create_block_generator(_DefaultBlockGeneratorListener(self))
@@ -234,6 +236,8 @@ class ReceiverSupervisor:
         info = ReceivedBlockInfo(self.stream_id, result.num_records, metadata, result)
         if not self._tracker.add_block(info):
             raise ReceiverTrackerError(f"Failed to add block {block_id} to receiver tracker")
+        if self._restart_failures.failing:
+            self._restart_failures.succeeded()
         logger.debug("Reported block %s", block_id)
 
     def remove_blocks(self, block_names: list[str]) -> None:
@@ -321,24 +325,32 @@ class ReceiverSupervisor:
         return self._receiver_state is ReceiverState.STOPPED
 
     def _start_receiver(self) -> None:
+        # The stop of a failed start runs after the lifecycle lock is released: it joins the
+        # restart threads, and one that a failing on_start began (a failed rebalance) needs
+        # that lock to stop the receiver, so stopping under it deadlocks.
+        failure = self._start_receiver_locked()
+        if failure is not None:
+            self.stop(*failure)
+
+    def _start_receiver_locked(self) -> tuple[str, BaseException | None] | None:
+        """Register and call on_start; the reason to stop when that fails, else None."""
         with self._lifecycle_lock:
             if self._stop_requested.is_set():
-                return
+                return None
             try:
                 registered = self._tracker.register_receiver(
                     self.stream_id, type(self.receiver).__name__, self.host, self.executor_id, self.control
                 )
                 if not registered:
-                    self.stop(
-                        f"Registered unsuccessfully because Driver refused to start receiver {self.stream_id}"
-                    )
-                    return
+                    sid = self.stream_id
+                    return f"Registered unsuccessfully because Driver refused to start receiver {sid}", None
                 logger.info("Starting receiver %d", self.stream_id)
                 self._receiver_state = ReceiverState.STARTED
                 self.receiver.on_start()
                 logger.info("Called receiver %d on_start", self.stream_id)
             except Exception as exc:
-                self.stop(f"Error starting receiver {self.stream_id}", exc)
+                return f"Error starting receiver {self.stream_id}", exc
+        return None
 
     def _stop_receiving(self, message: str, error: BaseException | None) -> bool:
         """on_stop and join the receiving threads; False if the receiver was not running."""
@@ -390,13 +402,11 @@ class ReceiverSupervisor:
         with self._one_restart_at_a_time:
             if self._stop_requested.is_set():
                 return
-            logger.warning(
-                "Restarting receiver %d with delay %d ms: %s",
-                self.stream_id,
-                delay_ms,
-                message,
-                exc_info=error,
-            )
+            if error is None:
+                sid = self.stream_id
+                logger.warning("Restarting receiver %d with delay %d ms: %s", sid, delay_ms, message)
+            else:
+                self._restart_failures.failed(error, f"{message}; restarting with delay {delay_ms} ms")
             reason = f"Restarting receiver with delay {delay_ms}ms: {message}"
             if self._stop_receiving(reason, error):
                 self._deregister(reason, error)
@@ -408,6 +418,20 @@ class ReceiverSupervisor:
             logger.info("Starting receiver %d again", self.stream_id)
             self._start_receiver()
             logger.info("Receiver %d started again", self.stream_id)
+
+
+# Per stream, across supervisors: each launch of a receiver gets a new supervisor, and a
+# receiver restarting on the same error over and over must log its traceback once.
+_restart_failure_logs: dict[int, FailureLog] = {}
+_restart_failure_logs_lock = threading.Lock()
+
+
+def _restart_failure_log(stream_id: int) -> FailureLog:
+    with _restart_failure_logs_lock:
+        log = _restart_failure_logs.get(stream_id)
+        if log is None:
+            log = _restart_failure_logs[stream_id] = FailureLog(logger, f"Receiver {stream_id}")
+        return log
 
 
 class _DefaultBlockGeneratorListener(BlockGeneratorListener):

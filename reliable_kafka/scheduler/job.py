@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import traceback
@@ -111,6 +112,8 @@ class JobSet:
         self.processing_start_time_ms: int | None = None
         self.processing_end_time_ms: int | None = None
         self._incomplete = {id(job) for job in self.jobs}
+        # Per stream, input metadata known only after the jobs ran (see BlockRDD).
+        self.late_input_metadata: dict[int, Callable[[], Mapping[str, Any]]] = {}
 
     @property
     def stream_id_to_num_records(self) -> dict[int, int]:
@@ -157,12 +160,20 @@ class JobSet:
     def to_batch_info(self) -> BatchInfo:
         return BatchInfo(
             batch_time_ms=self.time_ms,
-            stream_id_to_input_info=dict(self.stream_id_to_input_info),
+            stream_id_to_input_info=self._input_infos(),
             submission_time_ms=self.submission_time_ms,
             processing_start_time_ms=self.processing_start_time_ms,
             processing_end_time_ms=self.processing_end_time_ms,
             output_operation_infos={job.output_op_id: job.to_output_operation_info() for job in self.jobs},
         )
+
+    def _input_infos(self) -> dict[int, StreamInputInfo]:
+        infos = dict(self.stream_id_to_input_info)
+        if self.has_completed:
+            for stream_id, late in self.late_input_metadata.items():
+                info = infos.get(stream_id) or StreamInputInfo(stream_id, 0)
+                infos[stream_id] = dataclasses.replace(info, metadata={**info.metadata, **late()})
+        return infos
 
     def __repr__(self) -> str:
         return f"JobSet(time={self.time_ms} ms, jobs={len(self.jobs)})"

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from reliable_kafka.checkpoint import Checkpoint, CheckpointWriter, InputStreamRecord
+from reliable_kafka.dstream.batch_rdd import BlockRDD
 from reliable_kafka.receiver.recurring_timer import RecurringTimer
 from reliable_kafka.scheduler.batch_input_info import input_infos_of_batch
 from reliable_kafka.scheduler.job import JobSet, wall_clock_ms
@@ -296,8 +297,12 @@ class JobGenerator:
             with self._lock:
                 self.last_generated_batch_time_ms = _later(self.last_generated_batch_time_ms, time_ms)
                 self._incomplete.add(time_ms)
-            input_infos = input_infos_of_batch(num_records, blocks)
-            self.job_scheduler.submit_job_set(JobSet(time_ms, jobs, num_records, input_infos))
+            job_set = JobSet(time_ms, jobs, num_records, input_infos_of_batch(num_records, blocks))
+            for stream in self.graph.get_receiver_input_streams():
+                rdd = stream.generated_rdds.get(time_ms)
+                if isinstance(rdd, BlockRDD) and rdd.late_input_metadata is not None:
+                    job_set.late_input_metadata[stream.id] = rdd.late_input_metadata
+            self.job_scheduler.submit_job_set(job_set)
         self._events.put(DoCheckpoint(time_ms, clear_checkpoint_data_later=False))
 
     def _safe_clear_time(self) -> int | None:

@@ -23,6 +23,7 @@ from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo
 from reliable_kafka.settings import WriteAheadLogSettings
 from wal import BatchedWriteAheadLog, FileBasedWriteAheadLog, WriteAheadLog
 from wal.aggregate import deaggregate
+from wal.failure_log import FailureLog
 
 logger = logging.getLogger(__name__)
 
@@ -193,6 +194,7 @@ class ReceivedBlockTracker:
     ) -> None:
         self._stream_ids = list(stream_ids)
         self._log = write_ahead_log
+        self._log_failures = FailureLog(logger, "writing to the received block metadata log")
         self._log_after_stop = log_after_stop
         self._stopped = False
         self._now_ms = now_ms
@@ -378,11 +380,10 @@ class ReceivedBlockTracker:
             return True
         try:
             self._log.write(encode_event(event), self._now_ms())
-        except Exception:
-            logger.warning(
-                "Exception thrown while writing record %s to the write-ahead log", event, exc_info=True
-            )
+        except Exception as exc:
+            self._log_failures.failed(exc, type(event).__name__)
             return False
+        self._log_failures.succeeded()
         return True
 
     def _recover_past_events(self) -> None:

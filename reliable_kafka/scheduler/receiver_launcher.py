@@ -71,6 +71,8 @@ class LaunchTarget(Protocol):
 
     def reschedule(self, stream_id: int) -> list[TaskLocation]: ...
 
+    def receiver_failed(self, stream_id: int, error: BaseException) -> None: ...
+
 
 class ReceiverLauncher:
     """One launcher thread per receiver stream; see the module docstring."""
@@ -120,8 +122,8 @@ class ReceiverLauncher:
                 self._launch_counts[stream.id] = launch
             try:
                 self.runner.run(stream, locations, launch)
-            except Exception:
-                logger.exception("Receiver %d has been stopped. Try to restart it.", stream.id)
+            except Exception as exc:
+                self._target.receiver_failed(stream.id, exc)
             if self._target.stopping.is_set():
                 break
             logger.info("Restarting Receiver %d in %.3f s", stream.id, self._restart_delay_s)

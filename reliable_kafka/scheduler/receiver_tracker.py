@@ -46,6 +46,7 @@ from reliable_kafka.scheduler.receiver_scheduling_policy import (
 )
 from reliable_kafka.storage.block_id import StreamBlockId
 from reliable_kafka.storage.block_manager import BlockManager
+from wal.failure_log import FailureLog
 from wal.segments import parse_segment_name, segment_basename
 
 if TYPE_CHECKING:
@@ -174,6 +175,10 @@ class ReceiverTracker:
         self._tracking_infos: dict[int, ReceiverTrackingInfo] = {}
         self._preferred_locations: dict[int, str | None] = {}
         self._controls: dict[int, ReceiverControl] = {}
+        # Per stream: a receiver failing again and again logs its traceback once, then a line per
+        # restart, then a line when it stores a block again.
+        self._receiver_failures: dict[int, FailureLog] = {}
+        self._failing_streams: set[int] = set()
 
     def _default_runner(
         self, block_store: BlockStore | None, executors: Sequence[ExecutorCacheTaskLocation] | None
@@ -451,7 +456,23 @@ class ReceiverTracker:
         return True
 
     def add_block(self, info: ReceivedBlockInfo) -> bool:
+        if self._failing_streams and info.stream_id in self._failing_streams:
+            self._failing_streams.discard(info.stream_id)
+            self._failure_log(info.stream_id).succeeded()
         return self.received_block_tracker.add_block(info)
+
+    def receiver_failed(self, stream_id: int, error: BaseException) -> None:
+        """An incarnation of the receiver ended with ``error``; the launcher restarts it."""
+        with self._lock:
+            self._failing_streams.add(stream_id)
+        self._failure_log(stream_id).failed(error, "it has been stopped; restarting it")
+
+    def _failure_log(self, stream_id: int) -> FailureLog:
+        with self._lock:
+            log = self._receiver_failures.get(stream_id)
+            if log is None:
+                log = self._receiver_failures[stream_id] = FailureLog(logger, f"Receiver {stream_id}")
+            return log
 
     def report_error(self, stream_id: int, message: str, error: str) -> None:
         with self._lock:
@@ -484,7 +505,12 @@ class ReceiverTracker:
             self._controls.pop(stream_id, None)
             self._registrations_changed.notify_all()
         self._post(StreamingListenerReceiverStopped(_receiver_info(info)))
-        logger.info("Deregistered receiver for stream %d: %s", stream_id, _with_error(message, error))
+        if error:
+            # The whole error goes to the listeners; the log has the launcher's traceback.
+            summary = _last_line(error)
+            logger.warning("Deregistered receiver for stream %d: %s - %s", stream_id, message, summary)
+        else:
+            logger.info("Deregistered receiver for stream %d: %s", stream_id, message)
         return True
 
     # ------------------------------------------------------------ scheduling (LaunchTarget)
@@ -545,6 +571,12 @@ def _receiver_info(info: ReceiverTrackingInfo) -> ReceiverInfo:
         last_error=error.last_error,
         last_error_time_ms=error.last_error_time_ms,
     )
+
+
+def _last_line(error: str) -> str:
+    """A formatted traceback's last line: the exception and its message."""
+    lines = [line for line in error.strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else error
 
 
 def _with_error(message: str, error: str) -> str:

@@ -60,6 +60,13 @@ def test_record_decoder_gives_key_value_pairs() -> None:
         ({"kafkaParams": [("a", "b")]}, TypeError, "kafkaParams should be dict"),
         ({"kafkaParams": {"group.id": "other"}}, ValueError, "contradicts"),
         ({"kafkaParams": {"auto.offset.reset": "sometimes"}}, ValueError, "auto.offset.reset"),
+        (
+            {"kafkaParams": {"fetch.wiat.max.ms": "100"}},
+            ValueError,
+            r"kafka param fetch\.wiat\.max\.ms: No such",
+        ),
+        ({"kafkaParams": {"security.protocol": "PLAINTEXTX"}}, ValueError, "kafka param security.protocol"),
+        ({"kafkaParams": {"fetch.wait.max.ms": [100]}}, ValueError, "fetch.wait.max.ms: expected a string"),
         ({"storageLevel": "MEMORY_SOMEWHERE"}, ValueError, "unknown storage level"),
         ({"keyDecoder": "utf-8"}, TypeError, "keyDecoder should be callable"),
         ({"messageHandler": 3}, TypeError, "messageHandler should be callable"),
@@ -137,6 +144,23 @@ def test_kafka_stream_settings(spark_context: Any) -> None:
     assert params.client_config["fetch.wait.max.ms"] == "50"
 
 
+def test_kafka_stream_settings_choose_what_decode_errors_do(spark_context: Any) -> None:
+    base = {
+        "zookeeper": ZooKeeperSettings(connect=ZK),
+        "group": ConsumerGroupSettings(group_id="g"),
+        "topics": {"t": 1},
+    }
+    ssc = StreamingContext(spark_context, 1)
+    skipping = KafkaUtils.createStream(ssc, settings=KafkaStreamSettings(**base, decode_errors="skip"))
+    assert skipping.decoder is not None and skipping.decoder.decode_errors == "skip"  # type: ignore[attr-defined]
+    dead = KafkaStreamSettings(**base, decode_errors="deadletter", dead_letter_topic="dead")
+    assert KafkaUtils.createStream(ssc, settings=dead).decoder.dead_letter.topic == "dead"  # type: ignore[union-attr]
+    with pytest.raises(ValueError, match="decode_errors"):
+        KafkaStreamSettings(**base, decode_errors="ignore")
+    with pytest.raises(ValueError, match="needs deadLetterTopic"):
+        KafkaUtils.createStream(ssc, settings=KafkaStreamSettings(**base, decode_errors="deadletter"))
+
+
 def test_kafka_stream_settings_exclude_the_positional_arguments(spark_context: Any) -> None:
     settings = KafkaStreamSettings(
         zookeeper=ZooKeeperSettings(connect=ZK), group=ConsumerGroupSettings(group_id="g"), topics={"t": 1}
@@ -146,6 +170,8 @@ def test_kafka_stream_settings_exclude_the_positional_arguments(spark_context: A
         KafkaUtils.createStream(ssc, ZK, topics={"t": 1}, settings=settings)
     with pytest.raises(TypeError, match="storageLevel"):
         KafkaUtils.createStream(ssc, storageLevel=PySparkStorageLevel.DISK_ONLY, settings=settings)
+    with pytest.raises(TypeError, match="decodeErrors"):
+        KafkaUtils.createStream(ssc, decodeErrors="skip", settings=settings)
     contradicting = settings.model_copy(update={"kafka_params": {"group.id": "other"}})
     with pytest.raises(ValueError, match=r"kafka_params\['group.id'\] contradicts"):
         KafkaUtils.createStream(ssc, settings=contradicting)

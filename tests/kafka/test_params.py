@@ -153,3 +153,18 @@ def test_the_stream_logs_its_client_config_without_secrets(
     assert "client config" in caplog.text
     for secret in ("alice", "BEGIN PRIVATE KEY", "xyz", "hunter2"):
         assert secret not in caplog.text
+
+
+def test_librdkafka_rejections_name_the_key_and_never_echo_a_secret_value() -> None:
+    from reliable_kafka.kafka.partition_consumer import check_client_config
+
+    with pytest.raises(ValueError, match=r"^kafka param fetch\.wiat\.max\.ms: No such configuration"):
+        check_client_config({"fetch.wiat.max.ms": "100"})
+    with pytest.raises(ValueError, match=r"^kafka param security\.protocol: Invalid value"):
+        check_client_config({"security.protocol": "PLAINTEXTX"})
+    with pytest.raises(ValueError, match="got dict"):
+        check_client_config({"fetch.wait.max.ms": {"ms": 100}})
+    with pytest.raises(ValueError) as raised:
+        check_client_config({"sasl.oauthbearer.method": "hunter2-secret"})
+    assert "hunter2" not in str(raised.value)
+    check_client_config({"fetch.wait.max.ms": 100, "bootstrap.servers": "127.0.0.1:1"})

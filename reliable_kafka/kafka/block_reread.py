@@ -1,0 +1,144 @@
+"""A block read again from Kafka, when its write-ahead log record is unreadable (torn, corrupt,
+or its segment gone): every block knows its exact offset ranges, so the records are still in
+the partitions' logs unless retention removed them.
+
+Registered as the ``kafka`` kind of :mod:`reliable_kafka.dstream.block_recovery`; the recovery
+source the Kafka input stream attaches to a block is :func:`recovery_source`. Runs on the
+executors. The client configuration in it may hold credentials: it is never logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from reliable_kafka.dstream.block_recovery import BlockRecoveryError, register_block_recovery
+from reliable_kafka.kafka.broker_discovery import discover_bootstrap_servers
+from reliable_kafka.kafka.offset_range import OffsetRange
+from reliable_kafka.kafka.params import KafkaParams, parse_kafka_params
+from reliable_kafka.kafka.partition_consumer import LibrdkafkaLog
+from reliable_kafka.kafka.zk_client import close_zookeeper, connect_zookeeper
+from reliable_kafka.storage.block_format import PackedChunk, encode_chunks, pack_chunk
+
+logger = logging.getLogger(__name__)
+
+KIND = "kafka"
+# Without a record for this long (a broker down, a partition gone), the block counts as lost.
+DEFAULT_REREAD_TIMEOUT_S = 60.0
+_POLL_S = 0.5
+
+
+def recovery_source(kafka_params: Mapping[str, Any], ranges: Sequence[OffsetRange]) -> dict[str, Any]:
+    """What an executor needs to read ``ranges`` again: plain data for the batch descriptor."""
+    return {
+        "kind": KIND,
+        "module": __name__,
+        "kafka_params": {str(k): v for k, v in kafka_params.items()},
+        "ranges": [[r.topic, r.partition, r.fromOffset, r.untilOffset] for r in ranges],
+    }
+
+
+class LostOffsetsError(BlockRecoveryError):
+    """Kafka no longer holds (part of) the records of a block whose WAL record is unreadable."""
+
+    def __init__(self, lost: Sequence[OffsetRange], reason: str) -> None:
+        self.lost = list(lost)
+        self.reason = reason
+        listed = ", ".join(f"{r.topic}/{r.partition} [{r.fromOffset}, {r.untilOffset})" for r in self.lost)
+        super().__init__(f"records lost: {listed}: {reason}")
+
+
+def bootstrap_servers(params: KafkaParams) -> str:
+    """The brokers: as given, else from ZooKeeper's ``/brokers/ids``."""
+    if params.bootstrap_servers is not None:
+        return params.bootstrap_servers
+    zk = connect_zookeeper(params.zookeeper)
+    try:
+        protocol = str(params.client_config.get("security.protocol", "PLAINTEXT"))
+        return discover_bootstrap_servers(zk, protocol)
+    finally:
+        close_zookeeper(zk)
+
+
+def reread_block(source: Mapping[str, Any], timeout_s: float = DEFAULT_REREAD_TIMEOUT_S) -> bytes:
+    ranges = [OffsetRange.from_metadata(entry) for entry in source["ranges"]]
+    params = parse_kafka_params(source["kafka_params"])
+    config = params.consumer_config(bootstrap_servers(params))
+    # An offset Kafka no longer has is an error here, never a silent jump to another offset.
+    config["auto.offset.reset"] = "error"
+    config["enable.partition.eof"] = True
+    config["logger"] = LibrdkafkaLog()
+    consumer = Consumer(config)
+    chunks: list[PackedChunk] = []
+    lost: list[OffsetRange] = []
+    reasons: list[str] = []
+    try:
+        for wanted in ranges:
+            if wanted.count() <= 0:
+                continue
+            try:
+                chunks.extend(_read_range(consumer, wanted, timeout_s))
+            except LostOffsetsError as exc:
+                lost.extend(exc.lost)
+                reasons.append(exc.reason)
+    finally:
+        consumer.close()
+    if lost:
+        raise LostOffsetsError(lost, "; ".join(dict.fromkeys(reasons)))
+    logger.info(
+        "read %d records of %s again from Kafka",
+        sum(c.num_records for c in chunks),
+        ", ".join(f"{r.topic}/{r.partition} [{r.fromOffset}, {r.untilOffset})" for r in ranges),
+    )
+    return encode_chunks(chunks)
+
+
+def _read_range(consumer: Consumer, wanted: OffsetRange, timeout_s: float) -> list[PackedChunk]:
+    """The records of ``wanted``; compacted-away offsets are simply absent, as in the log."""
+    topic, partition = wanted.topic, wanted.partition
+    consumer.assign([TopicPartition(topic, partition, wanted.fromOffset)])
+    keys: list[bytes | None] = []
+    values: list[bytes | None] = []
+    offsets: list[int] = []
+    next_offset = wanted.fromOffset
+    deadline = time.monotonic() + timeout_s
+    try:
+        while next_offset < wanted.untilOffset:
+            if time.monotonic() > deadline:
+                missing = OffsetRange(topic, partition, next_offset, wanted.untilOffset)
+                raise LostOffsetsError([missing], f"no record from Kafka within {timeout_s:.0f} s")
+            for message in consumer.consume(500, _POLL_S):
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        missing = OffsetRange(topic, partition, next_offset, wanted.untilOffset)
+                        raise LostOffsetsError([missing], "the log ends before them")
+                    if error.fatal() or error.code() in (
+                        KafkaError._AUTO_OFFSET_RESET,
+                        KafkaError.OFFSET_OUT_OF_RANGE,
+                    ):
+                        missing = OffsetRange(topic, partition, next_offset, wanted.untilOffset)
+                        raise LostOffsetsError([missing], f"Kafka no longer has them ({error.str()})")
+                    continue  # transport errors: librdkafka retries
+                offset = message.offset()
+                if offset >= wanted.untilOffset:
+                    next_offset = wanted.untilOffset
+                    break
+                keys.append(message.key())
+                values.append(message.value())
+                offsets.append(offset)
+                next_offset = offset + 1
+                deadline = time.monotonic() + timeout_s
+    except KafkaException as exc:
+        missing = OffsetRange(topic, partition, next_offset, wanted.untilOffset)
+        raise LostOffsetsError([missing], f"reading them failed: {exc}") from exc
+    finally:
+        consumer.unassign()
+    return [pack_chunk(topic, partition, keys, values, offsets)] if offsets else []
+
+
+register_block_recovery(KIND, reread_block)

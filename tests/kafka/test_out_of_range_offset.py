@@ -1,0 +1,82 @@
+"""A committed offset the broker's log does not hold (issue 10, item 2): the receiver starts where
+``auto.offset.reset`` says and that offset becomes the committed one, so later commits go on
+and a restart neither re-reads nor skips. Real ZooKeeper and Kafka."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from reliable_kafka.kafka import ReliableKafkaReceiver
+from reliable_kafka.local import LocalCluster
+from reliable_kafka.storage import StorageLevel
+from tests.cluster_backends import unique_name
+from tests.kafka.harness import RunningReceiver, committed_offset, produce, wait_for
+
+pytestmark = pytest.mark.integration
+
+FAST_GROUP_PARAMS = {"zookeeper.session.timeout.ms": "2000", "rebalance.backoff.ms": "300"}
+BEYOND_THE_LOG = 1_000_000
+
+
+@pytest.fixture
+def admin_zk(local_cluster: LocalCluster) -> Iterator[Any]:
+    zk = local_cluster.zookeeper_client()
+    yield zk
+    zk.stop()
+    zk.close()
+
+
+def start(cluster: LocalCluster, group: str, topic: str, reset: str) -> RunningReceiver:
+    receiver = ReliableKafkaReceiver(
+        cluster.zookeeper_connect,
+        group,
+        {topic: 1},
+        {**cluster.client_config(), **FAST_GROUP_PARAMS, "auto.offset.reset": reset},
+        StorageLevel.MEMORY_AND_DISK_SER,
+    )
+    return RunningReceiver(receiver, None)
+
+
+def test_an_offset_beyond_the_log_end_is_replaced_by_the_smallest_offset_and_commits_go_on(
+    local_cluster: LocalCluster, admin_zk: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    topic, group = unique_name("oor-small"), unique_name("oor-small")
+    local_cluster.create_topic(topic, partitions=1)
+    sent = produce(local_cluster.client_config(), topic, 1, 10)
+    admin_zk.create(f"/consumers/{group}/offsets/{topic}/0", str(BEYOND_THE_LOG).encode(), makepath=True)
+    caplog.set_level(logging.WARNING, logger="reliable_kafka.kafka")
+    run = start(local_cluster, group, topic, "smallest")
+    try:
+        wait_for(lambda: committed_offset(admin_zk, group, topic, 0) == 10, 60, "commits past the reset")
+        assert [r[1] for r in run.records()] == sent[0]
+    finally:
+        run.stop()
+    repaired = [r.getMessage() for r in caplog.records if "out of range" in r.getMessage()]
+    assert repaired, "the repair is logged"
+    assert str(BEYOND_THE_LOG) in repaired[0] and "reset offset 0" in repaired[0]
+
+
+def test_with_largest_the_reset_offset_is_committed_so_a_restart_skips_nothing_that_arrived_meanwhile(
+    local_cluster: LocalCluster, admin_zk: Any
+) -> None:
+    topic, group = unique_name("oor-large"), unique_name("oor-large")
+    local_cluster.create_topic(topic, partitions=1)
+    produce(local_cluster.client_config(), topic, 1, 5)
+    admin_zk.create(f"/consumers/{group}/offsets/{topic}/0", str(BEYOND_THE_LOG).encode(), makepath=True)
+    run = start(local_cluster, group, topic, "largest")
+    try:
+        wait_for(lambda: committed_offset(admin_zk, group, topic, 0) == 5, 60, "the reset offset committed")
+    finally:
+        run.stop()
+    # Produced while no receiver runs: a restart must read them from the repaired offset.
+    sent = produce(local_cluster.client_config(), topic, 1, 3, start=5)
+    run = start(local_cluster, group, topic, "largest")
+    try:
+        wait_for(lambda: committed_offset(admin_zk, group, topic, 0) == 8, 60, "the records of the downtime")
+        assert [r[1] for r in run.records()] == sent[0]
+    finally:
+        run.stop()

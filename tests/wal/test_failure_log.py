@@ -1,0 +1,36 @@
+"""FailureLog (issue 10, item 6): a retried failure logs its traceback once, then one line per
+retry, then one recovery line."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from wal.failure_log import FailureLog
+
+logger = logging.getLogger("tests.failure_log")
+
+
+def test_first_failure_has_the_traceback_then_one_line_each_then_a_recovery_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger=logger.name)
+    log = FailureLog(logger, "writing the thing")
+    for attempt in range(1, 61):
+        log.failed(OSError(28, "No space left on device"), f"attempt {attempt}")
+    assert log.failing
+    log.succeeded()
+    log.succeeded()  # nothing more: it was already healthy
+    records = caplog.records
+    assert len(records) == 61
+    assert [r.exc_info is not None for r in records] == [True] + [False] * 60
+    assert (
+        "writing the thing failed (attempt 1): [Errno 28] No space left on device" in records[0].getMessage()
+    )
+    assert "failed again (attempt 60), 60 failures in a row" in records[59].getMessage()
+    assert "succeeded again after 60 failure(s)" in records[60].getMessage()
+    assert not log.failing
+    # A new run of failures shows its traceback again.
+    log.failed(OSError("again"))
+    assert caplog.records[-1].exc_info is not None

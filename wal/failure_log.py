@@ -1,0 +1,64 @@
+"""Logging for retry loops: the first failure with its traceback, then one line per retry, then
+one line when the operation succeeds again. A failing disk or server retried many times a
+second would otherwise print a full traceback each time and bury everything else.
+
+Standalone like the rest of ``wal`` (the write-ahead logs use it); ``reliable_kafka`` uses the
+same class for its own retry loops.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+
+class FailureLog:
+    """One per retried operation (``what`` names it in every line); thread-safe."""
+
+    def __init__(self, logger: logging.Logger, what: str, level: int = logging.WARNING) -> None:
+        self._logger = logger
+        self._what = what
+        self._level = level
+        self._lock = threading.Lock()
+        self._failures = 0
+        self._since = 0.0
+
+    @property
+    def failing(self) -> bool:
+        # No lock: callers on a hot path only ask whether to call succeeded(), which locks.
+        return self._failures > 0
+
+    def failed(self, error: BaseException, detail: str = "") -> None:
+        """Log a failure: with its traceback if it is the first of a run, else one line."""
+        with self._lock:
+            self._failures += 1
+            failures = self._failures
+            if failures == 1:
+                self._since = time.monotonic()
+        suffix = f" ({detail})" if detail else ""
+        if failures == 1:
+            self._logger.log(self._level, "%s failed%s: %s", self._what, suffix, error, exc_info=error)
+        else:
+            self._logger.log(
+                self._level,
+                "%s failed again%s, %d failures in a row: %r",
+                self._what,
+                suffix,
+                failures,
+                error,
+            )
+
+    def succeeded(self) -> None:
+        """Log the recovery, once, if the operation had been failing."""
+        with self._lock:
+            failures, self._failures = self._failures, 0
+            since = self._since
+        if failures:
+            self._logger.log(
+                self._level,
+                "%s succeeded again after %d failure(s) over %.1f s",
+                self._what,
+                failures,
+                time.monotonic() - since,
+            )
