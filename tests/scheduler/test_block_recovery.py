@@ -24,7 +24,7 @@ def test_an_unreadable_record_is_read_from_the_recovery_source(tmp_path: Path) -
     register_block_recovery("test-source", from_the_source)
     gone = RecordHandle(str(tmp_path / "log-1-2"), 0, 10)
     source = {"kind": "test-source", "records": [1, 2, 3]}
-    partition = BlockPartition("input-0-1", None, gone, source)
+    partition = BlockPartition("input-0-1", None, gone, recovery=source)
     assert BlockPartition.decode(partition.encode()) == partition
     assert msgpack.unpackb(partition.encode())["recovery"] == source
     assert decode_block(partition.read()) == [1, 2, 3]

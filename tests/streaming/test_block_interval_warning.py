@@ -24,7 +24,10 @@ class CountingStream(ReceiverInputDStream):
 def test_a_block_interval_longer_than_the_batch_is_warned_about(
     spark_context: SparkContext, caplog: pytest.LogCaptureFixture, block_interval_ms: int, warned: bool
 ) -> None:
-    settings = StreamingSettings(receiver=ReceiverSettings(block_interval_ms=block_interval_ms))
+    # Driver placement: the stream of this test is a class of its own, with no descriptor.
+    settings = StreamingSettings(
+        receiver=ReceiverSettings(block_interval_ms=block_interval_ms, placement="driver")
+    )
     ssc = StreamingContext(spark_context, 1, settings)
     CountingStream(ssc).foreachRDD(lambda rdd: None)
     caplog.set_level(logging.WARNING, logger="reliable_kafka.context")
