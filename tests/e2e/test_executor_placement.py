@@ -73,6 +73,14 @@ def start_app(
     return child, output, group
 
 
+def start_producers(cluster: LocalCluster, topics: list[str]) -> dict[str, RecordingProducer]:
+    """30 messages/s per topic: enough to fill blocks, little enough for a loaded 2-core machine."""
+    producers = {topic: RecordingProducer(cluster, topic, PARTITIONS, per_tick=3) for topic in topics}
+    for producer in producers.values():
+        producer.start()
+    return producers
+
+
 def relaunches_of(output: Path, stream_id: int, since: float) -> list[dict[str, Any]]:
     starts = of_kind(read_output(output), "receiver_started")
     return [e for e in starts if e["stream"] == stream_id and e["time"] > since]
@@ -100,14 +108,12 @@ def abuse_tracker_socket(host: str, port: int) -> None:
 def test_receivers_on_executors_with_the_wal(local_cluster: LocalCluster, tmp_path: Path) -> None:
     """Two unioned streams on two executors; a hostile client; an executor SIGKILLed; graceful stop."""
     topics = [unique_name("exec-a"), unique_name("exec-b")]
-    producers = {}
     for topic in topics:
         local_cluster.create_topic(topic, partitions=PARTITIONS)
-        producers[topic] = RecordingProducer(local_cluster, topic, PARTITIONS, per_tick=5)
-        producers[topic].start()
     child, output, group = start_app(
         local_cluster, tmp_path, topics, wal=True, storage_level="MEMORY_AND_DISK_SER_2"
     )
+    producers = start_producers(local_cluster, topics)
     session = child.process.pid
     try:
         # 1. Both receivers registered, from two different executors, and records flow.
@@ -116,13 +122,13 @@ def test_receivers_on_executors_with_the_wal(local_cluster: LocalCluster, tmp_pa
         executors = {e["stream"]: e["executor_id"] for e in started}
         assert len(executors) == 2 and len(set(executors.values())) == 2, started
         assert "driver" not in executors.values(), started
-        wait_until(lambda: len(received(read_output(output))) > 50, what="records from both streams")
+        wait_until(lambda: len(received(read_output(output))) > 30, what="records from both streams")
 
         # 2. A hostile client cannot disturb the receivers.
         (tracker,) = of_kind(read_output(output), "tracker")
         before = len(received(read_output(output)))
         abuse_tracker_socket(tracker["host"], tracker["port"])
-        wait_until(lambda: len(received(read_output(output))) > before + 50, what="records after the abuse")
+        wait_until(lambda: len(received(read_output(output))) > before + 30, what="records after the abuse")
         assert not of_kind(read_output(output), "receiver_stopped"), "a receiver stopped: bad connections"
 
         # 3. SIGKILL the executor running receiver 0 (its JVM and its Python workers).
@@ -137,7 +143,7 @@ def test_receivers_on_executors_with_the_wal(local_cluster: LocalCluster, tmp_pa
         assert relaunched["time"] - killed_at <= RELAUNCH_BOUND_S, relaunched
         before = len(received(read_output(output)))
         wait_until(
-            lambda: len(received(read_output(output))) > before + 50, what="records after the relaunch"
+            lambda: len(received(read_output(output))) > before + 30, what="records after the relaunch"
         )
     finally:
         for producer in producers.values():
@@ -150,9 +156,21 @@ def test_receivers_on_executors_with_the_wal(local_cluster: LocalCluster, tmp_pa
     entries = read_output(output)
     counts = received(entries)
     assert expected == set(counts), f"lost {sorted(expected - set(counts))[:10]}"
-    # Duplicates only from the kill: at most one block (200 ms of 5 records / 100 ms) per partition.
-    duplicates = {key: n for key, n in counts.items() if n > 1}
-    assert len(duplicates) <= 2 * PARTITIONS * 20, sorted(duplicates)[:20]
+    # Duplicates only from the kill of receiver 0, at most one of its blocks per partition.
+    duplicates = {key for key, n in counts.items() if n > 1}
+    assert all(topic == topics[0] for topic, _, _ in duplicates), sorted(duplicates)[:10]
+    ranges = [
+        (partition, start, until)
+        for entry in of_kind(entries, "begin")
+        for block in entry["blocks"]
+        if block["id"].startswith("input-0-")
+        for topic, partition, start, until in block["ranges"]
+    ]
+    for partition in range(PARTITIONS):
+        again = {o for _, p, o in duplicates if p == partition}
+        assert not again or any(
+            p == partition and start <= min(again) and max(again) < until for p, start, until in ranges
+        ), f"partition {partition}: {sorted(again)} read again, more than one block"
     # The driver never shipped block bytes.
     assert all(batch["driver_bytes"] == 0 for batch in of_kind(entries, "batch"))
     assert sum(batch["partitions"] for batch in of_kind(entries, "batch")) > 0
@@ -179,14 +197,12 @@ def test_receivers_on_executors_without_the_wal(local_cluster: LocalCluster, tmp
     then the host of a receiver's executor is lost (its JVM SIGKILLed and its block files gone):
     exactly the batches holding its unread blocks fail, with the error the README names."""
     topics = [unique_name("nowal-a"), unique_name("nowal-b")]
-    producers = {}
     for topic in topics:
         local_cluster.create_topic(topic, partitions=PARTITIONS)
-        producers[topic] = RecordingProducer(local_cluster, topic, PARTITIONS, per_tick=5)
-        producers[topic].start()
     child, output, _ = start_app(
         local_cluster, tmp_path, topics, wal=False, storage_level="MEMORY_AND_DISK_SER", probe_fetch=True
     )
+    producers = start_producers(local_cluster, topics)
     session = child.process.pid
     try:
         wait_until(lambda: len(of_kind(read_output(output), "receiver_started")) >= 2, what="two receivers")
@@ -196,7 +212,7 @@ def test_receivers_on_executors_without_the_wal(local_cluster: LocalCluster, tmp
         wait_until(lambda: bool(of_kind(read_output(output), "forced_fetch")), what="the forced fetch")
         (fetch,) = of_kind(read_output(output), "forced_fetch")
         assert fetch["ran_on"] != fetch["holder"] and fetch["records"] == fetch["expected"] > 0, fetch
-        wait_until(lambda: len(received(read_output(output))) > 100, what="records")
+        wait_until(lambda: len(received(read_output(output))) > 60, what="records")
         assert not of_kind(read_output(output), "job_error")
 
         (tracker,) = of_kind(read_output(output), "tracker")
@@ -212,7 +228,7 @@ def test_receivers_on_executors_without_the_wal(local_cluster: LocalCluster, tmp
         wait_until(lambda: bool(relaunches_of(output, 0, killed_at)), timeout_s=90, what="a relaunch")
         before = len(received(read_output(output)))
         wait_until(
-            lambda: len(received(read_output(output))) > before + 50, what="records after the relaunch"
+            lambda: len(received(read_output(output))) > before + 30, what="records after the relaunch"
         )
     finally:
         for producer in producers.values():
