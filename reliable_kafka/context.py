@@ -42,11 +42,10 @@ from reliable_kafka.dstream.functions import duration_ms
 from reliable_kafka.dstream.queue_input_dstream import QueueInputDStream
 from reliable_kafka.dstream.transformed_dstream import TransformedDStream
 from reliable_kafka.dstream.union_dstream import UnionDStream
-from reliable_kafka.receiver.clock import Clock, SystemClock
-from reliable_kafka.scheduler.job import wall_clock_ms
 from reliable_kafka.scheduler.job_scheduler import JobScheduler, ReceiverTrackerFactory
 from reliable_kafka.scheduler.listener import StreamingListener, StreamingListenerStreamingStarted
 from reliable_kafka.settings import StreamingSettings
+from reliable_kafka.util.clock import Clock, SystemClock, wall_clock_ms
 from reliable_kafka.util.worker_python import default_workers_to_this_python
 
 logger = logging.getLogger(__name__)

@@ -7,7 +7,6 @@ from reliable_kafka.receiver.block_generator import (
     BlockGeneratorState,
     BlockGeneratorStateError,
 )
-from reliable_kafka.receiver.clock import Clock, ManualClock, SystemClock
 from reliable_kafka.receiver.rate_limiter import RateLimiter
 from reliable_kafka.receiver.received_block import (
     ArrayBufferBlock,
@@ -22,7 +21,6 @@ from reliable_kafka.receiver.receiver_supervisor import (
     ReceiverSupervisor,
     ReceiverTrackerError,
 )
-from reliable_kafka.receiver.recurring_timer import RecurringTimer
 from reliable_kafka.receiver.tracker_endpoint import (
     ReceivedBlockInfo,
     ReceivedBlockStoreResult,
@@ -34,6 +32,8 @@ from reliable_kafka.receiver.wal_block_handler import (
     create_receiver_write_ahead_log,
     receiver_log_directory,
 )
+from reliable_kafka.util.clock import Clock, ManualClock, SystemClock
+from reliable_kafka.util.recurring_timer import RecurringTimer
 
 __all__ = [
     "ArrayBufferBlock",

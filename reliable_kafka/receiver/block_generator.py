@@ -24,10 +24,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from reliable_kafka.receiver.clock import Clock, SystemClock
 from reliable_kafka.receiver.rate_limiter import RateLimiter
-from reliable_kafka.receiver.recurring_timer import RecurringTimer
 from reliable_kafka.storage.block_id import StreamBlockId, StreamBlockIdGenerator
+from reliable_kafka.util.clock import Clock, SystemClock
+from reliable_kafka.util.recurring_timer import RecurringTimer
 
 logger = logging.getLogger(__name__)
 

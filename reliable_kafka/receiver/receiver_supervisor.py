@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from reliable_kafka.receiver.block_generator import BlockGenerator, BlockGeneratorListener
-from reliable_kafka.receiver.clock import Clock, SystemClock
 from reliable_kafka.receiver.rate_limiter import RateLimiter
 from reliable_kafka.receiver.received_block import (
     ArrayBufferBlock,
@@ -38,6 +37,7 @@ from reliable_kafka.receiver.wal_block_handler import (
 from reliable_kafka.settings import StreamingSettings
 from reliable_kafka.storage.block_id import StreamBlockId, StreamBlockIdGenerator
 from reliable_kafka.storage.block_store import BlockStore
+from reliable_kafka.util.clock import Clock, SystemClock
 from wal.failure_log import FailureLog
 
 logger = logging.getLogger(__name__)

@@ -6,8 +6,6 @@ from __future__ import annotations
 import logging
 from concurrent.futures import FIRST_EXCEPTION, wait
 
-from reliable_kafka.receiver.clock import Clock, SystemClock
-from reliable_kafka.receiver.daemon_pool import DaemonThreadPool
 from reliable_kafka.receiver.received_block import ReceivedBlock
 from reliable_kafka.receiver.received_block_handler import ReceivedBlockHandler, put_or_raise, serialize_block
 from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockStoreResult
@@ -15,6 +13,8 @@ from reliable_kafka.storage.block_id import StreamBlockId
 from reliable_kafka.storage.block_store import BlockStore
 from reliable_kafka.storage.storage_level import StorageLevel
 from reliable_kafka.util import instruments
+from reliable_kafka.util.clock import Clock, SystemClock
+from reliable_kafka.util.daemon_pool import DaemonThreadPool
 from wal import FileBasedWriteAheadLog, WriteAheadLog
 
 logger = logging.getLogger(__name__)

@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import time
 import traceback
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from reliable_kafka.scheduler.listener import BatchInfo, OutputOperationInfo, StreamInputInfo
+from reliable_kafka.util.clock import wall_clock_ms
 
 logger = logging.getLogger(__name__)
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class Job:

@@ -33,9 +33,10 @@ from typing import TYPE_CHECKING
 
 from reliable_kafka.checkpoint import Checkpoint, CheckpointWriter, InputStreamRecord
 from reliable_kafka.dstream.batch_rdd import BlockRDD
-from reliable_kafka.receiver.recurring_timer import RecurringTimer
 from reliable_kafka.scheduler.batch_input_info import input_infos_of_batch
-from reliable_kafka.scheduler.job import JobSet, wall_clock_ms
+from reliable_kafka.scheduler.job import JobSet
+from reliable_kafka.util.clock import wall_clock_ms
+from reliable_kafka.util.recurring_timer import RecurringTimer
 
 if TYPE_CHECKING:
     from reliable_kafka.scheduler.job_scheduler import JobScheduler

@@ -27,8 +27,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Protocol
 
-from reliable_kafka.receiver.daemon_pool import DaemonThreadPool
-from reliable_kafka.scheduler.job import Job, JobSet, wall_clock_ms
+from reliable_kafka.scheduler.job import Job, JobSet
 from reliable_kafka.scheduler.job_generator import JobGenerator
 from reliable_kafka.scheduler.listener import (
     StreamingListenerBatchCompleted,
@@ -38,6 +37,8 @@ from reliable_kafka.scheduler.listener import (
     StreamingListenerOutputOperationCompleted,
     StreamingListenerOutputOperationStarted,
 )
+from reliable_kafka.util.clock import wall_clock_ms
+from reliable_kafka.util.daemon_pool import DaemonThreadPool
 
 if TYPE_CHECKING:
     from reliable_kafka.context import StreamingContext

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +20,7 @@ import msgpack
 
 from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo
 from reliable_kafka.settings import WriteAheadLogSettings
+from reliable_kafka.util.clock import wall_clock_ms
 from wal import BatchedWriteAheadLog, FileBasedWriteAheadLog, WriteAheadLog
 from wal.aggregate import deaggregate
 from wal.failure_log import FailureLog
@@ -34,10 +34,6 @@ METADATA_LOG_DIRECTORY = "receivedBlockMetadata"
 def checkpoint_dir_to_log_dir(checkpoint_dir: str) -> str:
     """Spark's ``ReceivedBlockTracker.checkpointDirToLogDir``: ``<checkpoint>/receivedBlockMetadata``."""
     return f"{checkpoint_dir.rstrip('/')}/{METADATA_LOG_DIRECTORY}"
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 # ---------------------------------------------------------------- events

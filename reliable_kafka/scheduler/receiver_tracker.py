@@ -29,11 +29,7 @@ from reliable_kafka.scheduler.listener import (
     StreamingListenerReceiverStarted,
     StreamingListenerReceiverStopped,
 )
-from reliable_kafka.scheduler.received_block_tracker import (
-    ReceivedBlockTracker,
-    num_records_per_stream,
-    wall_clock_ms,
-)
+from reliable_kafka.scheduler.received_block_tracker import ReceivedBlockTracker, num_records_per_stream
 from reliable_kafka.scheduler.receiver_launcher import ReceiverLauncher, ReceiverRunner
 from reliable_kafka.scheduler.receiver_scheduling_policy import (
     ExecutorCacheTaskLocation,
@@ -46,6 +42,7 @@ from reliable_kafka.scheduler.receiver_scheduling_policy import (
 )
 from reliable_kafka.storage.block_id import StreamBlockId
 from reliable_kafka.storage.block_manager import BlockManager
+from reliable_kafka.util.clock import wall_clock_ms
 from wal.failure_log import FailureLog
 from wal.segments import parse_segment_name, segment_basename
 

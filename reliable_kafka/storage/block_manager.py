@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,14 +14,11 @@ from reliable_kafka.storage.disk_store import DiskStore
 from reliable_kafka.storage.memory_store import MemoryStore
 from reliable_kafka.storage.storage_level import StorageLevel
 from reliable_kafka.util import instruments
+from reliable_kafka.util.clock import wall_clock_ms
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_MEMORY_BUDGET_BYTES = 256 * 1024 * 1024
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,9 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reliable_kafka.storage.block_id import StreamBlockId
-from reliable_kafka.storage.block_manager import DEFAULT_MEMORY_BUDGET_BYTES, wall_clock_ms
+from reliable_kafka.storage.block_manager import DEFAULT_MEMORY_BUDGET_BYTES
 from reliable_kafka.storage.block_store import BlockStoreError
 from reliable_kafka.storage.storage_level import StorageLevel
+from reliable_kafka.util.clock import wall_clock_ms
 
 logger = logging.getLogger(__name__)
 

@@ -21,8 +21,8 @@ from kazoo.exceptions import NoNodeError
 
 from reliable_kafka.kafka.broker_discovery import discover_bootstrap_servers, topic_partitions
 from reliable_kafka.kafka.zk_paths import TopicAndPartition, group_dir, offset_path, owner_path
-from reliable_kafka.scheduler.job import wall_clock_ms
 from reliable_kafka.settings import is_secret_key
+from reliable_kafka.util.clock import wall_clock_ms
 
 logger = logging.getLogger(__name__)
 

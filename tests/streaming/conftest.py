@@ -10,8 +10,8 @@ import pytest
 from pyspark import SparkContext
 
 from reliable_kafka.context import StreamingContext
-from reliable_kafka.receiver.clock import ManualClock
 from reliable_kafka.settings import StreamingSettings
+from reliable_kafka.util.clock import ManualClock
 from tests.streaming.fakes import FakeReceiverTracker, processed, wait_until
 
 logging.getLogger("py4j").setLevel(logging.WARNING)

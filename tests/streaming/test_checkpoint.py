@@ -17,7 +17,7 @@ from reliable_kafka.checkpoint import (
     write_checkpoint,
 )
 from reliable_kafka.context import StreamingContext
-from reliable_kafka.receiver.clock import ManualClock
+from reliable_kafka.util.clock import ManualClock
 from tests.streaming.fakes import (
     FakeReceiverInputStream,
     FakeReceiverTracker,

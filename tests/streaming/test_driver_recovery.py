@@ -14,7 +14,6 @@ from pyspark import SparkContext
 from reliable_kafka.checkpoint import read_checkpoint
 from reliable_kafka.context import StreamingContext
 from reliable_kafka.dstream.receiver_input_dstream import ReceiverInputDStream
-from reliable_kafka.receiver.clock import ManualClock
 from reliable_kafka.receiver.receiver import Receiver
 from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo, ReceivedBlockStoreResult
 from reliable_kafka.receiver.wal_block_handler import receiver_log_directory
@@ -23,6 +22,7 @@ from reliable_kafka.scheduler.receiver_tracker import ReceiverTracker
 from reliable_kafka.settings import StreamingSettings
 from reliable_kafka.storage.block_format import encode_block
 from reliable_kafka.storage.block_id import StreamBlockId
+from reliable_kafka.util.clock import ManualClock
 from tests.scheduler.fakes import CounterReceiver
 from tests.streaming.fakes import batch_ms, processed, wait_until
 from wal import FileBasedWriteAheadLog

@@ -6,7 +6,7 @@ import logging
 import threading
 from collections.abc import Callable
 
-from reliable_kafka.receiver.clock import Clock
+from reliable_kafka.util.clock import Clock
 
 logger = logging.getLogger(__name__)
 

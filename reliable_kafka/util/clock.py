@@ -7,6 +7,11 @@ import time
 from typing import Protocol
 
 
+def wall_clock_ms() -> int:
+    """Milliseconds since the epoch: the one wall clock of batch, block and store times."""
+    return time.time_ns() // 1_000_000
+
+
 class Clock(Protocol):
     def get_time_ms(self) -> int: ...
 
@@ -17,7 +22,7 @@ class Clock(Protocol):
 
 class SystemClock:
     def get_time_ms(self) -> int:
-        return time.time_ns() // 1_000_000
+        return wall_clock_ms()
 
     def wait_till_time(self, target_ms: int, interrupt: threading.Event | None = None) -> int:
         # Event.wait measures on the monotonic clock; the loop re-checks the wall clock, so a
