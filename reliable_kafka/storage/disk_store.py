@@ -32,8 +32,9 @@ class DiskStore:
     a put fails with :class:`DiskStoreClosedError` instead of creating the directory again.
     """
 
-    def __init__(self, parent_dir: str | Path | None = None) -> None:
+    def __init__(self, parent_dir: str | Path | None = None, prefix: str = "blockmgr-") -> None:
         self._parent_dir = Path(parent_dir) if parent_dir is not None else None
+        self._prefix = prefix
         self._dir: Path | None = None
         self._dir_lock = threading.Lock()
         self._closed = False
@@ -50,14 +51,15 @@ class DiskStore:
                 if self._parent_dir is not None:
                     self._parent_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
                 # mkdtemp creates the directory 0o700 whatever the umask or the parent's mode.
-                self._dir = Path(tempfile.mkdtemp(prefix="blockmgr-", dir=self._parent_dir))
+                self._dir = Path(tempfile.mkdtemp(prefix=self._prefix, dir=self._parent_dir))
                 logger.info("Created local block directory %s", self._dir)
             return self._dir
 
     def _path(self, block_id: StreamBlockId) -> Path:
         return self._directory() / block_id.name
 
-    def put(self, block_id: StreamBlockId, data: bytes) -> None:
+    def put(self, block_id: StreamBlockId, data: bytes) -> Path:
+        """Write the block's file; returns its path (readable by any process of this user)."""
         path = self._path(block_id)
         tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, _FILE_MODE)
@@ -75,6 +77,7 @@ class DiskStore:
             with contextlib.suppress(OSError):
                 path.parent.rmdir()
             raise DiskStoreClosedError(f"the local block directory closed while writing {block_id}")
+        return path
 
     def get(self, block_id: StreamBlockId) -> bytes | None:
         if self._dir is None:

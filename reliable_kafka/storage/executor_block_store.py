@@ -21,10 +21,8 @@ from __future__ import annotations
 import logging
 import os
 import re
-import shutil
 import tempfile
 import threading
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +30,7 @@ from pathlib import Path
 from reliable_kafka.storage.block_id import StreamBlockId
 from reliable_kafka.storage.block_manager import DEFAULT_MEMORY_BUDGET_BYTES
 from reliable_kafka.storage.block_store import BlockStoreError
+from reliable_kafka.storage.disk_store import DiskStore
 from reliable_kafka.storage.storage_level import StorageLevel
 from reliable_kafka.util.clock import wall_clock_ms
 
@@ -70,53 +69,6 @@ def default_memory_dir(local_dir: Path) -> Path:
     return local_dir
 
 
-class _BlockDirectory:
-    """One owner-only directory of block files, created on first write, gone after close."""
-
-    def __init__(self, parent: Path, prefix: str) -> None:
-        self._parent = parent
-        self._prefix = prefix
-        self._dir: Path | None = None
-        self._lock = threading.Lock()
-        self._closed = False
-
-    @property
-    def directory(self) -> Path | None:
-        return self._dir
-
-    def _directory(self) -> Path:
-        with self._lock:
-            if self._closed:
-                raise OSError(f"block directory under {self._parent} is closed")
-            if self._dir is None:
-                self._parent.mkdir(parents=True, exist_ok=True, mode=_DIR_MODE)
-                # mkdtemp creates the directory 0o700 whatever the umask.
-                self._dir = Path(tempfile.mkdtemp(prefix=self._prefix, dir=self._parent))
-                logger.info("Created block directory %s", self._dir)
-            return self._dir
-
-    def write(self, block_id: StreamBlockId, data: bytes) -> Path:
-        path = self._directory() / block_id.name
-        tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, _FILE_MODE)
-        try:
-            with os.fdopen(fd, "wb") as out:
-                out.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            raise
-        return path
-
-    def close(self) -> None:
-        with self._lock:
-            self._closed = True
-            if self._dir is not None:
-                shutil.rmtree(self._dir, ignore_errors=True)
-                logger.info("Deleted block directory %s", self._dir)
-                self._dir = None
-
-
 @dataclass(frozen=True, slots=True)
 class _StoredBlock:
     path: Path
@@ -152,8 +104,8 @@ class ExecutorBlockStore:
         memory_parent = Path(memory_dir) if memory_dir is not None else default_memory_dir(disk_parent)
         prefix = f"reliable-kafka-{_UNSAFE_NAME_CHARACTERS.sub('_', name)}-"
         self.name = name
-        self._memory_dir = _BlockDirectory(memory_parent, prefix + "mem-")
-        self._disk_dir = _BlockDirectory(disk_parent, prefix + "disk-")
+        self._memory_dir = DiskStore(memory_parent, prefix + "mem-")
+        self._disk_dir = DiskStore(disk_parent, prefix + "disk-")
         self._memory_budget = memory_budget_bytes
         self._memory_used = 0
         self._now_ms = now_ms
@@ -228,7 +180,7 @@ class ExecutorBlockStore:
         """Write to the chosen tier; returns the path and whether it is in the memory tier."""
         if in_memory:
             try:
-                return self._memory_dir.write(block_id, data), True
+                return self._memory_dir.put(block_id, data), True
             except OSError as exc:
                 with self._lock:
                     # close() already zeroed the books; the reservation is gone with them.
@@ -243,7 +195,7 @@ class ExecutorBlockStore:
                     ) from exc
                 logger.warning("Memory directory refused block %s (%s); storing it on disk", block_id, exc)
         try:
-            path = self._disk_dir.write(block_id, data)
+            path = self._disk_dir.put(block_id, data)
         except OSError as exc:
             raise BlockStoreError(
                 f"could not write block {block_id} to local disk: {exc}", block_id, level

@@ -81,9 +81,20 @@ def start_producers(cluster: LocalCluster, topics: list[str]) -> dict[str, Recor
     return producers
 
 
-def relaunches_of(output: Path, stream_id: int, since: float) -> list[dict[str, Any]]:
-    starts = of_kind(read_output(output), "receiver_started")
-    return [e for e in starts if e["stream"] == stream_id and e["time"] > since]
+def await_relaunch(output: Path, stream_id: int, killed_at: float) -> dict[str, Any]:
+    """The first start of the stream's receiver after the kill (with ``killed_at`` added)."""
+
+    def relaunches() -> list[dict[str, Any]]:
+        starts = of_kind(read_output(output), "receiver_started")
+        return [e for e in starts if e["stream"] == stream_id and e["time"] > killed_at]
+
+    wait_until(lambda: bool(relaunches()), timeout_s=90, what=f"receiver {stream_id} relaunched")
+    return {**relaunches()[0], "killed_at": killed_at}
+
+
+def records_keep_coming(output: Path, more: int = 30) -> None:
+    before = len(received(read_output(output)))
+    wait_until(lambda: len(received(read_output(output))) > before + more, what=f"{more} more records")
 
 
 def abuse_tracker_socket(host: str, port: int) -> None:
@@ -136,15 +147,10 @@ def test_receivers_on_executors_with_the_wal(local_cluster: LocalCluster, tmp_pa
         pid = executor_jvm(session, victim)
         assert pid is not None, describe(session_processes(session))
         kill_tree(pid)
-        killed_at = time.time()
-        wait_until(lambda: bool(relaunches_of(output, 0, killed_at)), timeout_s=90, what="a relaunch")
-        relaunched = relaunches_of(output, 0, killed_at)[0]
+        relaunched = await_relaunch(output, 0, killed_at=time.time())
         assert relaunched["executor_id"] != victim
-        assert relaunched["time"] - killed_at <= RELAUNCH_BOUND_S, relaunched
-        before = len(received(read_output(output)))
-        wait_until(
-            lambda: len(received(read_output(output))) > before + 30, what="records after the relaunch"
-        )
+        assert relaunched["time"] - relaunched["killed_at"] <= RELAUNCH_BOUND_S, relaunched
+        records_keep_coming(output)
     finally:
         for producer in producers.values():
             producer.finish()
@@ -225,12 +231,8 @@ def test_receivers_on_executors_without_the_wal(local_cluster: LocalCluster, tmp
         kill_tree(pid)
         for directory in doomed:  # what losing the executor's host takes with it
             shutil.rmtree(directory, ignore_errors=True)
-        killed_at = time.time()
-        wait_until(lambda: bool(relaunches_of(output, 0, killed_at)), timeout_s=90, what="a relaunch")
-        before = len(received(read_output(output)))
-        wait_until(
-            lambda: len(received(read_output(output))) > before + 30, what="records after the relaunch"
-        )
+        await_relaunch(output, 0, killed_at=time.time())
+        records_keep_coming(output)
     finally:
         for producer in producers.values():
             producer.finish()

@@ -93,7 +93,7 @@ def test_a_refused_memory_write_falls_back_to_disk_only_when_the_level_allows(
     def full(_block_id: StreamBlockId, _data: bytes) -> Path:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(store._memory_dir, "write", full)
+    monkeypatch.setattr(store._memory_dir, "put", full)
     assert store.put(B1, b"spilled", StorageLevel.MEMORY_AND_DISK_SER)
     assert Path(store.path_of(B1) or "").parent.parent == dirs[1]
     with pytest.raises(BlockStoreError, match=r"input-3-2.*MEMORY_ONLY"):
