@@ -88,7 +88,10 @@ class BlockPartition:
 
     @property
     def preferred_locations(self) -> list[str]:
-        return [] if self.location is None else [self.location.task_location]
+        """The host keeping the block, not its executor: every process on the host reads the
+        block's file, and an executor preference would hold the task for ``spark.locality.wait``
+        (3 s) while the receiver's executor has no free core, longer than a batch takes."""
+        return [] if self.location is None else [self.location.host]
 
     def encode(self) -> bytes:
         handle, location = self.wal_record_handle, self.location

@@ -54,11 +54,6 @@ class BlockLocation:
             port=_field(d, "port", (int, type(None)), owner),
         )
 
-    @property
-    def task_location(self) -> str:
-        """Spark's ``ExecutorCacheTaskLocation`` string: a task preferring it runs PROCESS_LOCAL."""
-        return f"executor_{self.host}_{self.executor_id}"
-
 
 @dataclass(frozen=True, slots=True)
 class ReceivedBlockStoreResult:

@@ -43,7 +43,7 @@ def test_a_partition_reads_the_block_file_on_the_host_keeping_it(store: Executor
     location = BlockLocation("host-a", "1", store.path_of(BLOCK), None)
     partition = BlockPartition(BLOCK.name, location=location)
     assert decode_block(BlockPartition.decode(partition.encode()).read()) == [1, 2, 3]
-    assert partition.preferred_locations == ["executor_host-a_1"]
+    assert partition.preferred_locations == ["host-a"]
 
 
 def test_a_partition_on_another_host_fetches_from_the_receivers_block_server(
