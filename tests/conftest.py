@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +20,27 @@ if TYPE_CHECKING:
     from tests.cluster_backends import ClusterUnderTest
 
 logging.getLogger("kazoo.client").setLevel(logging.WARNING)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def spark_worker_dirs_removed() -> Iterator[None]:
+    """local-cluster's standalone workers write each application's logs under
+    ``SPARK_HOME/work`` (Spark 4 passes them no other directory): remove what this session added."""
+    try:
+        import pyspark
+    except ImportError:  # tests/wal runs without Spark
+        yield
+        return
+    work = Path(pyspark.__file__).resolve().parent / "work"
+    before = set(work.iterdir()) if work.is_dir() else None
+    yield
+    if not work.is_dir():
+        return
+    for path in set(work.iterdir()) - (before or set()):
+        shutil.rmtree(path, ignore_errors=True)
+    if before is None:
+        with contextlib.suppress(OSError):
+            work.rmdir()
 
 
 @pytest.fixture(scope="session")

@@ -32,7 +32,6 @@ import sys
 import threading
 import time
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from pyspark import SparkConf, SparkContext
@@ -157,8 +156,6 @@ def main(argv: list[str]) -> int:
     )
     logging.getLogger("reliable_kafka.scheduler").setLevel(logging.INFO)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    # local-cluster's workers write their logs and work dirs here, not into the pyspark package.
-    os.environ.setdefault("SPARK_WORKER_DIR", str(Path(args.output).parent / "spark-work"))
     conf = (
         SparkConf()
         .setMaster(args.master)
