@@ -450,8 +450,9 @@ def print_placement(
             f"{label:<5} {rate:>10,.0f} {rate / raw_rate:>6.2f} {run.seconds:>6.1f} "
             f"{run.receiver_start_s:>6.1f} {run.batches:>7} {run.median_batch_ms:>6.0f} "
             f"{run.max_scheduling_delay_ms:>9} | "
-            f"{run.cpu.driver_python_s:>13.1f} {run.cpu.driver_jvm_s:>7.1f} {run.cpu.spark_others_s:>6.1f} "
-            f"| {run.cpu.driver_python_s * per_million:>25.1f} {run.cpu.driver_jvm_s * per_million:>7.1f}"
+            # Two decimals: the driver's Python CPU in executor placement is a tenth of a second.
+            f"{run.cpu.driver_python_s:>13.2f} {run.cpu.driver_jvm_s:>7.2f} {run.cpu.spark_others_s:>6.2f} "
+            f"| {run.cpu.driver_python_s * per_million:>25.2f} {run.cpu.driver_jvm_s * per_million:>7.2f}"
         )
     latencies = result.latencies_ms
     if len(latencies) >= 2:
