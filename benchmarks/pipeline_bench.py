@@ -4,6 +4,7 @@ confluent-kafka consumer.
     python benchmarks/pipeline_bench.py [--placement both|executors|driver] [--messages 300000]
         [--partitions 4] [--size 100] [--latency-rate 5000] [--latency-seconds 15]
         [--empty-batches 10] [--master local[2]] [--cluster-master local-cluster[2,2,1024]]
+        [--conf KEY=VALUE ...]
 
 On a real local ZooKeeper + Kafka 0.9 and a real Spark. ``--placement both`` (the default) runs
 the driver placement (``spark.streaming.receiver.placement=driver``: the receiver is threads of
@@ -16,7 +17,10 @@ driver JVM process, is the same for both. A full run takes a few minutes on 2 co
 placement does the three runs below on fresh topics, then prints a table; with both, it prints
 the ratios executors / driver of records/s and of driver CPU per million records, each with its
 goal (>= 0.8 and <= 0.2) and whether it was met, for the warm run (the steady state; cold also
-shown). The load average is printed too: figures from a busy shared machine are noisy.
+shown). The load average is printed too: figures from a busy shared machine are noisy (run it
+twice). ``--conf`` adds Spark settings to both contexts, for experiments such as
+``--conf spark.locality.wait=0`` (batch tasks then need not queue for the one free core of the
+executor that holds the receiver and its blocks).
 
 1. throughput: ``--messages`` are produced first; (a) a plain confluent-kafka consumer reads them
    all (assign from offset 0, count only); (b) ``KafkaUtils.createStream`` with the receiver WAL
@@ -53,10 +57,12 @@ shown). The load average is printed too: figures from a busy shared machine are 
 3. empty batches: the same context keeps running with no input; the processing time of each
    empty batch (a Spark job over zero blocks) is the fixed per-batch overhead.
 
-Delivery is checked in all three streaming runs: the Kafka offset ranges of every block of every batch
-must cover each partition's produced offsets exactly once, and the records counted must equal
-the records produced. A lost or duplicated record makes the run exit with status 1 and say which
-offsets, after printing the figures (a number from a run that lost data is not a result).
+Delivery is checked in all three streaming runs of each placement: the Kafka offset ranges of
+every block of every batch (block metadata from the driver's receiver tracker, the same in both
+placements) must cover each partition's produced offsets exactly once, and the records counted
+must equal the records produced. A lost or duplicated record makes the run exit with status 1
+and say which offsets, after printing the figures (a number from a run that lost data is not a
+result).
 """
 
 from __future__ import annotations
