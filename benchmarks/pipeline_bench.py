@@ -11,8 +11,10 @@ the driver placement (``spark.streaming.receiver.placement=driver``: the receive
 this Python process) on ``--master``, stops that SparkContext, then runs the executor placement
 (the receiver is a long-running task on an executor, blocks stay there) on ``--cluster-master``:
 ``local-cluster[2,2,1024]`` is two executor JVMs with two task slots each and their own Python
-workers (what tests/e2e/cluster_child.py runs; ``SPARK_WORKER_DIR`` goes to a temporary
-directory so the workers do not write into SPARK_HOME). PySpark's py4j gateway, and so the
+workers (what tests/e2e/cluster_child.py runs). Its standalone workers ignore
+``SPARK_WORKER_DIR`` (Spark's LocalSparkCluster passes no work directory, so each Worker uses
+``SPARK_HOME/work``, in the venv): the run removes its own ``SPARK_HOME/work/<application id>``
+after stopping the context. PySpark's py4j gateway, and so the
 driver JVM process, is the same for both. A full run takes a few minutes on 2 cores. Each
 placement does the three runs below on fresh topics, then prints a table; with both, it prints
 the ratios executors / driver of records/s and of driver CPU per million records, each with its
@@ -68,8 +70,10 @@ result).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -402,8 +406,14 @@ def run_placement(
         conf.set(key.strip(), value.strip())
     sc = SparkContext(conf=conf)
     sc.setLogLevel("ERROR")
+    wanted = cluster_executors(master)
+    # Read before stop(): the workers' directory of this application, removed after it.
+    worker_app_dir = None
+    if wanted:
+        spark_home = sc._jvm.java.lang.System.getenv("SPARK_HOME")
+        if spark_home:
+            worker_app_dir = Path(spark_home) / "work" / sc.applicationId
     try:
-        wanted = cluster_executors(master)
         if wanted:
             # Executor JVMs take seconds to register; the receiver would start on the first one
             # and the cold run would also time the second one's start.
@@ -417,6 +427,12 @@ def run_placement(
         warm = pipeline_throughput(sc, cluster, f"warm-{placement}", args, work / f"{placement}-cp3")
     finally:
         sc.stop()
+        if worker_app_dir is not None:
+            # Only this run's application: other runs on the machine may use SPARK_HOME/work.
+            shutil.rmtree(worker_app_dir, ignore_errors=True)
+            # And SPARK_HOME/work itself once empty (rmdir refuses while another run's is there).
+            with contextlib.suppress(OSError):
+                worker_app_dir.parent.rmdir()
     return PlacementResult(
         placement,
         master,
@@ -530,9 +546,6 @@ def main() -> None:
         LocalCluster(Path(work_dir) / "cluster") as cluster,
     ):
         work = Path(work_dir)
-        # The standalone workers of local-cluster write under SPARK_HOME/work (in the venv)
-        # unless told otherwise; read when the driver JVM starts, so before the first context.
-        os.environ.setdefault("SPARK_WORKER_DIR", str(work / "spark-worker"))
         cluster.create_topic("raw", partitions=args.partitions)
         produce_backlog(cluster, "raw", args.partitions, args.messages, args.size)
         for placement, _ in placements:
