@@ -1,18 +1,51 @@
-"""End to end through createStream with the WAL on, against a raw confluent-kafka consumer.
+"""End to end through createStream with the WAL on, in both receiver placements, against a raw
+confluent-kafka consumer.
 
-    python benchmarks/pipeline_bench.py [--messages 1000000] [--partitions 4] [--size 100]
-        [--latency-rate 5000] [--latency-seconds 15] [--master local[2]]
+    python benchmarks/pipeline_bench.py [--placement both|executors|driver] [--messages 300000]
+        [--partitions 4] [--size 100] [--latency-rate 5000] [--latency-seconds 15]
+        [--empty-batches 10] [--master local[2]] [--cluster-master local-cluster[2,2,1024]]
+        [--conf KEY=VALUE ...]
 
-On a real local ZooKeeper + Kafka 0.9 and a real Spark (this process's SparkContext):
+On a real local ZooKeeper + Kafka 0.9 and a real Spark. ``--placement both`` (the default) runs
+the driver placement (``spark.streaming.receiver.placement=driver``: the receiver is threads of
+this Python process) on ``--master``, stops that SparkContext, then runs the executor placement
+(the receiver is a long-running task on an executor, blocks stay there) on ``--cluster-master``:
+``local-cluster[2,2,1024]`` is two executor JVMs with two task slots each and their own Python
+workers (what tests/e2e/cluster_child.py runs). Its standalone workers ignore
+``SPARK_WORKER_DIR`` (Spark's LocalSparkCluster passes no work directory, so each Worker uses
+``SPARK_HOME/work``, in the venv): the run removes its own ``SPARK_HOME/work/<application id>``
+after stopping the context. PySpark's py4j gateway, and so the
+driver JVM process, is the same for both. A full run takes a few minutes on 2 cores. Each
+placement does the three runs below on fresh topics, then prints a table; with both, it prints
+the ratios executors / driver of records/s and of driver CPU per million records, each with its
+goal (>= 0.8 and <= 0.2) and whether it was met, for the warm run (the steady state; cold also
+shown). The load average is printed too: figures from a busy shared machine are noisy (run it
+twice). ``--conf`` adds Spark settings to both contexts, for experiments such as
+``--conf spark.locality.wait=0`` (batch tasks then need not queue for the one free core of the
+executor that holds the receiver and its blocks).
 
 1. throughput: ``--messages`` are produced first; (a) a plain confluent-kafka consumer reads them
    all (assign from offset 0, count only); (b) ``KafkaUtils.createStream`` with the receiver WAL
    on and checkpointing, ``foreachRDD(rdd.count())``, from ``ssc.start()`` until every record has
    been counted in a batch (receive, WAL fsync, ZooKeeper commit, batch allocation, block read
-   and msgpack + UTF-8 decode in the Python workers). Prints both rates and (b)/(a), twice:
+   and msgpack + UTF-8 decode in the Python workers). Prints each rate and (b)/(a), twice:
    "cold" is the first stream of a fresh SparkContext, so it also pays for Spark's first job and
    for starting and importing the Python workers (~2 s on 2 cores); "warm" is the same run on a
-   second backlog of ``--messages`` after the latency run, as a long-running job sees it.
+   second backlog of ``--messages`` after the latency run, as a long-running job sees it. Over
+   the same window (``ssc.start()`` until the last record is counted; the graceful stop after
+   it is not counted): CPU seconds of the driver. "drv py" is ``getrusage(RUSAGE_SELF)`` user +
+   system of THIS Python process only (every thread: the streaming scheduler, and in driver
+   placement the receiver's consumers, block generator and WAL writer); it is the figure of the
+   goal. "drv JVM" is the driver JVM (the child java process of this one that runs SparkSubmit,
+   from ``/proc/<pid>/stat``): Spark's task scheduling and block manager, busy in both
+   placements. "others" is every live process under the driver JVM (executor JVMs, Python
+   workers), a lower bound (see proc_cpu.py). Also "rcv up", seconds from ``ssc.start()`` to the
+   receiver's ReceiverStarted event (in executor placement: a Spark job, a Python worker on the
+   executor, the tracker connection), and the number of non-empty batches, their median
+   processing time and largest scheduling delay (a delay means batches queue up: the run is
+   bound by processing, not by receiving). A backlog of 300,000 is received within one or two
+   batches, so such a run times startup + one batch more than steady-state ingest: use
+   ``--messages 1000000`` or more for that.
 2. latency: a producer sends ``--latency-rate`` msg/s for ``--latency-seconds``. How p50/p99 are
    measured: each value starts with ``time.time_ns()`` taken just before ``Producer.produce`` (so
    librdkafka's queueing and ``linger.ms`` 5 count); in ``foreachRDD`` the batch's records are
@@ -25,28 +58,28 @@ On a real local ZooKeeper + Kafka 0.9 and a real Spark (this process's SparkCont
    design.
 3. empty batches: the same context keeps running with no input; the processing time of each
    empty batch (a Spark job over zero blocks) is the fixed per-batch overhead.
-4. status page cost (``--ui-rounds``, default 1): the warm throughput run again on fresh backlogs,
-   alternating the status page off and on (``spark.streaming.ui.enabled``) ``--ui-rounds`` times
-   each. While the page is on, a client loads the page and ``/metrics`` once a second (a user
-   and a Prometheus scrape); their response times are printed too. Runs 1-3 keep the page off.
 
-Delivery is checked in all three streaming runs: the Kafka offset ranges of every block of every batch
-must cover each partition's produced offsets exactly once, and the records counted must equal
-the records produced. A lost or duplicated record makes the run exit with status 1 and say which
-offsets, after printing the figures (a number from a run that lost data is not a result).
+Delivery is checked in all three streaming runs of each placement: the Kafka offset ranges of
+every block of every batch (block metadata from the driver's receiver tracker, the same in both
+placements) must cover each partition's produced offsets exactly once, and the records counted
+must equal the records produced. A lost or duplicated record makes the run exit with status 1
+and say which offsets, after printing the figures (a number from a run that lost data is not a
+result).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
+import shutil
 import statistics
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -55,13 +88,20 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from pyspark import SparkConf, SparkContext, StorageLevel
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from proc_cpu import CpuMeter, CpuUsage, driver_jvm_pid
 
 from reliable_kafka import KafkaUtils, StreamingContext
 from reliable_kafka.dstream.batch_rdd import offset_ranges_of
 from reliable_kafka.dstream.functions import time_ms_of
 from reliable_kafka.local import LocalCluster
-from reliable_kafka.scheduler.listener import StreamingListener, StreamingListenerBatchCompleted
-from reliable_kafka.settings import StreamingSettings
+from reliable_kafka.scheduler.listener import (
+    StreamingListener,
+    StreamingListenerBatchCompleted,
+    StreamingListenerReceiverStarted,
+)
+from reliable_kafka.util.located_rdd import wait_for_executors
 
 BATCH_S = 1.0
 
@@ -171,91 +211,87 @@ def create_stream(ssc: StreamingContext, cluster: LocalCluster, topic: str, grou
     )
 
 
-def new_context(sc: SparkContext, checkpoint: Path, ui: bool = False) -> StreamingContext:
-    settings = StreamingSettings.from_spark_conf(sc, ui={"enabled": ui, "port": 0})
-    ssc = StreamingContext(sc, BATCH_S, settings)
+def new_context(sc: SparkContext, checkpoint: Path) -> StreamingContext:
+    ssc = StreamingContext(sc, BATCH_S)
     ssc.checkpoint(str(checkpoint))
     return ssc
 
 
-class PageClient:
-    """Loads the status page and /metrics once a second, as a user and a Prometheus server would."""
+@dataclass(frozen=True)
+class Throughput:
+    """One backlog run: seconds from ``ssc.start()`` until every record was counted, the CPU of
+    the driver's processes over that window, the batches it took and the delivery problems."""
 
-    def __init__(self, url: str) -> None:
-        self.url = url
-        self.page_ms: list[float] = []
-        self.metrics_ms: list[float] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="page-client", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.wait(1.0):
-            for path, times in (("", self.page_ms), ("metrics", self.metrics_ms)):
-                started = time.monotonic()
-                with urllib.request.urlopen(self.url + path, timeout=60) as response:
-                    response.read()
-                times.append((time.monotonic() - started) * 1000)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
+    seconds: float
+    receiver_start_s: float
+    cpu: CpuUsage
+    batches: int
+    median_batch_ms: float
+    max_scheduling_delay_ms: int
+    problems: list[str]
 
 
 def pipeline_throughput(
-    sc: SparkContext,
-    cluster: LocalCluster,
-    topic: str,
-    args: argparse.Namespace,
-    checkpoint: Path,
-    ui: bool = False,
-    page_times: list[tuple[str, list[float]]] | None = None,
-) -> tuple[float, list[str]]:
-    """Seconds until every record was counted, and the delivery problems found (none expected)."""
-    ssc = new_context(sc, checkpoint, ui)
+    sc: SparkContext, cluster: LocalCluster, topic: str, args: argparse.Namespace, checkpoint: Path
+) -> Throughput:
+    ssc = new_context(sc, checkpoint)
     messages = args.messages
     done = threading.Event()
-    finished_at = [0.0]
-    stream = create_stream(ssc, cluster, topic, "bench-pipeline")
+    stream = create_stream(ssc, cluster, topic, f"bench-pipeline-{topic}")
     check = DeliveryCheck(ssc, stream)
+    listener = BatchTimes()
+    ssc.addStreamingListener(listener)
+    meter = CpuMeter(driver_jvm_pid())
 
     def count(batch_time: datetime, rdd: Any) -> None:
         check.add_batch(batch_time, rdd.count())
         if check.counted >= messages and not done.is_set():
-            finished_at[0] = time.monotonic()
             done.set()
 
     stream.foreachRDD(count)
+    meter.start()
     started = time.monotonic()
     ssc.start()
-    status_ui = ssc.scheduler.status_ui
-    client = PageClient(status_ui.url) if status_ui is not None and status_ui.url is not None else None
-    if ui and client is None:
-        raise SystemExit("FAILED: the status page did not start")
-    finished = done.wait(1800)
-    if client is not None:
-        client.stop()
-        if page_times is not None:
-            page_times.extend([("page", client.page_ms), ("metrics", client.metrics_ms)])
-    if not finished:
+    if not done.wait(1800):
         raise SystemExit(f"FAILED: only {check.counted:,} of {messages:,} records counted in 30 minutes")
+    # Read at once: the graceful stop below (receivers, WAL, executors) is not part of the window.
+    cpu = meter.stop()
     # Batches still running may add duplicates: wait for them before judging.
     ssc.stop(stopSparkContext=False, stopGraceFully=True)
-    return finished_at[0] - started, check.problems(per_partition(messages, args.partitions))
+    with listener.lock:
+        busy = [(ms, delay) for records, ms, delay in listener.batches if records]
+        receiver_at = listener.receiver_started_at
+    return Throughput(
+        seconds=cpu.wall_s,
+        receiver_start_s=float("nan") if receiver_at is None else receiver_at - started,
+        cpu=cpu,
+        batches=len(busy),
+        median_batch_ms=statistics.median(ms for ms, _ in busy) if busy else 0.0,
+        max_scheduling_delay_ms=max((delay for _, delay in busy), default=0),
+        problems=check.problems(per_partition(messages, args.partitions)),
+    )
 
 
 class BatchTimes(StreamingListener):
-    """Processing time of every completed batch, with its record count."""
+    """Processing time of every completed batch, with its record count; when the receiver started."""
 
     def __init__(self) -> None:
-        self.batches: list[tuple[int, int]] = []  # (records, processing ms)
+        self.batches: list[tuple[int, int, int]] = []  # (records, processing ms, scheduling delay ms)
+        self.receiver_started_at: float | None = None  # time.monotonic()
         self.lock = threading.Lock()
+
+    def onReceiverStarted(self, receiverStarted: StreamingListenerReceiverStarted) -> None:
+        with self.lock:
+            if self.receiver_started_at is None:
+                self.receiver_started_at = time.monotonic()
 
     def onBatchCompleted(self, batchCompleted: StreamingListenerBatchCompleted) -> None:
         info = batchCompleted.batchInfo
         if info.processing_delay_ms is not None:
             with self.lock:
-                self.batches.append((info.num_records, info.processing_delay_ms))
+                self.batches.append(
+                    (info.num_records, info.processing_delay_ms, info.scheduling_delay_ms or 0)
+                )
 
 
 def steady_producer(
@@ -318,7 +354,7 @@ def latency_and_empty_batches(
     ssc.stop(stopSparkContext=False, stopGraceFully=True)
     with listener.lock:
         # Skip the first two idle batches: they may still hold the producer's last records.
-        empty = [ms for records, ms in listener.batches[seen + 2 :] if records == 0]
+        empty = [ms for records, ms, _ in listener.batches[seen + 2 :] if records == 0]
     return latencies_ms, empty, check.problems(per_partition(sent, args.partitions))
 
 
@@ -326,107 +362,227 @@ def percentile(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--messages", type=int, default=1_000_000)
-    parser.add_argument("--partitions", type=int, default=4)
-    parser.add_argument("--size", type=int, default=100)
-    parser.add_argument("--latency-rate", type=int, default=5000, help="msg/s in the latency run")
-    parser.add_argument("--latency-seconds", type=float, default=15.0)
-    parser.add_argument("--empty-batches", type=int, default=10)
-    parser.add_argument("--master", default="local[2]")
-    parser.add_argument(
-        "--ui-rounds", type=int, default=1, help="warm runs with the status page off, then on, N times"
+@dataclass(frozen=True)
+class PlacementResult:
+    placement: str
+    master: str
+    executors: int
+    load_before: tuple[float, float, float]
+    load_after: tuple[float, float, float]
+    cold: Throughput
+    warm: Throughput
+    latencies_ms: list[float]
+    empty_ms: list[int]
+    latency_problems: list[str]
+
+
+def cluster_executors(master: str) -> int:
+    """How many executors ``local-cluster[N,cores,mem]`` starts; 0 for other masters."""
+    if not master.startswith("local-cluster["):
+        return 0
+    return int(master[len("local-cluster[") :].split(",", 1)[0])
+
+
+def run_placement(
+    placement: str, master: str, cluster: LocalCluster, args: argparse.Namespace, work: Path
+) -> PlacementResult:
+    """Cold throughput, latency + empty batches, warm throughput, on a SparkContext of its own.
+
+    The py4j gateway (the driver JVM) outlives ``sc.stop()``, so both placements share one JVM
+    process and its CPU is read from the same pid; only the SparkContext inside it is new."""
+    load_before = os.getloadavg()
+    conf = (
+        SparkConf()
+        .setMaster(master)
+        .setAppName(f"pipeline-bench-{placement}")
+        .set("spark.ui.enabled", "false")
+        .set("spark.ui.showConsoleProgress", "false")
+        .set("spark.python.worker.reuse", "true")
+        .set("spark.streaming.receiver.placement", placement)
+        .set("spark.streaming.receiver.writeAheadLog.enable", "true")
     )
-    args = parser.parse_args()
-    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    logging.getLogger("kazoo.client").setLevel(logging.ERROR)
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-
-    with (
-        tempfile.TemporaryDirectory(prefix="pipeline-bench-") as work,
-        LocalCluster(Path(work) / "cluster") as cluster,
-    ):
-        ui_topics = [(f"bench-ui-{i}-{ui}", ui) for i in range(args.ui_rounds) for ui in (False, True)]
-        for topic in ("bench", "latency", "bench-warm", *(t for t, _ in ui_topics)):
-            cluster.create_topic(topic, partitions=args.partitions)
-        produce_backlog(cluster, "bench", args.partitions, args.messages, args.size)
-        produce_backlog(cluster, "bench-warm", args.partitions, args.messages, args.size)
-        for topic, _ in ui_topics:
-            produce_backlog(cluster, topic, args.partitions, args.messages, args.size)
-        conf = (
-            SparkConf()
-            .setMaster(args.master)
-            .setAppName("pipeline-bench")
-            .set("spark.ui.enabled", "false")
-            .set("spark.ui.showConsoleProgress", "false")
-            .set("spark.streaming.receiver.writeAheadLog.enable", "true")
+    for setting in args.conf:
+        key, _, value = setting.partition("=")
+        conf.set(key.strip(), value.strip())
+    sc = SparkContext(conf=conf)
+    sc.setLogLevel("ERROR")
+    wanted = cluster_executors(master)
+    # Read before stop(): the workers' directory of this application, removed after it.
+    worker_app_dir = None
+    if wanted:
+        spark_home = sc._jvm.java.lang.System.getenv("SPARK_HOME")
+        if spark_home:
+            worker_app_dir = Path(spark_home) / "work" / sc.applicationId
+    try:
+        if wanted:
+            # Executor JVMs take seconds to register; the receiver would start on the first one
+            # and the cold run would also time the second one's start.
+            found = wait_for_executors(sc, wanted, 120)
+            if len(found) < wanted:
+                raise SystemExit(f"FAILED: {len(found)} of {wanted} executors registered on {master}")
+        cold = pipeline_throughput(sc, cluster, f"bench-{placement}", args, work / f"{placement}-cp1")
+        latencies, empty, latency_problems = latency_and_empty_batches(
+            sc, cluster, f"latency-{placement}", args, work / f"{placement}-cp2"
         )
-        sc = SparkContext(conf=conf)
-        sc.setLogLevel("ERROR")
-        try:
-            raw_s = raw_consume(cluster, "bench", args.partitions, args.messages)
-            pipeline_s, throughput_problems = pipeline_throughput(
-                sc, cluster, "bench", args, Path(work) / "cp1"
-            )
-            latencies, empty, latency_problems = latency_and_empty_batches(
-                sc, cluster, "latency", args, Path(work) / "cp2"
-            )
-            warm_s, warm_problems = pipeline_throughput(sc, cluster, "bench-warm", args, Path(work) / "cp3")
-            ui_runs: list[tuple[bool, float]] = []
-            page_times: list[tuple[str, list[float]]] = []
-            for topic, ui in ui_topics:
-                seconds, problems = pipeline_throughput(
-                    sc, cluster, topic, args, Path(work) / f"cp-{topic}", ui=ui, page_times=page_times
-                )
-                ui_runs.append((ui, seconds))
-                warm_problems += [f"{topic}: {p}" for p in problems]
-        finally:
-            sc.stop()
+        warm = pipeline_throughput(sc, cluster, f"warm-{placement}", args, work / f"{placement}-cp3")
+    finally:
+        sc.stop()
+        if worker_app_dir is not None:
+            # Only this run's application: other runs on the machine may use SPARK_HOME/work.
+            shutil.rmtree(worker_app_dir, ignore_errors=True)
+            # And SPARK_HOME/work itself once empty (rmdir refuses while another run's is there).
+            with contextlib.suppress(OSError):
+                worker_app_dir.parent.rmdir()
+    return PlacementResult(
+        placement,
+        master,
+        wanted,
+        load_before,
+        os.getloadavg(),
+        cold,
+        warm,
+        latencies,
+        empty,
+        latency_problems,
+    )
 
-    raw_rate = args.messages / raw_s
-    print(f"(a) raw confluent-kafka consume:    {raw_rate:>12,.0f} records/s ({raw_s:.1f} s)")
-    for label, seconds in (("cold", pipeline_s), ("warm", warm_s)):
-        rate = args.messages / seconds
+
+def load_text(load: tuple[float, float, float]) -> str:
+    return " ".join(f"{value:.2f}" for value in load)
+
+
+def print_placement(
+    result: PlacementResult, messages: int, raw_rate: float, args: argparse.Namespace
+) -> None:
+    where = f"{result.executors} executor JVMs" if result.executors else "driver JVM only"
+    print(
+        f"\n== placement {result.placement}: master {result.master} ({where}); "
+        f"load average (1/5/15 min) {load_text(result.load_before)} before, "
+        f"{load_text(result.load_after)} after"
+    )
+    print(
+        f"{'run':<5} {'records/s':>10} {'vs raw':>6} {'secs':>6} {'rcv up':>6} {'batches':>7} {'med ms':>6} "
+        f"{'max sched':>9} | {'CPU s: drv py':>13} {'drv JVM':>7} {'others':>6} "
+        f"| {'CPU s / M records: drv py':>25} {'drv JVM':>7}"
+    )
+    per_million = 1e6 / messages
+    for label, run in (("cold", result.cold), ("warm", result.warm)):
+        rate = messages / run.seconds
         print(
-            f"(b) createStream, WAL on, {label}: {rate:>12,.0f} records/s ({seconds:.1f} s), "
-            f"ratio (b)/(a) {rate / raw_rate:.2f}"
+            f"{label:<5} {rate:>10,.0f} {rate / raw_rate:>6.2f} {run.seconds:>6.1f} "
+            f"{run.receiver_start_s:>6.1f} {run.batches:>7} {run.median_batch_ms:>6.0f} "
+            f"{run.max_scheduling_delay_ms:>9} | "
+            # Two decimals: the driver's Python CPU in executor placement is a tenth of a second.
+            f"{run.cpu.driver_python_s:>13.2f} {run.cpu.driver_jvm_s:>7.2f} {run.cpu.spark_others_s:>6.2f} "
+            f"| {run.cpu.driver_python_s * per_million:>25.2f} {run.cpu.driver_jvm_s * per_million:>7.2f}"
         )
-    if latencies:
+    latencies = result.latencies_ms
+    if len(latencies) >= 2:
         print(
             f"latency at {args.latency_rate:,} msg/s ({len(latencies):,} records, batch {BATCH_S:g} s): "
             f"p50 {percentile(latencies, 50):.0f} ms, p99 {percentile(latencies, 99):.0f} ms, "
             f"max {max(latencies):.0f} ms"
         )
-    if empty:
+    if result.empty_ms:
         print(
-            f"empty batch processing time ({len(empty)} batches): median {statistics.median(empty):.0f} ms, "
-            f"max {max(empty)} ms"
+            f"empty batch processing time ({len(result.empty_ms)} batches): "
+            f"median {statistics.median(result.empty_ms):.0f} ms, max {max(result.empty_ms)} ms"
         )
-    for ui in (False, True):
-        rates = [args.messages / seconds for on, seconds in ui_runs if on is ui]
-        if rates:
-            figures = ", ".join(f"{rate:,.0f}" for rate in rates)
-            print(
-                f"(b) warm, status page {'on ' if ui else 'off'}: {statistics.mean(rates):>12,.0f} records/s "
-                f"(runs: {figures})"
-            )
-    for what in ("page", "metrics"):
-        times = [ms for name, runs in page_times if name == what for ms in runs]
-        if times:
-            print(
-                f"status page /{'' if what == 'page' else what} while running: {len(times)} loads, "
-                f"median {statistics.median(times):.0f} ms, max {max(times):.0f} ms"
-            )
-    problems = [f"throughput run: {p}" for p in throughput_problems]
-    problems += [f"warm throughput run: {p}" for p in warm_problems]
-    problems += [f"latency run: {p}" for p in latency_problems]
+
+
+def ratio_line(label: str, value: float, goal: str, met: bool) -> str:
+    return f"{label:<58} {value:>6.2f}   goal {goal}: {'met' if met else 'NOT MET'}"
+
+
+def print_ratios(executors: PlacementResult, driver: PlacementResult) -> None:
+    print("\n== executors / driver")
+    for label, e, d in (("warm", executors.warm, driver.warm), ("cold", executors.cold, driver.cold)):
+        # Same --messages in both, so records/s and CPU per record divide as seconds and CPU.
+        rate = d.seconds / e.seconds
+        python = e.cpu.driver_python_s / d.cpu.driver_python_s
+        both = (e.cpu.driver_python_s + e.cpu.driver_jvm_s) / (d.cpu.driver_python_s + d.cpu.driver_jvm_s)
+        print(ratio_line(f"{label}: records/s", rate, ">= 0.8", rate >= 0.8))
+        print(ratio_line(f"{label}: driver Python CPU per M records", python, "<= 0.2", python <= 0.2))
+        print(f"{label}: (information) driver Python + JVM CPU per M records     {both:>6.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--placement", choices=("both", "executors", "driver"), default="both")
+    parser.add_argument("--messages", type=int, default=300_000)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--latency-rate", type=int, default=5000, help="msg/s in the latency run")
+    parser.add_argument("--latency-seconds", type=float, default=15.0)
+    parser.add_argument("--empty-batches", type=int, default=10)
+    parser.add_argument("--master", default="local[2]", help="master of the driver placement")
+    parser.add_argument(
+        "--cluster-master", default="local-cluster[2,2,1024]", help="master of the executor placement"
+    )
+    parser.add_argument(
+        "--conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra Spark setting for both placements (repeatable), e.g. spark.locality.wait=0",
+    )
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    logging.getLogger("kazoo.client").setLevel(logging.ERROR)
+    # Executors (and the driver's Python workers) run this interpreter, which has the package.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    placements = [
+        (placement, master)
+        for placement, master in (("driver", args.master), ("executors", args.cluster_master))
+        if args.placement in ("both", placement)
+    ]
+    print(f"load average (1/5/15 min) at start: {load_text(os.getloadavg())} on {os.cpu_count()} CPUs")
+    if args.conf:
+        print(f"extra Spark settings: {', '.join(args.conf)}")
+
+    results: list[PlacementResult] = []
+    with (
+        tempfile.TemporaryDirectory(prefix="pipeline-bench-") as work_dir,
+        LocalCluster(Path(work_dir) / "cluster") as cluster,
+    ):
+        work = Path(work_dir)
+        cluster.create_topic("raw", partitions=args.partitions)
+        produce_backlog(cluster, "raw", args.partitions, args.messages, args.size)
+        for placement, _ in placements:
+            for topic in (f"bench-{placement}", f"latency-{placement}", f"warm-{placement}"):
+                cluster.create_topic(topic, partitions=args.partitions)
+            produce_backlog(cluster, f"bench-{placement}", args.partitions, args.messages, args.size)
+            produce_backlog(cluster, f"warm-{placement}", args.partitions, args.messages, args.size)
+        raw_s = raw_consume(cluster, "raw", args.partitions, args.messages)
+        for placement, master in placements:
+            print(f"running placement {placement} on {master} ...", flush=True)
+            results.append(run_placement(placement, master, cluster, args, work))
+
+    raw_rate = args.messages / raw_s
+    print(f"\n(a) raw confluent-kafka consume: {raw_rate:,.0f} records/s ({raw_s:.1f} s)")
+    for result in results:
+        print_placement(result, args.messages, raw_rate, args)
+    by_placement = {result.placement: result for result in results}
+    if len(by_placement) == 2:
+        print_ratios(by_placement["executors"], by_placement["driver"])
+    print(f"\nload average (1/5/15 min) at the end: {load_text(os.getloadavg())}")
+
+    problems = [
+        f"{result.placement} {run}: {problem}"
+        for result in results
+        for run, found in (
+            ("cold throughput run", result.cold.problems),
+            ("latency run", result.latency_problems),
+            ("warm throughput run", result.warm.problems),
+        )
+        for problem in found
+    ]
     if problems:
         print("FAILED: records lost or duplicated, the figures above are not valid:", file=sys.stderr)
         for problem in problems:
             print(f"  {problem}", file=sys.stderr)
         raise SystemExit(1)
-    print("delivery: every record exactly once in all three streaming runs")
+    print(f"delivery: every record exactly once in all {3 * len(results)} streaming runs")
 
 
 if __name__ == "__main__":
