@@ -80,15 +80,19 @@ def located_rdd(sc: SparkContext, elements: Sequence[tuple[bytes, Sequence[str]]
         return sc.emptyRDD()
     jvm = sc._jvm
     assert jvm is not None
+    # Each ``jvm.a.b.C`` lookup is a round trip per name part: resolve them once per call, not
+    # once per partition (a batch has a partition per block).
     to_seq = jvm.org.apache.spark.api.python.PythonUtils.toSeq
-    pairs = jvm.java.util.ArrayList()
+    array_list = jvm.java.util.ArrayList
+    tuple2 = jvm.scala.Tuple2
+    pairs = array_list()
     for data, locations in elements:
         if not isinstance(data, bytes):
             raise TypeError(f"located_rdd elements must be bytes, got {type(data).__name__}")
-        java_locations = jvm.java.util.ArrayList()
+        java_locations = array_list()
         for location in locations:
             java_locations.add(str(location))
-        pairs.add(jvm.scala.Tuple2(data, to_seq(java_locations)))
+        pairs.add(tuple2(data, to_seq(java_locations)))
     # makeRDD(Seq[(T, Seq[String])]) is the one SparkContext call that takes per-element
     # locations; its ClassTag argument is the implicit Scala passes for T = Array[Byte].
     byte_array_tag = jvm.scala.reflect.ClassTag.apply(jvm.java.lang.Class.forName("[B"))
