@@ -116,6 +116,27 @@ def abuse_tracker_socket(host: str, port: int) -> None:
                 pass
 
 
+def block_dirs_of(app_id: str, stream_id: int) -> list[Path]:
+    """The receiver's block store directories: tmpfs for memory levels, the executor's local dir."""
+    pattern = f"reliable-kafka-{app_id}-stream-{stream_id}-*"
+    roots = [Path("/dev/shm"), Path(os.environ.get("TMPDIR", "/tmp"))]
+    found = [path for root in roots if root.is_dir() for path in root.glob(pattern)]
+    found += [path for root in roots[1:] for path in root.glob(f"spark-*/**/{pattern}")]
+    return found
+
+
+def lose_host_of(session: int, executor_id: str, app_id: str, stream_id: int) -> None:
+    """What losing an executor's host does: its JVM and Python workers die (SIGKILL) and the
+    receiver's block files there are gone."""
+    pid = executor_jvm(session, executor_id)
+    assert pid is not None, describe(session_processes(session))
+    doomed = block_dirs_of(app_id, stream_id)
+    assert doomed, f"no block directory of receiver {stream_id} found"
+    kill_tree(pid)
+    for directory in doomed:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
 def test_receivers_on_executors_with_the_wal(local_cluster: LocalCluster, tmp_path: Path) -> None:
     """Two unioned streams on two executors; a hostile client; an executor SIGKILLed; graceful stop."""
     topics = [unique_name("exec-a"), unique_name("exec-b")]
@@ -142,11 +163,10 @@ def test_receivers_on_executors_with_the_wal(local_cluster: LocalCluster, tmp_pa
         wait_until(lambda: len(received(read_output(output))) > before + 30, what="records after the abuse")
         assert not of_kind(read_output(output), "receiver_stopped"), "a receiver stopped: bad connections"
 
-        # 3. SIGKILL the executor running receiver 0 (its JVM and its Python workers).
+        # 3. The host of receiver 0's executor is lost: its JVM and Python workers SIGKILLed, its
+        # block files gone with it. The batches of those blocks read them from the WAL.
         victim = executors[0]
-        pid = executor_jvm(session, victim)
-        assert pid is not None, describe(session_processes(session))
-        kill_tree(pid)
+        lose_host_of(session, victim, tracker["app_id"], 0)
         relaunched = await_relaunch(output, 0, killed_at=time.time())
         assert relaunched["executor_id"] != victim
         assert relaunched["time"] - relaunched["killed_at"] <= RELAUNCH_BOUND_S, relaunched
@@ -189,15 +209,6 @@ def test_receivers_on_executors_with_the_wal(local_cluster: LocalCluster, tmp_pa
     wait_until(lambda: not session_processes(session), timeout_s=60, what="no process left")
 
 
-def block_dirs_of(app_id: str, stream_id: int) -> list[Path]:
-    """The receiver's block store directories: tmpfs for memory levels, the executor's local dir."""
-    pattern = f"reliable-kafka-{app_id}-stream-{stream_id}-*"
-    roots = [Path("/dev/shm"), Path(os.environ.get("TMPDIR", "/tmp"))]
-    found = [path for root in roots if root.is_dir() for path in root.glob(pattern)]
-    found += [path for root in roots[1:] for path in root.glob(f"spark-*/**/{pattern}")]
-    return found
-
-
 def test_receivers_on_executors_without_the_wal(local_cluster: LocalCluster, tmp_path: Path) -> None:
     """MEMORY_AND_DISK_SER, no WAL: blocks read where they are kept, or fetched from the holder;
     then the host of a receiver's executor is lost (its JVM SIGKILLed and its block files gone):
@@ -221,16 +232,11 @@ def test_receivers_on_executors_without_the_wal(local_cluster: LocalCluster, tmp
         assert fetch["ran_on"] != fetch["holder"] and fetch["records"] == fetch["expected"] > 0, fetch
         wait_until(lambda: len(received(read_output(output))) > 60, what="records")
         assert not of_kind(read_output(output), "job_error")
+        # Exactly once while nothing fails: read locally or fetched, no record twice.
+        assert max(received(read_output(output)).values()) == 1
 
         (tracker,) = of_kind(read_output(output), "tracker")
-        victim = executors[0]
-        pid = executor_jvm(session, victim)
-        assert pid is not None, describe(session_processes(session))
-        doomed = block_dirs_of(tracker["app_id"], 0)
-        assert doomed, "no block directory of receiver 0 found"
-        kill_tree(pid)
-        for directory in doomed:  # what losing the executor's host takes with it
-            shutil.rmtree(directory, ignore_errors=True)
+        lose_host_of(session, executors[0], tracker["app_id"], 0)
         await_relaunch(output, 0, killed_at=time.time())
         records_keep_coming(output)
     finally:
