@@ -132,6 +132,23 @@ class ReceiverSettings(_Section):
         le=65535,
         description="spark.streaming.receiver.trackerPort: the driver's tracker socket; 0 = a free port",
     )
+    # TLS on the tracker socket and block fetches (executor placement); paths valid on every node.
+    tls_cert_file: str | None = Field(None, description="spark.streaming.receiver.tls.certFile (PEM)")
+    tls_key_file: str | None = Field(None, description="spark.streaming.receiver.tls.keyFile (PEM)")
+    tls_ca_file: str | None = Field(
+        None, description="spark.streaming.receiver.tls.caFile: trusted CAs (default: the certificate)"
+    )
+
+    @model_validator(mode="after")
+    def _tls_files_together(self) -> Self:
+        if (self.tls_cert_file is None) != (self.tls_key_file is None):
+            raise ValueError(
+                "spark.streaming.receiver.tls.certFile and spark.streaming.receiver.tls.keyFile "
+                "go together: set both for TLS, or neither"
+            )
+        if self.tls_ca_file is not None and self.tls_cert_file is None:
+            raise ValueError("spark.streaming.receiver.tls.caFile needs certFile and keyFile too")
+        return self
 
 
 class WriteAheadLogSettings(_Section):
@@ -196,6 +213,9 @@ _SPARK_KEYS: dict[str, tuple[str, str, Any]] = {
     ),
     "spark.streaming.receiver.placement": ("receiver", "placement", lambda v: v.strip().lower()),
     "spark.streaming.receiver.trackerPort": ("receiver", "tracker_port", int),
+    "spark.streaming.receiver.tls.certFile": ("receiver", "tls_cert_file", str),
+    "spark.streaming.receiver.tls.keyFile": ("receiver", "tls_key_file", str),
+    "spark.streaming.receiver.tls.caFile": ("receiver", "tls_ca_file", str),
     "spark.streaming.receiver.writeAheadLog.enable": ("wal", "enable", _parse_bool),
     "spark.streaming.receiver.writeAheadLog.rollingIntervalSecs": ("wal", "rolling_interval_s", int),
     "spark.streaming.receiver.writeAheadLog.maxFailures": ("wal", "max_failures", int),

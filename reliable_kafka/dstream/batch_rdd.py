@@ -27,6 +27,7 @@ from pyspark.serializers import NoOpSerializer
 from reliable_kafka.dstream.block_recovery import BlockRecoveryError, recover_block
 from reliable_kafka.kafka.offset_range import OffsetRange, merge_offset_ranges, ranges_in_metadata
 from reliable_kafka.receiver.tracker_endpoint import BlockLocation
+from reliable_kafka.rpc.tls import client_context
 from reliable_kafka.storage.block_format import decode_block
 from reliable_kafka.storage.block_server import fetch_block
 from reliable_kafka.storage.executor_block_store import read_block_file
@@ -74,6 +75,8 @@ class BlockPartition:
     wal_record_handle: RecordHandle | None = None
     location: BlockLocation | None = None
     fetch_secret: bytes | None = field(default=None, repr=False)
+    # The CAs a fetch trusts when the receivers' sockets use TLS (None: plain TCP).
+    fetch_tls_ca: str | None = None
     # Where to read the block again when its WAL record is unreadable (see block_recovery).
     recovery: dict[str, Any] | None = field(default=None, repr=False)
 
@@ -101,6 +104,7 @@ class BlockPartition:
             "wal": None if handle is None else handle.to_dict(),
             "location": None if location is None else location.to_dict(),
             "secret": self.fetch_secret,
+            "tls_ca": self.fetch_tls_ca,
         }
         if self.recovery is not None:
             fields["recovery"] = self.recovery
@@ -116,6 +120,7 @@ class BlockPartition:
             None if handle is None else RecordHandle.from_dict(handle),
             None if location is None else BlockLocation.from_dict(location),
             d["secret"],
+            d.get("tls_ca"),
             d.get("recovery"),
         )
 
@@ -161,7 +166,10 @@ class BlockPartition:
         if location.port is None or self.fetch_secret is None:
             return None
         try:
-            return fetch_block(location.host, location.port, self.fetch_secret, self.block_id)
+            tls = None if self.fetch_tls_ca is None else client_context(self.fetch_tls_ca)
+            return fetch_block(
+                location.host, location.port, self.fetch_secret, self.block_id, ssl_context=tls
+            )
         except Exception as exc:
             # The receiver (or its executor) is gone; the write-ahead log may still have it.
             logger.warning("Could not fetch block %s from %s: %r", self.block_id, _where(location), exc)
@@ -257,6 +265,7 @@ def create_block_rdd(
     decoder: Decoder | None = None,
     receiver_wal_enabled: bool = False,
     fetch_secret: bytes | None = None,
+    fetch_tls_ca: str | None = None,
     recovery_source: Callable[[ReceivedBlockInfo], dict[str, Any] | None] | None = None,
 ) -> BlockRDD:
     """Spark's ``ReceiverInputDStream.createBlockRDD``: each block from the block store when it is
@@ -277,7 +286,9 @@ def create_block_rdd(
             partitions.append(BlockPartition(info.block_id.name, data))
         elif block_store is None and result.location is not None:
             partitions.append(
-                BlockPartition(info.block_id.name, None, handle, result.location, fetch_secret, recovery)
+                BlockPartition(
+                    info.block_id.name, None, handle, result.location, fetch_secret, fetch_tls_ca, recovery
+                )
             )
         elif handle is not None:
             partitions.append(BlockPartition(info.block_id.name, None, handle, recovery=recovery))

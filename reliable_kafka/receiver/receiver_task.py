@@ -31,6 +31,7 @@ from reliable_kafka.receiver.tracker_endpoint import (
     ReceivedBlockInfo,
     ReceiverControl,
 )
+from reliable_kafka.rpc.tls import tls_files
 from reliable_kafka.settings import StreamingSettings
 from reliable_kafka.storage.block_id import StreamBlockId
 from reliable_kafka.storage.block_server import BlockServer
@@ -110,8 +111,14 @@ def _run(description: ReceiverTaskDescription) -> str:
         return f"Receiver {sid} task attempt {attempt} exits: the tracker relaunches receivers itself"
     host, executor_id = current_executor()
     store = ExecutorBlockStore(f"{description.app_id}-stream-{sid}")
+    settings = StreamingSettings(**description.settings)
+    tls = tls_files(
+        settings.receiver.tls_cert_file, settings.receiver.tls_key_file, settings.receiver.tls_ca_file
+    )
     # Listens on every interface (other hosts fetch from it); advertised under the executor's host.
-    server = BlockServer(_reader_of(store), description.secret)
+    server = BlockServer(
+        _reader_of(store), description.secret, ssl_context=None if tls is None else tls.server_context()
+    )
     server.start()
     port = server.address[1]
     lost = threading.Event()
@@ -136,6 +143,7 @@ def _run(description: ReceiverTaskDescription) -> str:
                 description.secret,
                 block_server=(host, port),
                 on_lost=on_lost,
+                ssl_context=None if tls is None else tls.client_context(),
             )
         )
     except BaseException:
@@ -150,7 +158,7 @@ def _run(description: ReceiverTaskDescription) -> str:
                 receiver,
                 endpoint,
                 store,
-                settings=StreamingSettings(**description.settings),
+                settings=settings,
                 checkpoint_dir=description.checkpoint_dir,
                 host=host,
                 executor_id=executor_id,
