@@ -16,6 +16,7 @@ streaming settings, where the driver's tracker listens and the context's secret)
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -36,9 +37,12 @@ from reliable_kafka.settings import StreamingSettings
 from reliable_kafka.storage.block_id import StreamBlockId
 from reliable_kafka.storage.block_server import BlockServer
 from reliable_kafka.storage.executor_block_store import ExecutorBlockStore
+from reliable_kafka.util import instruments
 from reliable_kafka.util.located_rdd import current_executor, task_attempt_number
 
 logger = logging.getLogger(__name__)
+
+INSTRUMENTS_INTERVAL_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +154,7 @@ def _run(description: ReceiverTaskDescription) -> str:
         server.stop()
         store.close()
         raise
+    reporter: _InstrumentsReporter | None = None
     try:
         try:
             receiver = description.receiver.build()
@@ -174,17 +179,21 @@ def _run(description: ReceiverTaskDescription) -> str:
         logger.info(
             "Starting receiver %d (launch %d) on executor %s/%s", sid, description.launch, host, executor_id
         )
+        reporter = _InstrumentsReporter(endpoint.remote, f"{executor_id}/{os.getpid()}")
         supervisor.start()
         outcome = f"Receiver {sid} (launch {description.launch}) stopped"
         try:
             supervisor.await_termination()
         except Exception as exc:
             outcome += f" with error {exc!r}"
+        reporter.report()  # the last figures of this incarnation, before it idles or ends
         if endpoint.stopped_by_driver.is_set() and not lost.is_set():
             logger.info("Receiver %d stopped by the driver; serving its blocks until released", sid)
             lost.wait()
         return outcome
     finally:
+        if reporter is not None:
+            reporter.stop()
         endpoint.close()
         server.stop()
         store.close()
@@ -197,10 +206,37 @@ def _reader_of(store: ExecutorBlockStore) -> Any:
     return read
 
 
+class _InstrumentsReporter:
+    """Sends this process's instruments (WAL writes, commits, block bytes) to the driver's
+    metrics every :data:`INSTRUMENTS_INTERVAL_S`; ``source`` tells processes apart."""
+
+    def __init__(self, endpoint: RemoteTrackerEndpoint, source: str) -> None:
+        self._endpoint = endpoint
+        self._source = source
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="receiver-instruments", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(INSTRUMENTS_INTERVAL_S):
+            self.report()
+
+    def report(self) -> None:
+        try:
+            self._endpoint.report_instruments(self._source, instruments.local_snapshot().to_dict())
+        except Exception as exc:  # metrics are best effort; the data path does not wait on them
+            logger.debug("Could not report instruments: %r", exc)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 class _StopAwareEndpoint:
     """The remote endpoint, noting whether the driver itself asked the receiver to stop."""
 
     def __init__(self, remote: RemoteTrackerEndpoint) -> None:
+        self.remote = remote
         self._remote = remote
         self.stopped_by_driver = threading.Event()
 

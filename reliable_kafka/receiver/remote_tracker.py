@@ -23,6 +23,7 @@ from reliable_kafka.receiver.tracker_messages import (
     DEREGISTER_RECEIVER,
     REGISTER_RECEIVER,
     REPORT_ERROR,
+    REPORT_INSTRUMENTS,
     ReceiverStatus,
     RegisterReceiver,
     parse_control,
@@ -129,6 +130,10 @@ class RemoteTrackerEndpoint:
     def report_error(self, stream_id: int, message: str, error: str) -> None:
         # A call, not a notification: the error is recorded before a deregistration that follows.
         self._call(REPORT_ERROR, ReceiverStatus(stream_id, message, error).to_dict())
+
+    def report_instruments(self, source: str, instruments: dict[str, Any]) -> None:
+        """This process's instruments for the driver's metrics (one-way: nothing waits on it)."""
+        self.connection.notify(REPORT_INSTRUMENTS, {"source": source, "instruments": instruments})
 
     def deregister_receiver(self, stream_id: int, message: str, error: str) -> bool:
         result = bool(self._call(DEREGISTER_RECEIVER, ReceiverStatus(stream_id, message, error).to_dict()))

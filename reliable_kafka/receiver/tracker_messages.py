@@ -21,6 +21,8 @@ REGISTER_RECEIVER = "register_receiver"
 ADD_BLOCK = "add_block"
 REPORT_ERROR = "report_error"
 DEREGISTER_RECEIVER = "deregister_receiver"
+# One-way, executor to driver: a receiver process's instruments (util.instruments), every few s.
+REPORT_INSTRUMENTS = "report_instruments"
 
 UPDATE_RATE_LIMIT = "update_rate_limit"
 STOP_RECEIVER = "stop_receiver"

@@ -29,6 +29,7 @@ from reliable_kafka.receiver.tracker_messages import (
     REGISTER_RECEIVER,
     REMOVE_BLOCKS,
     REPORT_ERROR,
+    REPORT_INSTRUMENTS,
     STOP_RECEIVER,
     UPDATE_RATE_LIMIT,
     ReceiverStatus,
@@ -37,6 +38,7 @@ from reliable_kafka.receiver.tracker_messages import (
 )
 from reliable_kafka.rpc import Connection, ConnectionClosed, RpcServer
 from reliable_kafka.rpc.framing import DEFAULT_MAX_FRAME_BYTES
+from reliable_kafka.util.instruments import REMOTE_INSTRUMENTS, InstrumentsSnapshot
 
 logger = logging.getLogger(__name__)
 
@@ -158,6 +160,11 @@ class ReceiverTrackerServer:
             return None
         if method == DEREGISTER_RECEIVER:
             return self._deregister(connection, ReceiverStatus.from_dict(body))
+        if method == REPORT_INSTRUMENTS:
+            if not isinstance(body, Mapping) or not isinstance(body.get("source"), str):
+                raise ValueError("report_instruments: expected {'source': str, 'instruments': map}")
+            REMOTE_INSTRUMENTS.update(body["source"], InstrumentsSnapshot.from_dict(body["instruments"]))
+            return None
         raise LookupError(f"the tracker serves no method {method!r}")
 
     def _register(self, connection: Connection, request: RegisterReceiver) -> bool:

@@ -32,6 +32,7 @@ from reliable_kafka.storage.block_manager import DEFAULT_MEMORY_BUDGET_BYTES
 from reliable_kafka.storage.block_store import BlockStoreError
 from reliable_kafka.storage.disk_store import DiskStore
 from reliable_kafka.storage.storage_level import StorageLevel
+from reliable_kafka.util import instruments
 from reliable_kafka.util.clock import wall_clock_ms
 
 logger = logging.getLogger(__name__)
@@ -114,6 +115,13 @@ class ExecutorBlockStore:
         # Ids whose write is in flight: taken, but not readable yet.
         self._pending: set[StreamBlockId] = set()
         self._closed = False
+        instruments.BLOCK_STORES.track(self)
+
+    @property
+    def stored_bytes(self) -> int:
+        """Bytes of every block held (reported to the driver's metrics by the receiver task)."""
+        with self._lock:
+            return sum(block.size for block in self._blocks.values())
 
     @property
     def memory_budget_bytes(self) -> int:

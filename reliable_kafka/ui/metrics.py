@@ -99,25 +99,27 @@ class StreamingCollector(Collector):
             receivers.add_metric([str(r.stream_id), r.name, r.executor_id, r.location], 1 if r.active else 0)
         yield receivers
         yield from self._partition_families()
+        # The driver's own data path plus what receivers on executors reported.
+        totals = instruments.combined_snapshot()
         yield _histogram(
             f"{PREFIX}_wal_write_seconds",
-            "Receiver write-ahead log writes of one block, this process",
-            instruments.WAL_WRITE_SECONDS.snapshot(),
+            "Receiver write-ahead log writes of one block (driver and receiver processes)",
+            totals.wal_write,
         )
         yield _histogram(
             f"{PREFIX}_offset_commit_seconds",
-            "Offset commits to ZooKeeper, retries included, this process",
-            instruments.OFFSET_COMMIT_SECONDS.snapshot(),
+            "Offset commits to ZooKeeper, retries included (driver and receiver processes)",
+            totals.offset_commit,
         )
         yield CounterMetricFamily(
             f"{PREFIX}_offset_commit_failures",
-            "Offset commits that raised or had a partition refused, this process",
-            value=instruments.OFFSET_COMMIT_FAILURES.value,
+            "Offset commits that raised or had a partition refused (driver and receiver processes)",
+            value=totals.commit_failures,
         )
         yield GaugeMetricFamily(
             f"{PREFIX}_block_store_bytes",
-            "Bytes of received blocks held by this process's block stores",
-            value=instruments.BLOCK_STORES.total_bytes(),
+            "Bytes of received blocks held by block stores (driver and receiver processes)",
+            value=totals.block_store_bytes,
         )
 
     def _partition_families(self) -> Iterator[GaugeMetricFamily]:

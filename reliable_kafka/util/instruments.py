@@ -3,8 +3,10 @@
 WAL write latency, offset commit latency and failures, and the bytes held by block stores come
 from code that knows nothing of the UI, so they are recorded here: plain counters behind one
 lock, no I/O and no metrics library, so that recording costs a lock and a bisect. They are
-per process: with receivers on executors, an executor's writes and commits are counted in that
-executor's process, not on the driver's page.
+per process: with receivers on executors, each receiver task sends its process's snapshot to
+the driver over the tracker socket every few seconds (:class:`InstrumentsSnapshot`, plain data),
+and the driver's page shows its own figures plus every executor process's latest
+(:func:`combined_snapshot`).
 """
 
 from __future__ import annotations
@@ -123,3 +125,105 @@ def timed(histogram: Histogram, call: Callable[..., T], *args: object) -> T:
         return call(*args)
     finally:
         histogram.observe(time.perf_counter() - started)
+
+
+@dataclass(frozen=True, slots=True)
+class InstrumentsSnapshot:
+    """One process's instruments, cumulative since it started."""
+
+    wal_write: HistogramSnapshot
+    offset_commit: HistogramSnapshot
+    commit_failures: int
+    block_store_bytes: int
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "wal_write": _histogram_to_dict(self.wal_write),
+            "offset_commit": _histogram_to_dict(self.offset_commit),
+            "commit_failures": self.commit_failures,
+            "block_store_bytes": self.block_store_bytes,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, object]) -> InstrumentsSnapshot:
+        failures, stored = d.get("commit_failures"), d.get("block_store_bytes")
+        if not isinstance(failures, int) or not isinstance(stored, int):
+            raise ValueError("InstrumentsSnapshot: commit_failures and block_store_bytes must be ints")
+        wal_write, offset_commit = (
+            _histogram_from_dict(d["wal_write"]),
+            _histogram_from_dict(d["offset_commit"]),
+        )
+        return cls(wal_write, offset_commit, failures, stored)
+
+
+def _histogram_to_dict(h: HistogramSnapshot) -> dict[str, object]:
+    # +Inf is not msgpack-portable as a bound: the last bucket is implied.
+    return {"bounds": list(h.upper_bounds[:-1]), "counts": list(h.cumulative_counts), "sum": h.sum}
+
+
+def _histogram_from_dict(d: object) -> HistogramSnapshot:
+    if not isinstance(d, dict):
+        raise ValueError(f"histogram: expected a map, got {type(d).__name__}")
+    bounds, counts, total = d.get("bounds"), d.get("counts"), d.get("sum")
+    if (
+        not isinstance(bounds, list)
+        or not isinstance(counts, list)
+        or len(counts) != len(bounds) + 1
+        or not all(isinstance(c, int) for c in counts)
+        or not isinstance(total, int | float)
+    ):
+        raise ValueError("histogram: malformed bounds, counts or sum")
+    return HistogramSnapshot((*map(float, bounds), float("inf")), tuple(counts), float(total), counts[-1])
+
+
+def local_snapshot() -> InstrumentsSnapshot:
+    return InstrumentsSnapshot(
+        WAL_WRITE_SECONDS.snapshot(),
+        OFFSET_COMMIT_SECONDS.snapshot(),
+        OFFSET_COMMIT_FAILURES.value,
+        BLOCK_STORES.total_bytes(),
+    )
+
+
+class RemoteInstruments:
+    """The latest snapshot of each executor process that runs (or ran) a receiver."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._latest: dict[str, InstrumentsSnapshot] = {}
+
+    def update(self, source: str, snapshot: InstrumentsSnapshot) -> None:
+        with self._lock:
+            self._latest[source] = snapshot
+
+    def snapshots(self) -> list[InstrumentsSnapshot]:
+        with self._lock:
+            return list(self._latest.values())
+
+    def clear(self) -> None:
+        with self._lock:
+            self._latest.clear()
+
+
+REMOTE_INSTRUMENTS = RemoteInstruments()
+
+
+def combined_snapshot() -> InstrumentsSnapshot:
+    """This process's instruments plus every executor process's latest; counts only grow, as
+    an ended process keeps its last report (its blocks' bytes go when it reports them gone)."""
+    total = local_snapshot()
+    for other in REMOTE_INSTRUMENTS.snapshots():
+        total = InstrumentsSnapshot(
+            _add(total.wal_write, other.wal_write),
+            _add(total.offset_commit, other.offset_commit),
+            total.commit_failures + other.commit_failures,
+            total.block_store_bytes + other.block_store_bytes,
+        )
+    return total
+
+
+def _add(a: HistogramSnapshot, b: HistogramSnapshot) -> HistogramSnapshot:
+    if a.upper_bounds != b.upper_bounds:
+        return a  # another version's buckets: not addable, keep ours
+    counts = tuple(x + y for x, y in zip(a.cumulative_counts, b.cumulative_counts, strict=True))
+    return HistogramSnapshot(a.upper_bounds, counts, a.sum + b.sum, a.count + b.count)

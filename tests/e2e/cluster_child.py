@@ -46,6 +46,7 @@ from reliable_kafka.scheduler.listener import (
     StreamingListenerReceiverStopped,
 )
 from reliable_kafka.storage.block_format import decode_block
+from reliable_kafka.util import instruments
 from reliable_kafka.util.located_rdd import current_executor, executor_locations, located_rdd
 
 
@@ -248,6 +249,16 @@ def main(argv: list[str]) -> int:
     # Not awaitTermination: it raises a failed batch's error, and this app records those (above)
     # and goes on, as a Spark Streaming app that catches them would.
     stop.wait()
+    # What the driver's /metrics shows of the receivers' data path (reported from the executors).
+    totals = instruments.combined_snapshot()
+    sink.write(
+        {
+            "kind": "instruments",
+            "wal_writes": totals.wal_write.count,
+            "commits": totals.offset_commit.count,
+            "block_store_bytes": totals.block_store_bytes,
+        }
+    )
     ssc.stop(stopSparkContext=True, stopGraceFully=True)
     sink.write({"kind": "stopped", "time": time.time()})
     print("stopped", flush=True)

@@ -197,6 +197,9 @@ def test_receivers_on_executors_with_the_wal(local_cluster: LocalCluster, tmp_pa
         assert not again or any(
             p == partition and start <= min(again) and max(again) < until for p, start, until in ranges
         ), f"partition {partition}: {sorted(again)} read again, more than one block"
+    # The receivers' WAL writes and commits, done on the executors, reached the driver's metrics.
+    (figures,) = of_kind(entries, "instruments")
+    assert figures["wal_writes"] > 0 and figures["commits"] > 0, figures
     # The driver never shipped block bytes.
     assert all(batch["driver_bytes"] == 0 for batch in of_kind(entries, "batch"))
     assert sum(batch["partitions"] for batch in of_kind(entries, "batch")) > 0

@@ -43,3 +43,58 @@ def test_block_store_bytes_follow_puts_and_removes() -> None:
     manager.remove(block)
     assert sizes.total_bytes() == 0
     manager.close()
+
+
+def test_receiver_processes_report_their_instruments_to_the_driver_over_the_tracker_socket() -> None:
+    """What an executor's receiver task sends (plain data over the authenticated socket) is
+    added to the driver's own figures in /metrics."""
+    import msgpack
+
+    from reliable_kafka.receiver.remote_tracker import RemoteTrackerEndpoint
+    from reliable_kafka.rpc import new_secret
+    from reliable_kafka.scheduler.tracker_server import ReceiverTrackerServer
+    from tests.scheduler.fakes import wait_until
+
+    executor = instruments.InstrumentsSnapshot(
+        wal_write=_snapshot_with(3, 0.004),
+        offset_commit=_snapshot_with(2, 0.01),
+        commit_failures=1,
+        block_store_bytes=4096,
+    )
+    crossed = instruments.InstrumentsSnapshot.from_dict(msgpack.unpackb(msgpack.packb(executor.to_dict())))
+    assert crossed == executor
+
+    before = instruments.combined_snapshot()
+    secret = new_secret()
+    server = ReceiverTrackerServer(object(), secret).start()  # type: ignore[arg-type]
+    try:
+        endpoint = RemoteTrackerEndpoint.connect(*server.address, secret)
+        try:
+            endpoint.report_instruments("1/4242", executor.to_dict())
+            wait_until(
+                lambda: instruments.combined_snapshot().wal_write.count == before.wal_write.count + 3,
+                what="the report",
+            )
+        finally:
+            endpoint.close()
+    finally:
+        server.stop()
+    after = instruments.combined_snapshot()
+    assert after.offset_commit.count == before.offset_commit.count + 2
+    assert after.commit_failures == before.commit_failures + 1
+    assert after.block_store_bytes == before.block_store_bytes + 4096
+    instruments.REMOTE_INSTRUMENTS.clear()
+
+
+def test_a_malformed_instruments_report_is_refused() -> None:
+    with pytest.raises(ValueError):
+        instruments.InstrumentsSnapshot.from_dict(
+            {"wal_write": {"bounds": [1.0], "counts": [1]}, "offset_commit": {}, "commit_failures": 0}
+        )
+
+
+def _snapshot_with(count: int, value: float) -> instruments.HistogramSnapshot:
+    histogram = Histogram()
+    for _ in range(count):
+        histogram.observe(value)
+    return histogram.snapshot()
