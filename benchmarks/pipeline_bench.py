@@ -3,8 +3,8 @@ confluent-kafka consumer.
 
     python benchmarks/pipeline_bench.py [--placement both|executors|driver] [--messages 300000]
         [--partitions 4] [--size 100] [--latency-rate 5000] [--latency-seconds 15]
-        [--empty-batches 10] [--master local[2]] [--cluster-master local-cluster[2,2,1024]]
-        [--conf KEY=VALUE ...]
+        [--empty-batches 10] [--ui-rounds 1] [--master local[2]]
+        [--cluster-master local-cluster[2,2,1024]] [--conf KEY=VALUE ...]
 
 On a real local ZooKeeper + Kafka 0.9 and a real Spark. ``--placement both`` (the default) runs
 the driver placement (``spark.streaming.receiver.placement=driver``: the receiver is threads of
@@ -16,7 +16,7 @@ workers (what tests/e2e/cluster_child.py runs). Its standalone workers ignore
 ``SPARK_HOME/work``, in the venv): the run removes its own ``SPARK_HOME/work/<application id>``
 after stopping the context. PySpark's py4j gateway, and so the
 driver JVM process, is the same for both. A full run takes a few minutes on 2 cores. Each
-placement does the three runs below on fresh topics, then prints a table; with both, it prints
+placement does the runs below on fresh topics, then prints a table; with both, it prints
 the ratios executors / driver of records/s and of driver CPU per million records, each with its
 goal (>= 0.8 and <= 0.2) and whether it was met, for the warm run (the steady state; cold also
 shown). The load average is printed too: figures from a busy shared machine are noisy (run it
@@ -58,8 +58,21 @@ executor that holds the receiver and its blocks).
    design.
 3. empty batches: the same context keeps running with no input; the processing time of each
    empty batch (a Spark job over zero blocks) is the fixed per-batch overhead.
+4. status page cost (``--ui-rounds N``, default 1; 0 skips it): after the warm run, in the same
+   SparkContext, the warm throughput run again on fresh backlogs of ``--messages``, alternating
+   the streaming status page off and on (``spark.streaming.ui.enabled``, port 0 = any free one)
+   N times each. While the page is on, a client thread loads the page and ``/metrics`` once a
+   second (a user and a Prometheus scrape); their response times are printed. Runs 1-3 keep the
+   page off, so the warm run counts as one more "off" run: "off" is the warm run and the N off
+   rounds, "on" the N on rounds. Each group prints its mean records/s, every run and its spread
+   (max - min, in % of the mean), and the driver Python CPU per million records with the page
+   client's own CPU taken out (``time.thread_time()`` of its thread; the server's rendering
+   stays in, it is the cost measured). The difference of the means is called within noise when
+   it is no larger than the larger spread of the two groups (with ``--ui-rounds 1`` the "on"
+   group is one run, so that spread comes from the off runs alone: run more rounds to judge a
+   small difference).
 
-Delivery is checked in all three streaming runs of each placement: the Kafka offset ranges of
+Delivery is checked in every streaming run of each placement: the Kafka offset ranges of
 every block of every batch (block metadata from the driver's receiver tracker, the same in both
 placements) must cover each partition's produced offsets exactly once, and the records counted
 must equal the records produced. A lost or duplicated record makes the run exit with status 1
@@ -79,6 +92,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -101,6 +115,7 @@ from reliable_kafka.scheduler.listener import (
     StreamingListenerBatchCompleted,
     StreamingListenerReceiverStarted,
 )
+from reliable_kafka.settings import StreamingSettings
 from reliable_kafka.util.located_rdd import wait_for_executors
 
 BATCH_S = 1.0
@@ -211,10 +226,49 @@ def create_stream(ssc: StreamingContext, cluster: LocalCluster, topic: str, grou
     )
 
 
-def new_context(sc: SparkContext, checkpoint: Path) -> StreamingContext:
-    ssc = StreamingContext(sc, BATCH_S)
+def new_context(sc: SparkContext, checkpoint: Path, ui: bool = False) -> StreamingContext:
+    """The status page is off unless ``ui`` (it is on by default): only the status page rounds
+    turn it on. Port 0: any free port."""
+    settings = StreamingSettings.from_spark_conf(sc, ui={"enabled": ui, "port": 0})
+    ssc = StreamingContext(sc, BATCH_S, settings)
     ssc.checkpoint(str(checkpoint))
     return ssc
+
+
+class PageClient:
+    """Loads the status page and /metrics once a second, as a user and a Prometheus server would."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.page_ms: list[float] = []
+        self.metrics_ms: list[float] = []
+        self.errors: list[str] = []
+        self.cpu_s = 0.0  # CPU of this client's own thread, not of the server answering it
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="page-client", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.wait(1.0):
+                for path, times in (("", self.page_ms), ("metrics", self.metrics_ms)):
+                    started = time.monotonic()
+                    try:
+                        with urllib.request.urlopen(self.url + path, timeout=60) as response:
+                            response.read()
+                    except OSError as exc:
+                        self.errors.append(f"/{path}: {exc}")
+                        continue
+                    times.append((time.monotonic() - started) * 1000)
+        finally:
+            self.cpu_s = time.thread_time()
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    def join(self) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 @dataclass(frozen=True)
@@ -229,12 +283,21 @@ class Throughput:
     median_batch_ms: float
     max_scheduling_delay_ms: int
     problems: list[str]
+    ui: bool = False
+    page_ms: tuple[float, ...] = ()  # status page load times while it was on
+    metrics_ms: tuple[float, ...] = ()
+    client_cpu_s: float = 0.0  # the page client's own thread, inside cpu.driver_python_s
 
 
 def pipeline_throughput(
-    sc: SparkContext, cluster: LocalCluster, topic: str, args: argparse.Namespace, checkpoint: Path
+    sc: SparkContext,
+    cluster: LocalCluster,
+    topic: str,
+    args: argparse.Namespace,
+    checkpoint: Path,
+    ui: bool = False,
 ) -> Throughput:
-    ssc = new_context(sc, checkpoint)
+    ssc = new_context(sc, checkpoint, ui)
     messages = args.messages
     done = threading.Event()
     stream = create_stream(ssc, cluster, topic, f"bench-pipeline-{topic}")
@@ -252,10 +315,24 @@ def pipeline_throughput(
     meter.start()
     started = time.monotonic()
     ssc.start()
-    if not done.wait(1800):
-        raise SystemExit(f"FAILED: only {check.counted:,} of {messages:,} records counted in 30 minutes")
+    status_ui = ssc.scheduler.status_ui
+    url = status_ui.url if status_ui is not None else None
+    if ui and url is None:
+        raise SystemExit("FAILED: the status page did not start")
+    client = PageClient(url) if ui and url is not None else None
+    finished = done.wait(1800)
+    if client is not None:
+        client.request_stop()
     # Read at once: the graceful stop below (receivers, WAL, executors) is not part of the window.
     cpu = meter.stop()
+    if client is not None:
+        client.join()
+        if client.errors:
+            raise SystemExit(
+                f"FAILED: the status page client got {len(client.errors)} errors: {client.errors[0]}"
+            )
+    if not finished:
+        raise SystemExit(f"FAILED: only {check.counted:,} of {messages:,} records counted in 30 minutes")
     # Batches still running may add duplicates: wait for them before judging.
     ssc.stop(stopSparkContext=False, stopGraceFully=True)
     with listener.lock:
@@ -269,6 +346,10 @@ def pipeline_throughput(
         median_batch_ms=statistics.median(ms for ms, _ in busy) if busy else 0.0,
         max_scheduling_delay_ms=max((delay for _, delay in busy), default=0),
         problems=check.problems(per_partition(messages, args.partitions)),
+        ui=ui,
+        page_ms=tuple(client.page_ms) if client is not None else (),
+        metrics_ms=tuple(client.metrics_ms) if client is not None else (),
+        client_cpu_s=client.cpu_s if client is not None else 0.0,
     )
 
 
@@ -374,6 +455,7 @@ class PlacementResult:
     latencies_ms: list[float]
     empty_ms: list[int]
     latency_problems: list[str]
+    ui_runs: list[Throughput]  # status page rounds: off, on, off, on, ...
 
 
 def cluster_executors(master: str) -> int:
@@ -383,10 +465,18 @@ def cluster_executors(master: str) -> int:
     return int(master[len("local-cluster[") :].split(",", 1)[0])
 
 
+def ui_topics(placement: str, rounds: int) -> list[tuple[str, bool]]:
+    """The status page rounds' topics, in run order, with whether the page is on."""
+    return [
+        (f"ui-{placement}-{i}-{'on' if ui else 'off'}", ui) for i in range(rounds) for ui in (False, True)
+    ]
+
+
 def run_placement(
     placement: str, master: str, cluster: LocalCluster, args: argparse.Namespace, work: Path
 ) -> PlacementResult:
-    """Cold throughput, latency + empty batches, warm throughput, on a SparkContext of its own.
+    """Cold throughput, latency + empty batches, warm throughput, the status page rounds, on a
+    SparkContext of its own.
 
     The py4j gateway (the driver JVM) outlives ``sc.stop()``, so both placements share one JVM
     process and its CPU is read from the same pid; only the SparkContext inside it is new."""
@@ -425,6 +515,10 @@ def run_placement(
             sc, cluster, f"latency-{placement}", args, work / f"{placement}-cp2"
         )
         warm = pipeline_throughput(sc, cluster, f"warm-{placement}", args, work / f"{placement}-cp3")
+        ui_runs = [
+            pipeline_throughput(sc, cluster, topic, args, work / f"{placement}-cp-{topic}", ui=ui)
+            for topic, ui in ui_topics(placement, args.ui_rounds)
+        ]
     finally:
         sc.stop()
         if worker_app_dir is not None:
@@ -444,6 +538,7 @@ def run_placement(
         latencies,
         empty,
         latency_problems,
+        ui_runs,
     )
 
 
@@ -490,6 +585,57 @@ def print_placement(
         )
 
 
+def spread_text(rates: list[float]) -> str:
+    mean = statistics.mean(rates)
+    runs = ", ".join(f"{rate:,.0f}" for rate in rates)
+    return f"{mean:,.0f} records/s (mean of {len(rates)}: {runs}; spread {spread_pct(rates):.1f}%)"
+
+
+def spread_pct(rates: list[float]) -> float:
+    """max - min in % of the mean; 0 for one run."""
+    return (max(rates) - min(rates)) / statistics.mean(rates) * 100
+
+
+def print_status_page(result: PlacementResult, messages: int) -> None:
+    """Status page off against on: records/s, driver Python CPU, the page's response times."""
+    if not result.ui_runs:
+        return
+    off = [result.warm, *(run for run in result.ui_runs if not run.ui)]
+    on = [run for run in result.ui_runs if run.ui]
+    off_rates = [messages / run.seconds for run in off]
+    on_rates = [messages / run.seconds for run in on]
+    difference = (statistics.mean(on_rates) / statistics.mean(off_rates) - 1) * 100
+    noise = max(spread_pct(off_rates), spread_pct(on_rates))
+    verdict = "within noise" if abs(difference) <= noise else "NOT within noise"
+    print(
+        f"status page (off: the warm run + {len(off) - 1} off round(s); on: {len(on)} round(s), "
+        "page + /metrics loaded every second):"
+    )
+    print(f"  status page off: {spread_text(off_rates)}")
+    print(f"  status page on:  {spread_text(on_rates)}")
+    print(f"  difference on vs off: {difference:+.1f}%; {verdict} (larger spread {noise:.1f}%)")
+    per_million = 1e6 / messages
+    for label, runs in (("off", off), ("on", on)):
+        cpu = [(run.cpu.driver_python_s - run.client_cpu_s) * per_million for run in runs]
+        client = sum(run.client_cpu_s for run in runs) / len(runs)
+        taken_out = f"; page client's own CPU {client:.2f} s per run taken out" if label == "on" else ""
+        print(
+            f"  drv py CPU s / M records, page {label + ':':<4} mean {statistics.mean(cpu):.2f} "
+            f"(runs: {', '.join(f'{value:.2f}' for value in cpu)}{taken_out})"
+        )
+    for what, times in (
+        ("/", [ms for run in on for ms in run.page_ms]),
+        ("/metrics", [ms for run in on for ms in run.metrics_ms]),
+    ):
+        if times:
+            print(
+                f"  {what} while running: {len(times)} loads, median {statistics.median(times):.0f} ms, "
+                f"max {max(times):.0f} ms"
+            )
+        else:
+            print(f"  {what} while running: no load completed (runs shorter than 1 s)")
+
+
 def ratio_line(label: str, value: float, goal: str, met: bool) -> str:
     return f"{label:<58} {value:>6.2f}   goal {goal}: {'met' if met else 'NOT MET'}"
 
@@ -515,6 +661,12 @@ def main() -> None:
     parser.add_argument("--latency-rate", type=int, default=5000, help="msg/s in the latency run")
     parser.add_argument("--latency-seconds", type=float, default=15.0)
     parser.add_argument("--empty-batches", type=int, default=10)
+    parser.add_argument(
+        "--ui-rounds",
+        type=int,
+        default=1,
+        help="status page rounds: warm runs with the page off, then on, N times each (0 skips them)",
+    )
     parser.add_argument("--master", default="local[2]", help="master of the driver placement")
     parser.add_argument(
         "--cluster-master", default="local-cluster[2,2,1024]", help="master of the executor placement"
@@ -527,6 +679,8 @@ def main() -> None:
         help="extra Spark setting for both placements (repeatable), e.g. spark.locality.wait=0",
     )
     args = parser.parse_args()
+    if args.ui_rounds < 0:
+        parser.error("--ui-rounds must be 0 or more")
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     logging.getLogger("kazoo.client").setLevel(logging.ERROR)
     # Executors (and the driver's Python workers) run this interpreter, which has the package.
@@ -549,10 +703,12 @@ def main() -> None:
         cluster.create_topic("raw", partitions=args.partitions)
         produce_backlog(cluster, "raw", args.partitions, args.messages, args.size)
         for placement, _ in placements:
-            for topic in (f"bench-{placement}", f"latency-{placement}", f"warm-{placement}"):
+            backlogs = [f"bench-{placement}", f"warm-{placement}"]
+            backlogs += [topic for topic, _ in ui_topics(placement, args.ui_rounds)]
+            for topic in (f"latency-{placement}", *backlogs):
                 cluster.create_topic(topic, partitions=args.partitions)
-            produce_backlog(cluster, f"bench-{placement}", args.partitions, args.messages, args.size)
-            produce_backlog(cluster, f"warm-{placement}", args.partitions, args.messages, args.size)
+            for topic in backlogs:
+                produce_backlog(cluster, topic, args.partitions, args.messages, args.size)
         raw_s = raw_consume(cluster, "raw", args.partitions, args.messages)
         for placement, master in placements:
             print(f"running placement {placement} on {master} ...", flush=True)
@@ -562,6 +718,7 @@ def main() -> None:
     print(f"\n(a) raw confluent-kafka consume: {raw_rate:,.0f} records/s ({raw_s:.1f} s)")
     for result in results:
         print_placement(result, args.messages, raw_rate, args)
+        print_status_page(result, args.messages)
     by_placement = {result.placement: result for result in results}
     if len(by_placement) == 2:
         print_ratios(by_placement["executors"], by_placement["driver"])
@@ -574,6 +731,10 @@ def main() -> None:
             ("cold throughput run", result.cold.problems),
             ("latency run", result.latency_problems),
             ("warm throughput run", result.warm.problems),
+            *(
+                (f"status page {'on' if run.ui else 'off'} run {i // 2 + 1}", run.problems)
+                for i, run in enumerate(result.ui_runs)
+            ),
         )
         for problem in found
     ]
@@ -582,7 +743,8 @@ def main() -> None:
         for problem in problems:
             print(f"  {problem}", file=sys.stderr)
         raise SystemExit(1)
-    print(f"delivery: every record exactly once in all {3 * len(results)} streaming runs")
+    runs = sum(3 + len(result.ui_runs) for result in results)
+    print(f"delivery: every record exactly once in all {runs} streaming runs")
 
 
 if __name__ == "__main__":
