@@ -88,23 +88,28 @@ def block_entry(info: ReceivedBlockInfo) -> dict[str, Any]:
     return {"id": info.block_id.name, "ranges": ranges}
 
 
-def recovered_blocks(ssc: StreamingContext, stream_id: int) -> list[dict[str, Any]]:
-    """The blocks the metadata log holds for the next batches, read before the context starts
-    (once it runs, the first batch may already have taken the unallocated ones)."""
+def recovered_batches_and_blocks(
+    ssc: StreamingContext, stream_id: int
+) -> tuple[list[int], list[dict[str, Any]]]:
+    """The batches the metadata log holds as allocated but not completed, and the blocks it holds
+    for the next batches, read before the context starts: once it runs, a regenerated batch may
+    complete (and the first batch take the unallocated blocks) before a loaded machine lets this
+    process look."""
     assert ssc.checkpoint_dir is not None
     tracker = ReceivedBlockTracker.create(
         [stream_id], ssc.checkpoint_dir, ssc.settings.wal, recover_from_write_ahead_log=True
     )
     try:
+        pending = tracker.pending_batch_times()
         infos = [
             info
-            for batch_time in tracker.pending_batch_times()
+            for batch_time in pending
             for info in tracker.get_blocks_of_batch_and_stream(batch_time, stream_id)
         ]
         infos += tracker.get_unallocated_blocks(stream_id)
     finally:
         tracker.stop()
-    return [block_entry(info) for info in infos]
+    return list(pending), [block_entry(info) for info in infos]
 
 
 def main(argv: list[str]) -> int:
@@ -165,14 +170,11 @@ def main(argv: list[str]) -> int:
 
     ssc = StreamingContext.getOrCreate(args.checkpoint, setup)
     holder["ssc"] = ssc
-    recovered = recovered_blocks(ssc, holder["stream_id"])
+    pending, recovered = recovered_batches_and_blocks(ssc, holder["stream_id"])
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     ssc.start()
-    tracker = ssc.scheduler.receiver_tracker
-    assert tracker is not None
-    # Read right after start: a regenerated batch cannot complete sooner than the sink delay.
-    sink.write({"kind": "recovered", "pending": tracker.pending_batch_times(), "blocks": recovered})
+    sink.write({"kind": "recovered", "pending": pending, "blocks": recovered})
     print("started", flush=True)
     while not stop.is_set():
         ssc.awaitTerminationOrTimeout(0.2)  # raises a failed job's error
