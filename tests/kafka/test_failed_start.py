@@ -32,7 +32,8 @@ FAST_GROUP_PARAMS = {
     "rebalance.max.retries": "2",
 }
 SETTINGS = StreamingSettings(
-    receiver=ReceiverSettings(block_interval_ms=100, restart_delay_ms=RESTART_DELAY_MS),
+    # In-process receivers: the tracker of these tests runs receivers of a fake stream.
+    receiver=ReceiverSettings(block_interval_ms=100, restart_delay_ms=RESTART_DELAY_MS, placement="driver"),
     wal=WriteAheadLogSettings(enable=False),
 )
 

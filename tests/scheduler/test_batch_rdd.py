@@ -159,6 +159,7 @@ def test_partitions_ship_as_msgpack_with_handles_not_data() -> None:
         "wal": handle.to_dict(),
         "location": None,
         "secret": None,
+        "tls_ca": None,
     }
     assert BlockPartition.decode(raw) == partition
     with pytest.raises(ValueError, match="no data, executor or write-ahead log handle"):
