@@ -29,6 +29,22 @@ __all__ = ["KAFKA_09_CLIENT_CONFIG", "LocalCluster", "NoZooKeeperError"]
 _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
 
+def create_topic_in_zookeeper(zk: KazooClient, name: str, partitions: int, broker_id: int = 0) -> None:
+    """Create a topic on one broker by writing it into ZooKeeper, as Kafka 0.9's AdminUtils does.
+
+    For the 0.9 broker: librdkafka's CreateTopics needs 0.10.1, and this avoids starting a JVM for
+    ``kafka-topics.sh``. The broker's controller picks the topic up from there.
+    """
+    assignment = {str(p): [broker_id] for p in range(partitions)}
+    zk.ensure_path("/config/topics")
+    zk.ensure_path("/brokers/topics")
+    try:
+        zk.create(f"/config/topics/{name}", json.dumps({"version": 1, "config": {}}).encode())
+        zk.create(f"/brokers/topics/{name}", json.dumps({"version": 1, "partitions": assignment}).encode())
+    except NodeExistsError as exc:
+        raise ValueError(f"topic {name!r} already exists") from exc
+
+
 class NoZooKeeperError(RuntimeError):
     """Asked a KRaft cluster (Kafka 4) for its ZooKeeper: it has none."""
 
@@ -183,22 +199,9 @@ class LocalCluster:
             raise ClusterStartError(f"Creating topic {name!r} failed: {exc}", self.broker.log_tail()) from exc
 
     def _create_topic_in_zookeeper(self, name: str, partitions: int) -> None:
-        """Written straight into ZooKeeper as Kafka 0.9's AdminUtils does: librdkafka's CreateTopics
-        needs a 0.10.1 broker, and this avoids starting a JVM for ``kafka-topics.sh``. The broker's
-        controller picks it up from there."""
-        assignment = {str(p): [self.broker.broker_id] for p in range(partitions)}
         zk = self.zookeeper_client()
         try:
-            zk.ensure_path("/config/topics")
-            zk.ensure_path("/brokers/topics")
-            try:
-                zk.create(f"/config/topics/{name}", json.dumps({"version": 1, "config": {}}).encode())
-                zk.create(
-                    f"/brokers/topics/{name}",
-                    json.dumps({"version": 1, "partitions": assignment}).encode(),
-                )
-            except NodeExistsError as exc:
-                raise ValueError(f"topic {name!r} already exists") from exc
+            create_topic_in_zookeeper(zk, name, partitions, self.broker.broker_id)
         finally:
             zk.stop()
             zk.close()
