@@ -110,6 +110,31 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items[:] = sorted(keep, key=broker_rank)  # stable: pytest's own grouping stays within a broker
 
 
+_SECONDS_PER_BROKER: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # Setup and teardown included: a broker's start and stop are part of what it costs the suite.
+    broker = next(
+        (
+            kind
+            for kind in KAFKA_KINDS
+            if f"kafka-{kind}]" in report.nodeid or f"kafka-{kind}-" in report.nodeid
+        ),
+        "none",
+    )
+    _SECONDS_PER_BROKER[broker] = _SECONDS_PER_BROKER.get(broker, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _SECONDS_PER_BROKER:
+        parts = [
+            f"{'no broker' if kind == 'none' else 'kafka-' + kind}: {seconds:.0f} s"
+            for kind, seconds in sorted(_SECONDS_PER_BROKER.items())
+        ]
+        terminalreporter.write_line(f"time per broker (setup + call + teardown): {', '.join(parts)}")
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     return f"kafka brokers: {', '.join(selected_kafka(config))} (--kafka)"
 
@@ -141,6 +166,12 @@ def docker_compose_file(kafka_version: str) -> Path:
 @pytest.fixture(scope="session")
 def docker_compose_project_name(kafka_version: str) -> str:
     return f"reliable-kafka-tests-{kafka_version.replace('.', '')}"
+
+
+@pytest.fixture(scope="session")
+def docker_setup() -> list[str]:
+    # --wait: compose returns once every service's healthcheck passes, not when containers start.
+    return ["up --build -d --wait"]
 
 
 @pytest.fixture(scope="session", params=["local", "docker"])

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from reliable_kafka.local.cluster import LocalCluster
-from reliable_kafka.local.distribution import DEFAULT_KAFKA, KAFKA_KINDS
+from reliable_kafka.local.distribution import DEFAULT_KAFKA, KAFKA_KINDS, kafka_distribution, kafka_home
 from reliable_kafka.local.errors import ClusterStartError
 
 logger = logging.getLogger("reliable_kafka.local")
@@ -103,7 +103,24 @@ def build_parser() -> argparse.ArgumentParser:
     roundtrip.add_argument("--partitions", type=int, default=4)
     roundtrip.add_argument("--messages", type=int, default=10_000)
     roundtrip.set_defaults(run=_roundtrip)
+    fetch = commands.add_parser(
+        "fetch", help="install brokers into the cache now (what the first start would do), then exit"
+    )
+    fetch.add_argument(
+        "brokers", nargs="*", default=list(KAFKA_KINDS), help=f"any of {', '.join(KAFKA_KINDS)} (default all)"
+    )
+    fetch.set_defaults(run=None)
     return parser
+
+
+def _fetch(kinds: Sequence[str]) -> int:
+    """Fetch (or find cached) each broker's distribution and say where it is and how long it took."""
+    for kind in kinds:
+        started = time.monotonic()
+        home = kafka_home(kind)
+        took = time.monotonic() - started
+        print(f"Kafka {kafka_distribution(kind).version} (--kafka {kind}): {home} [{took:.1f} s]")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -116,9 +133,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("librdkafka").setLevel(logging.INFO if args.verbose else logging.ERROR)
     logging.getLogger("kazoo").setLevel(logging.INFO if args.verbose else logging.ERROR)
     try:
+        if args.command == "fetch":
+            return _fetch(args.brokers)
         with LocalCluster(kafka=args.kafka) as cluster:
             return int(args.run(cluster, args))
-    except ClusterStartError as exc:
+    except (ClusterStartError, ValueError) as exc:
         print(f"reliable-kafka-local: {exc}", file=sys.stderr)
         return 2
 

@@ -24,5 +24,6 @@ def test_wordcount_example_counts_every_word() -> None:
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "OK: every word produced was counted" in result.stdout
+    assert "Kafka 3.9." in result.stdout  # the default broker
     assert "committed offsets /consumers/wordcount/offsets/words/<partition>: 0=" in result.stdout
     assert "Time: " in result.stdout  # pprint's banner
