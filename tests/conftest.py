@@ -83,31 +83,34 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     )
 
 
+def _broker_of(item: pytest.Item) -> str | None:
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get("kafka_version") if callspec is not None else None
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    # Here, before `-m` selects: a broker test is an integration test whether or not it says so.
+    if _broker_of(item) is not None:
+        item.add_marker(pytest.mark.integration)
+
+
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Deselect broker tests for brokers not selected; mark every broker test ``integration``;
-    run the tests that need no broker first, then each broker's tests together, so each broker
-    starts once."""
+    """Deselect broker tests for brokers not selected; run the tests that need no broker first,
+    then each broker's tests together, so that each broker starts once."""
     selected = selected_kafka(config)
     keep: list[pytest.Item] = []
     dropped: list[pytest.Item] = []
     for item in items:
-        callspec = getattr(item, "callspec", None)
-        kind = callspec.params.get("kafka_version") if callspec is not None else None
-        if kind is None:
-            keep.append(item)
-            continue
-        item.add_marker(pytest.mark.integration)
-        (keep if kind in selected else dropped).append(item)
+        kind = _broker_of(item)
+        (keep if kind is None or kind in selected else dropped).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
     order = {kind: rank for rank, kind in enumerate(KAFKA_KINDS, start=1)}
 
-    def broker_rank(item: pytest.Item) -> int:
-        callspec = getattr(item, "callspec", None)
-        return order.get(callspec.params.get("kafka_version"), 0) if callspec is not None else 0
-
-    items[:] = sorted(keep, key=broker_rank)  # stable: pytest's own grouping stays within a broker
+    items[:] = sorted(
+        keep, key=lambda item: order.get(_broker_of(item) or "", 0)
+    )  # stable: pytest's own grouping stays within a broker
 
 
 _SECONDS_PER_BROKER: dict[str, float] = {}

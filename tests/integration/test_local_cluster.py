@@ -158,11 +158,13 @@ def test_zookeeper_answers_four_letter_words(local_cluster: LocalCluster) -> Non
     assert "Zookeeper version" in four_letter_word(local_cluster.zookeeper.port, "srvr")
 
 
-def test_stop_kills_both_servers_and_removes_the_work_dir() -> None:
-    cluster = LocalCluster().start()
+@ALL_BROKERS
+def test_stop_kills_every_server_and_removes_the_work_dir(kafka_version: str) -> None:
+    cluster = LocalCluster(kafka=kafka_version).start()
     work_dir = cluster.work_dir
-    pids = [cluster.zookeeper._server.pid, cluster.broker._server.pid]  # type: ignore[union-attr]
-    assert all(pid is not None for pid in pids)
+    servers = [cluster.broker] + ([cluster.zookeeper] if cluster.zookeeper is not None else [])
+    pids = [server._server.pid for server in servers]  # type: ignore[union-attr]
+    assert all(pid is not None for pid in pids) and len(pids) == (1 if kafka_version == "4" else 2)
 
     cluster.stop()
 
