@@ -422,6 +422,10 @@ class LocalKRaftBroker(_Broker):
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
             "log.dirs": self.log_dir,
             **_SMALL_MODERN_BROKER,
+            # The controller refuses a restarted broker's registration while the killed one's
+            # session lives (9 s by default); a short one makes restarts quick, as in ZooKeeper mode.
+            "broker.heartbeat.interval.ms": 500,
+            "broker.session.timeout.ms": 4000,
             "share.coordinator.state.topic.replication.factor": 1,
             "share.coordinator.state.topic.min.isr": 1,
         }
