@@ -114,18 +114,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 _SECONDS_PER_BROKER: dict[str, float] = {}
+_BROKER_OF_TEST: dict[str, str] = {}
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     # Setup and teardown included: a broker's start and stop are part of what it costs the suite.
-    broker = next(
-        (
-            kind
-            for kind in KAFKA_KINDS
-            if f"kafka-{kind}]" in report.nodeid or f"kafka-{kind}-" in report.nodeid
-        ),
-        "none",
-    )
+    broker = _BROKER_OF_TEST.get(report.nodeid, "none")
     _SECONDS_PER_BROKER[broker] = _SECONDS_PER_BROKER.get(broker, 0.0) + report.duration
 
 

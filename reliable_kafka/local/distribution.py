@@ -178,7 +178,7 @@ def _pom(dist: KafkaDistribution) -> str:
         )
     return "\n".join(
         [
-            '<project xmlns="http://maven.apache.org/POM/4.0.0">',
+            "<project>",
             "  <modelVersion>4.0.0</modelVersion>",
             "  <groupId>local.reliable-kafka</groupId>",
             f"  <artifactId>kafka-broker-{escape(dist.kind)}</artifactId>",
