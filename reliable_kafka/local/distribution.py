@@ -213,9 +213,10 @@ class _Progress:
         self.bytes += int(float(match.group(2)) * _UNITS[match.group(3)])
         if match.group(1).endswith(".jar"):
             name = match.group(1).rsplit("/", 1)[-1]
+            # Maven's first run also fetches its own plugins, so the total can pass the estimate.
             self.say(
-                f"fetching Kafka {self.dist.version}: {self.files} files, "
-                f"{self.bytes / 1e6:.1f}/~{self.dist.download_mb} MB ({name})"
+                f"fetching Kafka {self.dist.version}: {self.files} files, {self.bytes / 1e6:.1f} MB "
+                f"(broker jars about {self.dist.download_mb} MB): {name}"
             )
 
 
