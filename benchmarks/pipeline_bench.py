@@ -3,7 +3,7 @@
     python benchmarks/pipeline_bench.py [--messages 1000000] [--partitions 4] [--size 100]
         [--latency-rate 5000] [--latency-seconds 15] [--master local[2]]
 
-On a real local ZooKeeper + Kafka 0.9 and a real Spark (this process's SparkContext):
+On a real local ZooKeeper + Kafka 3.9 (LocalCluster's default) and a real Spark (this process's SparkContext):
 
 1. throughput: ``--messages`` are produced first; (a) a plain confluent-kafka consumer reads them
    all (assign from offset 0, count only); (b) ``KafkaUtils.createStream`` with the receiver WAL
