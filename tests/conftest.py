@@ -23,6 +23,8 @@ logging.getLogger("kazoo.client").setLevel(logging.WARNING)
 # that tests/wal collects without Spark or Kafka installed; a test checks the two agree).
 KAFKA_KINDS = ("3.9", "4", "0.9")
 DEFAULT_TEST_KAFKA = ("3.9",)
+_SECONDS_PER_BROKER: dict[str, float] = {}
+_BROKER_OF_TEST: dict[str, str] = {}
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -108,13 +110,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         config.hook.pytest_deselected(items=dropped)
     order = {kind: rank for rank, kind in enumerate(KAFKA_KINDS, start=1)}
 
-    items[:] = sorted(
-        keep, key=lambda item: order.get(_broker_of(item) or "", 0)
-    )  # stable: pytest's own grouping stays within a broker
-
-
-_SECONDS_PER_BROKER: dict[str, float] = {}
-_BROKER_OF_TEST: dict[str, str] = {}
+    # Stable: pytest's own grouping (by backend and module) stays as it was within a broker.
+    items[:] = sorted(keep, key=lambda item: order.get(_broker_of(item) or "", 0))
+    _BROKER_OF_TEST.update((item.nodeid, _broker_of(item) or "none") for item in items)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

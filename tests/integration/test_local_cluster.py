@@ -15,12 +15,15 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
+from reliable_kafka.kafka import ReliableKafkaReceiver
 from reliable_kafka.kafka.broker_discovery import NoBrokersError, discover_bootstrap_servers
 from reliable_kafka.local import ClusterStartError, LocalCluster, NoZooKeeperError, distribution
 from reliable_kafka.local.broker import KAFKA_09_CLIENT_CONFIG, LocalKafkaBroker
 from reliable_kafka.local.ports import free_port
 from reliable_kafka.local.zookeeper import LocalZooKeeper, four_letter_word
+from reliable_kafka.storage import StorageLevel
 from tests.cluster_backends import ClusterUnderTest, unique_name
+from tests.kafka.harness import RunningReceiver, offsets_reach, produce, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -394,6 +397,27 @@ def test_discovery_picks_the_reachable_listener_of_a_broker_with_two(
         cluster = _Address(expected)
         _produce(cluster, topic, [(0, b"through EXTERNAL")])  # type: ignore[arg-type]
         assert _consume_all(cluster, topic, 1, 1)[0] == [b"through EXTERNAL"]  # type: ignore[arg-type]
+
+        # And a receiver given only ZooKeeper and the listener name finds the broker the same way.
+        sent = produce({"bootstrap.servers": expected}, topic, 1, 20)
+        group = unique_name("g")
+        receiver = ReliableKafkaReceiver(
+            local_cluster.zookeeper_connect + chroot,
+            group,
+            {topic: 1},
+            {
+                "broker.listener.name": "EXTERNAL",
+                "auto.offset.reset": "smallest",
+                "rebalance.backoff.ms": "300",
+            },
+            StorageLevel.MEMORY_AND_DISK_SER,
+        )
+        running = RunningReceiver(receiver, tmp_path / "checkpoint")
+        try:
+            wait_for(offsets_reach(zk, group, {(topic, 0): 21}), 60, "offset 21 in ZooKeeper")
+        finally:
+            running.stop()
+        assert [record[1] for record in running.records()] == [b"through EXTERNAL", *sent[0]]
     finally:
         broker.kill()
         zk.stop()
