@@ -98,8 +98,8 @@ _SMALL_MODERN_BROKER: dict[str, Any] = {
     "replica.fetch.max.bytes": 10 * 1024 * 1024,
 }
 
-# Compiling only with C1 halves a broker's start-up CPU on two cores; a test broker never runs
-# long enough for C2's faster code to pay back.
+# C1 only: less JIT work while a broker starts on two shared cores; a test broker never runs long
+# enough for C2's faster code to pay that back.
 _MODERN_JVM_OPTIONS = ("-XX:TieredStopAtLevel=1",)
 
 
