@@ -13,6 +13,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
+from confluent_kafka import KafkaError
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
@@ -185,18 +186,33 @@ class LocalCluster:
         self.wait_for_leaders(name, partitions, timeout_s)
 
     def _create_topic_with_admin(self, name: str, partitions: int, timeout_s: float) -> None:
+        """CreateTopics, retried: a ZooKeeper-mode broker whose session just expired (after a
+        ZooKeeper restart) fails requests until it has a new one."""
         admin = AdminClient(self.client_config())
-        futures = admin.create_topics(
-            [NewTopic(name, num_partitions=partitions, replication_factor=1)],
-            operation_timeout=timeout_s,
-            request_timeout=timeout_s,
-        )
-        try:
-            futures[name].result(timeout=timeout_s)
-        except Exception as exc:
-            if "TOPIC_ALREADY_EXISTS" in str(exc) or "already exists" in str(exc):
-                raise ValueError(f"topic {name!r} already exists") from exc
-            raise ClusterStartError(f"Creating topic {name!r} failed: {exc}", self.broker.log_tail()) from exc
+        deadline = time.monotonic() + timeout_s
+        attempt = 0
+        while True:
+            futures = admin.create_topics(
+                [NewTopic(name, num_partitions=partitions, replication_factor=1)],
+                operation_timeout=timeout_s,
+                request_timeout=timeout_s,
+            )
+            try:
+                futures[name].result(timeout=timeout_s)
+                return
+            except Exception as exc:
+                error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+                if error is not None and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                    if attempt == 0:
+                        raise ValueError(f"topic {name!r} already exists") from exc
+                    return  # an earlier attempt that looked failed did create it
+                if time.monotonic() > deadline:
+                    raise ClusterStartError(
+                        f"Creating topic {name!r} failed: {exc}", self.broker.log_tail()
+                    ) from exc
+                logger.info("creating topic %s failed (%s); retrying", name, exc)
+            attempt += 1
+            time.sleep(0.5)
 
     def _create_topic_in_zookeeper(self, name: str, partitions: int) -> None:
         zk = self.zookeeper_client()
