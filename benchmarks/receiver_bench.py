@@ -1,4 +1,4 @@
-"""Receiver throughput against a plain consumer, on a real local ZooKeeper + Kafka 0.9.
+"""Receiver throughput against a plain consumer, on a local ZooKeeper + Kafka 3.9, LocalCluster's default.
 
     python benchmarks/receiver_bench.py [--messages 2000000] [--partitions 4] [--size 100]
 

@@ -1,13 +1,14 @@
-"""The two places the integration tests find ZooKeeper + Kafka.
+"""The two places the integration tests find Kafka (and ZooKeeper, where the broker has one).
 
 ``local``: the servers this project installs and starts itself (reliable_kafka.local).
-``docker``: docker/docker-compose.yml (a current Kafka 3.x in ZooKeeper mode), through
-pytest-docker, used only where a Docker engine answers.
+``docker``: one compose file per broker kind (docker/kafka-3.9.yml, kafka-4.yml, kafka-0.9.yml),
+through pytest-docker, used only where a Docker engine answers.
 Both expose the same small surface, so one test body runs against either.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import time
@@ -18,12 +19,31 @@ from typing import Any, Protocol
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
-COMPOSE_FILE = Path(__file__).resolve().parent.parent / "docker" / "docker-compose.yml"
-DOCKER_ZOOKEEPER_PORT = 22181
-DOCKER_KAFKA_PORT = 29092
+from reliable_kafka.local.cluster import create_topic_in_zookeeper
+
+DOCKER_DIR = Path(__file__).resolve().parent.parent / "docker"
+# Host ports each compose file publishes (fixed: a broker advertises the address clients use).
+DOCKER_PORTS: dict[str, tuple[int | None, int]] = {
+    "3.9": (22181, 29092),
+    "4": (None, 29192),
+    "0.9": (22281, 29292),
+}
+# Kafka 0.9 has no maintained image: its compose file runs this project's verified 0.9 jars,
+# mounted from the host cache, in a plain JRE image.
+KAFKA_09_HOME_ENV = "RELIABLE_KAFKA_DOCKER_KAFKA_09_HOME"
+
+
+def compose_file_for(kafka_version: str) -> Path:
+    if kafka_version == "0.9":
+        from reliable_kafka.local.distribution import kafka_home
+
+        os.environ[KAFKA_09_HOME_ENV] = str(kafka_home("0.9"))
+    return DOCKER_DIR / f"kafka-{kafka_version}.yml"
 
 
 class ClusterUnderTest(Protocol):
+    kafka: str
+    has_zookeeper: bool
     zookeeper_connect: str
     bootstrap_servers: str
 
@@ -66,21 +86,41 @@ def _zookeeper_client(connect: str) -> KazooClient:
 
 
 class DockerComposeCluster:
-    """docker/docker-compose.yml driven through pytest-docker's ``docker_services``."""
+    """docker/kafka-<version>.yml driven through pytest-docker's ``docker_services``."""
 
-    zookeeper_connect = f"127.0.0.1:{DOCKER_ZOOKEEPER_PORT}"
-    bootstrap_servers = f"127.0.0.1:{DOCKER_KAFKA_PORT}"
-
-    def __init__(self, docker_services: Any) -> None:
+    def __init__(self, kafka_version: str, docker_services: Any) -> None:
+        self.kafka = kafka_version
         self._services = docker_services
+        zookeeper_port, kafka_port = DOCKER_PORTS[kafka_version]
+        self._zookeeper_port = zookeeper_port
+        self.bootstrap_servers = f"127.0.0.1:{kafka_port}"
+
+    @property
+    def has_zookeeper(self) -> bool:
+        return self._zookeeper_port is not None
+
+    @property
+    def zookeeper_connect(self) -> str:
+        if self._zookeeper_port is None:
+            raise RuntimeError(f"the Kafka {self.kafka} compose file runs KRaft: there is no ZooKeeper")
+        return f"127.0.0.1:{self._zookeeper_port}"
 
     def client_config(self, **overrides: Any) -> dict[str, Any]:
-        return {"bootstrap.servers": self.bootstrap_servers, **overrides}
+        config: dict[str, Any] = {"bootstrap.servers": self.bootstrap_servers}
+        if self.kafka == "0.9":
+            config.update({"api.version.request": "false", "broker.version.fallback": "0.9.0.1"})
+        return {**config, **overrides}
 
     def wait_ready(self, timeout_s: float = 180.0) -> None:
-        self._services.wait_until_responsive(check=self._broker_registered, timeout=timeout_s, pause=1.0)
+        self._services.wait_until_responsive(check=self._broker_ready, timeout=timeout_s, pause=1.0)
 
-    def _broker_registered(self) -> bool:
+    def _broker_ready(self) -> bool:
+        if not self.has_zookeeper:
+            try:
+                metadata = AdminClient(self.client_config()).list_topics(timeout=3)
+            except Exception:
+                return False
+            return bool(metadata.brokers)
         try:
             zk = _zookeeper_client(self.zookeeper_connect)
         except Exception:
@@ -96,8 +136,16 @@ class DockerComposeCluster:
 
     def create_topic(self, name: str, partitions: int = 1, timeout_s: float = 60.0) -> None:
         admin = AdminClient(self.client_config())
-        futures = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
-        futures[name].result(timeout=timeout_s)
+        if self.kafka == "0.9":
+            zk = self.zookeeper_client()
+            try:
+                create_topic_in_zookeeper(zk, name, partitions)
+            finally:
+                zk.stop()
+                zk.close()
+        else:
+            futures = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
+            futures[name].result(timeout=timeout_s)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             topic = admin.list_topics(topic=name, timeout=5).topics.get(name)

@@ -21,6 +21,120 @@ if TYPE_CHECKING:
 
 logging.getLogger("kazoo.client").setLevel(logging.WARNING)
 
+# The brokers the tests can run on, as reliable_kafka.local.distribution names them (kept here so
+# that tests/wal collects without Spark or Kafka installed; a test checks the two agree).
+KAFKA_KINDS = ("3.9", "4", "0.9")
+DEFAULT_TEST_KAFKA = ("3.9",)
+_SECONDS_PER_BROKER: dict[str, float] = {}
+_BROKER_OF_TEST: dict[str, str] = {}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--kafka",
+        default=None,
+        help=(
+            "comma-separated Kafka brokers to run the broker tests on: 3.9 (default), 4, 0.9, or all. "
+            "Each broker test runs on the selected brokers it supports (marker 'brokers'); tests that "
+            "need no broker run whatever is selected. Also RELIABLE_KAFKA_TEST_KAFKA."
+        ),
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "brokers(*kinds): the Kafka brokers (3.9, 4, 0.9) a broker test supports; unmarked broker "
+        "tests run on 3.9 only. Tests that need ZooKeeper must not list 4 (KRaft, no ZooKeeper).",
+    )
+
+
+def selected_kafka(config: pytest.Config) -> tuple[str, ...]:
+    raw = (
+        config.getoption("--kafka")
+        or os.environ.get("RELIABLE_KAFKA_TEST_KAFKA")
+        or ",".join(DEFAULT_TEST_KAFKA)
+    )
+    kinds: list[str] = []
+    for part in raw.split(","):
+        name = part.strip().lower().removeprefix("kafka-").removesuffix(".x")
+        if not name:
+            continue
+        if name == "all":
+            kinds += KAFKA_KINDS
+        elif name in KAFKA_KINDS:
+            kinds.append(name)
+        else:
+            raise pytest.UsageError(f"--kafka {part!r}: choose from {', '.join(KAFKA_KINDS)} or all")
+    return tuple(dict.fromkeys(kinds))
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every test that reaches a broker (through ``kafka_version``) runs once per broker it supports.
+
+    Session scope: pytest groups the tests by broker, so one broker's cluster is stopped before
+    the next one starts. The ids name the broker (``test_x[kafka-3.9-local]``).
+    """
+    if "kafka_version" not in metafunc.fixturenames:
+        return
+    marker = metafunc.definition.get_closest_marker("brokers")
+    supported = tuple(marker.args) if marker else DEFAULT_TEST_KAFKA
+    unknown = set(supported) - set(KAFKA_KINDS)
+    if unknown:
+        raise pytest.UsageError(f"{metafunc.definition.nodeid}: unknown brokers {sorted(unknown)}")
+    metafunc.parametrize(
+        "kafka_version", supported, indirect=True, scope="session", ids=[f"kafka-{k}" for k in supported]
+    )
+
+
+def _broker_of(item: pytest.Item) -> str | None:
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get("kafka_version") if callspec is not None else None
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    # Here, before `-m` selects: a broker test is an integration test whether or not it says so.
+    if _broker_of(item) is not None:
+        item.add_marker(pytest.mark.integration)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Deselect broker tests for brokers not selected; run the tests that need no broker first,
+    then each broker's tests together, so that each broker starts once."""
+    selected = selected_kafka(config)
+    keep: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        kind = _broker_of(item)
+        (keep if kind is None or kind in selected else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    order = {kind: rank for rank, kind in enumerate(KAFKA_KINDS, start=1)}
+
+    # Stable: pytest's own grouping (by backend and module) stays as it was within a broker.
+    items[:] = sorted(keep, key=lambda item: order.get(_broker_of(item) or "", 0))
+    _BROKER_OF_TEST.update((item.nodeid, _broker_of(item) or "none") for item in items)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # Setup and teardown included: a broker's start and stop are part of what it costs the suite.
+    broker = _BROKER_OF_TEST.get(report.nodeid, "none")
+    _SECONDS_PER_BROKER[broker] = _SECONDS_PER_BROKER.get(broker, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _SECONDS_PER_BROKER:
+        parts = [
+            f"{'no broker' if kind == 'none' else 'kafka-' + kind}: {seconds:.0f} s"
+            for kind, seconds in sorted(_SECONDS_PER_BROKER.items())
+        ]
+        terminalreporter.write_line(f"time per broker (setup + call + teardown): {', '.join(parts)}")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"kafka brokers: {', '.join(selected_kafka(config))} (--kafka)"
+
 
 @pytest.fixture(scope="session", autouse=True)
 def spark_worker_dirs_removed() -> Iterator[None]:
@@ -44,30 +158,42 @@ def spark_worker_dirs_removed() -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    """The cluster the project starts itself; the fault-injection tests need this one."""
+def kafka_version(request: pytest.FixtureRequest) -> str:
+    """The broker of this test run: ``3.9``, ``4`` or ``0.9`` (parametrised in pytest_generate_tests)."""
+    return str(request.param)
+
+
+@pytest.fixture(scope="session")
+def local_cluster(kafka_version: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """The cluster the project starts itself, one per broker; the fault-injection tests need this one."""
     # Imported here, not at module level: tests/wal must run without Spark or Kafka installed.
     from reliable_kafka.local import LocalCluster
 
-    cluster = LocalCluster(tmp_path_factory.mktemp("local-cluster"))
+    cluster = LocalCluster(tmp_path_factory.mktemp(f"local-cluster-{kafka_version}"), kafka=kafka_version)
     with cluster:
         yield cluster
 
 
 @pytest.fixture(scope="session")
-def docker_compose_file() -> Path:
-    from tests.cluster_backends import COMPOSE_FILE
+def docker_compose_file(kafka_version: str) -> Path:
+    from tests.cluster_backends import compose_file_for
 
-    return COMPOSE_FILE
+    return compose_file_for(kafka_version)
 
 
 @pytest.fixture(scope="session")
-def docker_compose_project_name() -> str:
-    return "reliable-kafka-tests"
+def docker_compose_project_name(kafka_version: str) -> str:
+    return f"reliable-kafka-tests-{kafka_version.replace('.', '')}"
+
+
+@pytest.fixture(scope="session")
+def docker_setup() -> list[str]:
+    # --wait: compose returns once every service's healthcheck passes, not when containers start.
+    return ["up --build -d --wait"]
 
 
 @pytest.fixture(scope="session", params=["local", "docker"])
-def kafka_cluster(request: pytest.FixtureRequest) -> ClusterUnderTest:
+def kafka_cluster(request: pytest.FixtureRequest, kafka_version: str) -> ClusterUnderTest:
     """Every integration test runs against both backends; docker is skipped where no engine answers."""
     from tests.cluster_backends import DockerComposeCluster, docker_engine_answers
 
@@ -76,7 +202,7 @@ def kafka_cluster(request: pytest.FixtureRequest) -> ClusterUnderTest:
     reason = docker_engine_answers()
     if reason is not None:
         pytest.skip(f"docker path skipped: {reason}")
-    cluster = DockerComposeCluster(request.getfixturevalue("docker_services"))
+    cluster = DockerComposeCluster(kafka_version, request.getfixturevalue("docker_services"))
     cluster.wait_ready()
     return cluster
 

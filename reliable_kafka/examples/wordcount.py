@@ -1,8 +1,9 @@
 """Counts words from Kafka with no data loss: the README's main command.
 
-    python -m reliable_kafka.examples.wordcount [--seconds 20] [--rate 50] [--partitions 2]
+    python -m reliable_kafka.examples.wordcount [--seconds 20] [--rate 50] [--partitions 2] [--kafka 3.9]
 
-Starts a real ZooKeeper and Kafka on 127.0.0.1 (``LocalCluster``), creates a topic, and produces
+Starts a real ZooKeeper and Kafka (3.9 by default, or 0.9) on 127.0.0.1 (``LocalCluster``), creates
+a topic, and produces
 lines of words for ``--seconds`` while a Spark streaming job counts them, as pyspark's
 ``kafka_wordcount.py`` did: ``createStream -> flatMap(split) -> map((w, 1)) -> reduceByKey -> pprint``,
 with the receiver write-ahead log and checkpointing on. After every batch it prints the offsets
@@ -48,6 +49,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--partitions", type=int, default=2, help="partitions of the topic (default 2)")
     parser.add_argument("--batch-duration", type=float, default=1.0, help="seconds per batch (default 1)")
     parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    # Not 4: its KRaft broker has no ZooKeeper, and this receiver keeps its group in ZooKeeper.
+    parser.add_argument("--kafka", default="3.9", choices=("3.9", "0.9"), help="broker version (default 3.9)")
     parser.add_argument("--verbose", "-v", action="store_true", help="log at INFO")
     args = parser.parse_args(argv)
     if args.seconds <= 0 or args.rate <= 0 or args.partitions < 1 or args.batch_duration <= 0:
@@ -136,7 +139,12 @@ def spark_conf(master: str) -> SparkConf:
 
 
 def run(args: argparse.Namespace, work_dir: Path) -> bool:
-    with LocalCluster(work_dir / "cluster") as cluster:
+    with LocalCluster(work_dir / "cluster", kafka=args.kafka) as cluster:
+        print(
+            f"Kafka {cluster.distribution.version} at {cluster.bootstrap_servers}, "
+            f"ZooKeeper at {cluster.zookeeper_connect}",
+            flush=True,
+        )
         cluster.create_topic(TOPIC, partitions=args.partitions)
         zookeeper = cluster.zookeeper_client()
         sc = SparkContext(conf=spark_conf(args.master))

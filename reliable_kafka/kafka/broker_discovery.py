@@ -1,14 +1,18 @@
 """What Kafka itself registers in ZooKeeper: live brokers and each topic's partitions.
 
-Brokers write ``/brokers/ids/<id>`` (JSON with ``host``/``port``, and ``endpoints`` from 0.9 on);
-the controller writes ``/brokers/topics/<topic>`` (``{"partitions": {"0": [replicas]}}``).
+Brokers write ``/brokers/ids/<id>``: JSON with ``host``/``port`` (0.8), ``endpoints`` from 0.9 on
+(``"<listener>://host:port"``; in 0.9 the listener name is the security protocol), and from 0.10.2
+on ``listener_security_protocol_map`` from listener names (``INTERNAL``, ``EXTERNAL``...) to
+protocols. The controller writes ``/brokers/topics/<topic>`` (``{"partitions": {"0": [replicas]}}``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
+import socket
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
@@ -17,47 +21,147 @@ from reliable_kafka.kafka.zk_paths import BROKER_IDS_PATH, broker_path, topic_pa
 
 logger = logging.getLogger(__name__)
 
+# The kafkaParams key that names the listener to connect through, for brokers that register several
+# listeners with the same security protocol (one for inside a network, one for outside).
+LISTENER_NAME_PARAM = "broker.listener.name"
+_PROBE_TIMEOUT_S = 3.0
+
 
 class NoBrokersError(RuntimeError):
-    """No live broker is registered in ZooKeeper."""
+    """No live broker registered in ZooKeeper has an endpoint this client can use."""
 
 
-def broker_address(registration: bytes, security_protocol: str = "PLAINTEXT") -> str | None:
-    """``host:port`` from one broker registration, preferring the endpoint for our protocol."""
+@dataclass(frozen=True)
+class BrokerEndpoint:
+    listener: str
+    security_protocol: str
+    host: str
+    port: int
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def __str__(self) -> str:
+        return f"{self.listener}://{self.address} ({self.security_protocol})"
+
+
+def broker_endpoints(registration: bytes) -> list[BrokerEndpoint]:
+    """Every endpoint one broker registration announces, with its security protocol."""
     try:
         info = json.loads(registration.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
-        return None
-    wanted = f"{security_protocol.upper()}://"
+        return []
+    if not isinstance(info, dict):
+        return []
+    protocol_map = info.get("listener_security_protocol_map")
+    if not isinstance(protocol_map, dict):
+        protocol_map = {}
+    protocols = {str(name).upper(): str(protocol).upper() for name, protocol in protocol_map.items()}
+    endpoints: list[BrokerEndpoint] = []
     for endpoint in info.get("endpoints") or ():
-        if isinstance(endpoint, str) and endpoint.upper().startswith(wanted):
-            return endpoint[len(wanted) :]
+        if not isinstance(endpoint, str) or "://" not in endpoint:
+            continue
+        listener, _, address = endpoint.partition("://")
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit():
+            continue
+        listener = listener.upper()
+        # Before listener names (0.9, 0.10.0/1), the name in an endpoint is its protocol.
+        endpoints.append(BrokerEndpoint(listener, protocols.get(listener, listener), host, int(port)))
     host, port = info.get("host"), info.get("port")
-    if host and isinstance(port, int) and port > 0:
-        return f"{host}:{port}"
-    return None
+    if not endpoints and host and isinstance(port, int) and port > 0:
+        endpoints.append(BrokerEndpoint("PLAINTEXT", "PLAINTEXT", str(host), port))  # 0.8
+    return endpoints
 
 
-def discover_bootstrap_servers(zk: KazooClient, security_protocol: str = "PLAINTEXT") -> str:
-    """A ``bootstrap.servers`` list of every live broker, for when the user gave none."""
+def matching_endpoints(
+    endpoints: Iterable[BrokerEndpoint],
+    security_protocol: str = "PLAINTEXT",
+    listener_name: str | None = None,
+) -> list[BrokerEndpoint]:
+    """The endpoints a client with ``security_protocol`` may use; only ``listener_name``'s if given."""
+    protocol = security_protocol.upper()
+    return [
+        endpoint
+        for endpoint in endpoints
+        if endpoint.security_protocol == protocol
+        and (listener_name is None or endpoint.listener == listener_name.upper())
+    ]
+
+
+def broker_address(
+    registration: bytes, security_protocol: str = "PLAINTEXT", listener_name: str | None = None
+) -> str | None:
+    """``host:port`` of the first endpoint of one registration that fits (no reachability check)."""
+    candidates = matching_endpoints(broker_endpoints(registration), security_protocol, listener_name)
+    return candidates[0].address if candidates else None
+
+
+def tcp_reachable(endpoint: BrokerEndpoint, timeout_s: float = _PROBE_TIMEOUT_S) -> str | None:
+    """None when a TCP connection to ``endpoint`` opens, else why it did not."""
+    host = endpoint.host.strip("[]")  # an IPv6 literal is registered in brackets
+    try:
+        with socket.create_connection((host, endpoint.port), timeout=timeout_s):
+            return None
+    except OSError as exc:
+        return exc.strerror or str(exc)
+
+
+def discover_bootstrap_servers(
+    zk: KazooClient,
+    security_protocol: str = "PLAINTEXT",
+    listener_name: str | None = None,
+    *,
+    probe: Callable[[BrokerEndpoint], str | None] = tcp_reachable,
+) -> str:
+    """A ``bootstrap.servers`` list with one reachable endpoint of each live broker.
+
+    An endpoint fits when its listener's security protocol (from the broker's
+    ``listener_security_protocol_map``) is ``security_protocol`` and, if ``listener_name`` is
+    given, its listener has that name. A broker with several fitting endpoints (an internal and an
+    external listener, both PLAINTEXT) contributes the first one that accepts a TCP connection, so
+    that an address only reachable inside the brokers' network is never handed to the consumers.
+    """
     addresses: list[str] = []
+    problems: list[str] = []
     try:
         broker_ids = zk.get_children(BROKER_IDS_PATH)
     except NoNodeError:
         broker_ids = []
-    for broker_id in sorted(broker_ids):
+    for broker_id in sorted(broker_ids, key=lambda b: (len(b), b)):
         try:
             data, _ = zk.get(broker_path(broker_id))
         except NoNodeError:
             continue  # deregistered between the listing and the read
-        address = broker_address(data, security_protocol)
-        if address is None:
-            logger.warning("broker %s has no %s endpoint in ZooKeeper; skipped", broker_id, security_protocol)
+        registered = broker_endpoints(data)
+        candidates = matching_endpoints(registered, security_protocol, listener_name)
+        if not candidates:
+            problems.append(
+                f"broker {broker_id} registers no fitting endpoint among "
+                f"[{', '.join(map(str, registered)) or 'none'}]"
+            )
             continue
-        addresses.append(address)
+        unreachable = []
+        for endpoint in candidates:
+            why = probe(endpoint)
+            if why is None:
+                addresses.append(endpoint.address)
+                break
+            unreachable.append(f"{endpoint}: {why}")
+        else:
+            problems.append(f"broker {broker_id}: no endpoint reachable ({'; '.join(unreachable)})")
+    for problem in problems:
+        logger.warning("broker discovery: %s; skipped", problem)
     if not addresses:
+        wanted = f"a {security_protocol.upper()} endpoint" + (
+            f" on listener {listener_name.upper()}" if listener_name else ""
+        )
         raise NoBrokersError(
-            f"no live Kafka broker with a {security_protocol} endpoint under {BROKER_IDS_PATH}"
+            f"no live Kafka broker under {BROKER_IDS_PATH} has {wanted} that this client can reach"
+            + (f": {'; '.join(problems)}" if problems else " (no broker is registered)")
+            + f". Name the listener to use with the kafkaParams key '{LISTENER_NAME_PARAM}', set "
+            "'security.protocol', or give 'bootstrap.servers'."
         )
     return ",".join(addresses)
 

@@ -96,7 +96,7 @@ class ZookeeperConsumerConnector:
         bootstrap = self._params.bootstrap_servers
         if bootstrap is None:
             protocol = str(self._params.client_config.get("security.protocol", "PLAINTEXT"))
-            bootstrap = discover_bootstrap_servers(self._zk, protocol)
+            bootstrap = discover_bootstrap_servers(self._zk, protocol, self._params.listener_name)
             logger.info("brokers from ZooKeeper: %s", bootstrap)
         self._consumer_config = self._params.consumer_config(bootstrap)
         self._group = ZookeeperConsumerGroup(

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from reliable_kafka.kafka.broker_discovery import LISTENER_NAME_PARAM
 from reliable_kafka.settings import is_secret_key, redacted
 
 # is_secret_key and redacted are re-exported: the rule lives with the settings, which must not
@@ -75,6 +76,7 @@ _OWN_KEYS = frozenset(
         "offsets.storage",
         "partition.assignment.strategy",
         "metadata.broker.list",
+        LISTENER_NAME_PARAM,
         *_AUTO_COMMIT_KEYS,
     }
 )
@@ -125,6 +127,8 @@ class KafkaParams:
     group: ConsumerGroupParams
     # Everything for confluent-kafka; may hold secrets, so log it only through redacted().
     client_config: dict[str, Any] = field(default_factory=dict, repr=False)
+    # The broker listener (from /brokers/ids) to connect through; None: any of our security protocol.
+    listener_name: str | None = None
 
     @property
     def bootstrap_servers(self) -> str | None:
@@ -281,4 +285,7 @@ def parse_kafka_params(
         zookeeper=_zookeeper_params(params, connect),
         group=_group_params(params, group),
         client_config=_client_config(params),
+        listener_name=(
+            _text(LISTENER_NAME_PARAM, params[LISTENER_NAME_PARAM]) if LISTENER_NAME_PARAM in params else None
+        ),
     )

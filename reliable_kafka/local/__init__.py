@@ -1,6 +1,14 @@
-"""A real local ZooKeeper + Kafka on 127.0.0.1 for the demo and the integration tests."""
+"""A real local Kafka (3.9 with ZooKeeper, 4 in KRaft mode, or 0.9) on 127.0.0.1 for the demo and tests."""
 
-from reliable_kafka.local.cluster import KAFKA_09_CLIENT_CONFIG, LocalCluster
+from reliable_kafka.local.cluster import KAFKA_09_CLIENT_CONFIG, LocalCluster, NoZooKeeperError
+from reliable_kafka.local.distribution import DEFAULT_KAFKA, KAFKA_KINDS
 from reliable_kafka.local.errors import ClusterStartError
 
-__all__ = ["KAFKA_09_CLIENT_CONFIG", "ClusterStartError", "LocalCluster"]
+__all__ = [
+    "DEFAULT_KAFKA",
+    "KAFKA_09_CLIENT_CONFIG",
+    "KAFKA_KINDS",
+    "ClusterStartError",
+    "LocalCluster",
+    "NoZooKeeperError",
+]

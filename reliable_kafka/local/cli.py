@@ -14,16 +14,22 @@ from collections.abc import Sequence
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from reliable_kafka.local.cluster import LocalCluster
+from reliable_kafka.local.distribution import DEFAULT_KAFKA, KAFKA_KINDS, kafka_distribution, kafka_home
 from reliable_kafka.local.errors import ClusterStartError
 
 logger = logging.getLogger("reliable_kafka.local")
 
 
 def _up(cluster: LocalCluster, _args: argparse.Namespace) -> int:
-    print(f"zookeeper.connect={cluster.zookeeper_connect}", flush=True)
+    print(f"kafka={cluster.distribution.version}", flush=True)
+    if cluster.has_zookeeper:
+        print(f"zookeeper.connect={cluster.zookeeper_connect}", flush=True)
+    else:
+        print("zookeeper.connect= (none: KRaft mode)", flush=True)
     print(f"bootstrap.servers={cluster.bootstrap_servers}", flush=True)
-    print("Kafka 0.9 clients need api.version.request=false broker.version.fallback=0.9.0.1", flush=True)
-    print("Ctrl-C stops both servers and removes their data.", flush=True)
+    if cluster.distribution.legacy_protocol:
+        print("Kafka 0.9 clients need api.version.request=false broker.version.fallback=0.9.0.1", flush=True)
+    print("Ctrl-C stops the servers and removes their data.", flush=True)
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
     with contextlib.suppress(KeyboardInterrupt):
@@ -71,17 +77,50 @@ def _roundtrip(cluster: LocalCluster, args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="reliable-kafka-local",
-        description="Install (once, cached) and run a real ZooKeeper + Kafka 0.9.0.1 on 127.0.0.1.",
+        description=(
+            "Install (once, cached) and run a real Kafka on 127.0.0.1: 3.9 with ZooKeeper (default), "
+            "4 in KRaft mode (no ZooKeeper), or 0.9."
+        ),
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log server start-up")
+    # On the subcommands too, so that both `--kafka 4 up` and `up --kafka 4` work.
+    broker = argparse.ArgumentParser(add_help=False)
+    broker.add_argument(
+        "--kafka",
+        default=argparse.SUPPRESS,
+        choices=KAFKA_KINDS,
+        help=f"broker version (default {DEFAULT_KAFKA})",
+    )
+    parser.add_argument("--kafka", default=DEFAULT_KAFKA, choices=KAFKA_KINDS, help=argparse.SUPPRESS)
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser("up", help="start both servers and keep them up until Ctrl-C").set_defaults(run=_up)
-    roundtrip = commands.add_parser("roundtrip", help="produce and consume back through a fresh cluster")
+    commands.add_parser(
+        "up", parents=[broker], help="start the servers and keep them up until Ctrl-C"
+    ).set_defaults(run=_up)
+    roundtrip = commands.add_parser(
+        "roundtrip", parents=[broker], help="produce and consume back through a fresh cluster"
+    )
     roundtrip.add_argument("--topic", default="roundtrip")
     roundtrip.add_argument("--partitions", type=int, default=4)
     roundtrip.add_argument("--messages", type=int, default=10_000)
     roundtrip.set_defaults(run=_roundtrip)
+    fetch = commands.add_parser(
+        "fetch", help="install brokers into the cache now (what the first start would do), then exit"
+    )
+    fetch.add_argument(
+        "brokers", nargs="*", default=list(KAFKA_KINDS), help=f"any of {', '.join(KAFKA_KINDS)} (default all)"
+    )
+    fetch.set_defaults(run=None)
     return parser
+
+
+def _fetch(kinds: Sequence[str]) -> int:
+    """Fetch (or find cached) each broker's distribution and say where it is and how long it took."""
+    for kind in kinds:
+        started = time.monotonic()
+        home = kafka_home(kind)
+        took = time.monotonic() - started
+        print(f"Kafka {kafka_distribution(kind).version} (--kafka {kind}): {home} [{took:.1f} s]")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -94,9 +133,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.getLogger("librdkafka").setLevel(logging.INFO if args.verbose else logging.ERROR)
     logging.getLogger("kazoo").setLevel(logging.INFO if args.verbose else logging.ERROR)
     try:
-        with LocalCluster() as cluster:
+        if args.command == "fetch":
+            return _fetch(args.brokers)
+        with LocalCluster(kafka=args.kafka) as cluster:
             return int(args.run(cluster, args))
-    except ClusterStartError as exc:
+    except (ClusterStartError, ValueError) as exc:
         print(f"reliable-kafka-local: {exc}", file=sys.stderr)
         return 2
 

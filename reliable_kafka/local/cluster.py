@@ -1,4 +1,5 @@
-"""ZooKeeper + one Kafka broker on 127.0.0.1, started, faulted and cleaned up from Python."""
+"""ZooKeeper + one Kafka broker on 127.0.0.1 (or one KRaft broker alone), started, faulted and
+cleaned up from Python."""
 
 from __future__ import annotations
 
@@ -12,71 +13,123 @@ from pathlib import Path
 from types import TracebackType
 from typing import Self
 
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import KafkaError
+from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 from kazoo.exceptions import NodeExistsError, NoNodeError
 
-from reliable_kafka.local.broker import LocalKafkaBroker
+from reliable_kafka.local.broker import KAFKA_09_CLIENT_CONFIG, LocalKafkaBroker, LocalKRaftBroker
+from reliable_kafka.local.distribution import DEFAULT_KAFKA, KafkaDistribution, kafka_distribution
 from reliable_kafka.local.errors import ClusterStartError
 from reliable_kafka.local.zookeeper import LocalZooKeeper
 
 logger = logging.getLogger(__name__)
 
-# librdkafka cannot ask a 0.9 broker for its API versions (that request came in 0.10);
-# it must be told which protocol to speak.
-KAFKA_09_CLIENT_CONFIG: dict[str, str] = {
-    "api.version.request": "false",
-    "broker.version.fallback": "0.9.0.1",
-}
+__all__ = ["KAFKA_09_CLIENT_CONFIG", "LocalCluster", "NoZooKeeperError"]
 
 _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
 
 
-class LocalCluster:
-    """A real ZooKeeper and a real Kafka 0.9.0.1 broker, for the demo and the tests.
+def create_topic_in_zookeeper(zk: KazooClient, name: str, partitions: int, broker_id: int = 0) -> None:
+    """Create a topic on one broker by writing it into ZooKeeper, as Kafka 0.9's AdminUtils does.
 
-    Use as a context manager, or call :meth:`start` and :meth:`stop`. Everything lives under
-    ``work_dir`` (a temporary directory unless given, removed on stop). The fault methods
-    (:meth:`kill_broker`, :meth:`restart_broker`, :meth:`kill_zookeeper`...) keep the data dirs,
-    so what was written before a crash can be read after it.
+    For the 0.9 broker: librdkafka's CreateTopics needs 0.10.1, and this avoids starting a JVM for
+    ``kafka-topics.sh``. The broker's controller picks the topic up from there.
+    """
+    assignment = {str(p): [broker_id] for p in range(partitions)}
+    zk.ensure_path("/config/topics")
+    zk.ensure_path("/brokers/topics")
+    try:
+        zk.create(f"/config/topics/{name}", json.dumps({"version": 1, "config": {}}).encode())
+        zk.create(f"/brokers/topics/{name}", json.dumps({"version": 1, "partitions": assignment}).encode())
+    except NodeExistsError as exc:
+        raise ValueError(f"topic {name!r} already exists") from exc
+
+
+class NoZooKeeperError(RuntimeError):
+    """Asked a KRaft cluster (Kafka 4) for its ZooKeeper: it has none."""
+
+
+class LocalCluster:
+    """A real Kafka broker, with a real ZooKeeper where the broker needs one, for the demo and the tests.
+
+    ``kafka`` picks the broker: ``"3.9"`` (the default; ZooKeeper mode), ``"4"`` (KRaft, no
+    ZooKeeper process at all) or ``"0.9"`` (the legacy protocol). Use as a context manager, or call
+    :meth:`start` and :meth:`stop`. Everything lives under ``work_dir`` (a temporary directory
+    unless given, removed on stop). The fault methods (:meth:`kill_broker`, :meth:`restart_broker`,
+    :meth:`kill_zookeeper`...) keep the data dirs, so what was written before a crash can be read
+    after it.
     """
 
-    def __init__(self, work_dir: Path | None = None, *, keep_work_dir: bool = False) -> None:
+    def __init__(
+        self, work_dir: Path | None = None, *, kafka: str = DEFAULT_KAFKA, keep_work_dir: bool = False
+    ) -> None:
+        self.distribution: KafkaDistribution = kafka_distribution(kafka)
         self._owns_work_dir = work_dir is None
         self.work_dir = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="reliable-kafka-"))
         self.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._keep_work_dir = keep_work_dir
-        self.zookeeper = LocalZooKeeper(self.work_dir / "zookeeper")
-        self.broker = LocalKafkaBroker(self.work_dir / "kafka", self.zookeeper.connect_string)
+        self.zookeeper: LocalZooKeeper | None = None
+        self.broker: LocalKafkaBroker | LocalKRaftBroker
+        if self.distribution.kraft:
+            self.broker = LocalKRaftBroker(self.work_dir / "kafka", kafka=self.distribution.kind)
+        else:
+            self.zookeeper = LocalZooKeeper(self.work_dir / "zookeeper")
+            self.broker = LocalKafkaBroker(
+                self.work_dir / "kafka", self.zookeeper.connect_string, kafka=self.distribution.kind
+            )
+
+    @property
+    def kafka(self) -> str:
+        """The broker kind: ``3.9``, ``4`` or ``0.9``."""
+        return self.distribution.kind
+
+    @property
+    def has_zookeeper(self) -> bool:
+        return self.zookeeper is not None
+
+    def _zookeeper(self) -> LocalZooKeeper:
+        if self.zookeeper is None:
+            raise NoZooKeeperError(
+                f"Kafka {self.distribution.version} runs in KRaft mode: this cluster has no ZooKeeper. "
+                "Use kafka='3.9' or '0.9' for what needs one, or start a LocalZooKeeper alone."
+            )
+        return self.zookeeper
 
     @property
     def zookeeper_connect(self) -> str:
-        return self.zookeeper.connect_string
+        return self._zookeeper().connect_string
 
     @property
     def bootstrap_servers(self) -> str:
         return self.broker.bootstrap_servers
 
     def client_config(self, **overrides: str | int | bool) -> dict[str, str | int | bool]:
-        """confluent-kafka settings that reach this cluster's broker."""
-        return {"bootstrap.servers": self.bootstrap_servers, **KAFKA_09_CLIENT_CONFIG, **overrides}
+        """confluent-kafka settings that reach this cluster's broker: the 0.9 protocol settings for
+        the 0.9 broker, nothing but ``bootstrap.servers`` for the others."""
+        return {**self.broker.client_config(), **overrides}
 
     def start(self) -> Self:
         try:
-            self.zookeeper.start()
+            if self.zookeeper is not None:
+                self.zookeeper.start()
             self.broker.start()
         except BaseException:
             self.stop()
             raise
         logger.info(
-            "local cluster up: zookeeper %s, kafka %s", self.zookeeper_connect, self.bootstrap_servers
+            "local cluster up: Kafka %s at %s, zookeeper %s",
+            self.distribution.version,
+            self.bootstrap_servers,
+            self.zookeeper.connect_string if self.zookeeper else "none (KRaft)",
         )
         return self
 
     def stop(self) -> None:
-        """Stop both servers (broker first, so it can deregister) and remove the work dir."""
+        """Stop the servers (broker first, so it can deregister) and remove the work dir."""
         self.broker.kill()
-        self.zookeeper.kill()
+        if self.zookeeper is not None:
+            self.zookeeper.kill()
         if self._owns_work_dir and not self._keep_work_dir:
             shutil.rmtree(self.work_dir, ignore_errors=True)
 
@@ -104,13 +157,13 @@ class LocalCluster:
         self.broker.restart()
 
     def kill_zookeeper(self) -> None:
-        self.zookeeper.kill()
+        self._zookeeper().kill()
 
     def start_zookeeper(self) -> None:
-        self.zookeeper.start()
+        self._zookeeper().start()
 
     def restart_zookeeper(self) -> None:
-        self.zookeeper.restart()
+        self._zookeeper().restart()
 
     # -- topics ---------------------------------------------------------------------------
 
@@ -121,32 +174,53 @@ class LocalCluster:
         return client
 
     def create_topic(self, name: str, partitions: int = 1, timeout_s: float = 60.0) -> None:
-        """Create ``name`` with ``partitions`` partitions and wait until each has a leader.
-
-        Written straight into ZooKeeper as Kafka 0.9's AdminUtils does, which avoids starting a
-        JVM for ``kafka-topics.sh``; the broker's controller picks it up from there.
-        """
+        """Create ``name`` with ``partitions`` partitions and wait until each has a leader."""
         if not _TOPIC_NAME.match(name):
             raise ValueError(f"invalid topic name {name!r}: use 1-249 of [a-zA-Z0-9._-]")
         if partitions < 1:
             raise ValueError(f"a topic needs at least one partition, got {partitions}")
-        assignment = {str(p): [self.broker.broker_id] for p in range(partitions)}
+        if self.distribution.legacy_protocol:
+            self._create_topic_in_zookeeper(name, partitions)
+        else:
+            self._create_topic_with_admin(name, partitions, timeout_s)
+        self.wait_for_leaders(name, partitions, timeout_s)
+
+    def _create_topic_with_admin(self, name: str, partitions: int, timeout_s: float) -> None:
+        """CreateTopics, retried: a ZooKeeper-mode broker whose session just expired (after a
+        ZooKeeper restart) fails requests until it has a new one."""
+        admin = AdminClient(self.client_config())
+        deadline = time.monotonic() + timeout_s
+        attempt = 0
+        while True:
+            futures = admin.create_topics(
+                [NewTopic(name, num_partitions=partitions, replication_factor=1)],
+                operation_timeout=timeout_s,
+                request_timeout=timeout_s,
+            )
+            try:
+                futures[name].result(timeout=timeout_s)
+                return
+            except Exception as exc:
+                error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+                if error is not None and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                    if attempt == 0:
+                        raise ValueError(f"topic {name!r} already exists") from exc
+                    return  # an earlier attempt that looked failed did create it
+                if time.monotonic() > deadline:
+                    raise ClusterStartError(
+                        f"Creating topic {name!r} failed: {exc}", self.broker.log_tail()
+                    ) from exc
+                logger.info("creating topic %s failed (%s); retrying", name, exc)
+            attempt += 1
+            time.sleep(0.5)
+
+    def _create_topic_in_zookeeper(self, name: str, partitions: int) -> None:
         zk = self.zookeeper_client()
         try:
-            zk.ensure_path("/config/topics")
-            zk.ensure_path("/brokers/topics")
-            try:
-                zk.create(f"/config/topics/{name}", json.dumps({"version": 1, "config": {}}).encode())
-                zk.create(
-                    f"/brokers/topics/{name}",
-                    json.dumps({"version": 1, "partitions": assignment}).encode(),
-                )
-            except NodeExistsError as exc:
-                raise ValueError(f"topic {name!r} already exists") from exc
+            create_topic_in_zookeeper(zk, name, partitions, self.broker.broker_id)
         finally:
             zk.stop()
             zk.close()
-        self.wait_for_leaders(name, partitions, timeout_s)
 
     def _wait_for_leaders_in_zookeeper(self, topic: str, partitions: int, deadline: float) -> str:
         zk = self.zookeeper_client()
@@ -171,11 +245,13 @@ class LocalCluster:
     def wait_for_leaders(self, topic: str, partitions: int, timeout_s: float = 60.0) -> None:
         """Block until the broker's metadata shows ``partitions`` partitions of ``topic`` with leaders.
 
-        The controller's decision in ZooKeeper comes first: asking the broker before it makes one
-        trips a librdkafka Metadata v0 parse error on leaderless partitions.
+        On 0.9 the controller's decision in ZooKeeper comes first: asking the broker before it makes
+        one trips a librdkafka Metadata v0 parse error on leaderless partitions.
         """
         deadline = time.monotonic() + timeout_s
-        seen = self._wait_for_leaders_in_zookeeper(topic, partitions, deadline)
+        seen = "no answer yet"
+        if self.distribution.legacy_protocol:
+            seen = self._wait_for_leaders_in_zookeeper(topic, partitions, deadline)
         admin = AdminClient(self.client_config())
         while time.monotonic() < deadline:
             try:

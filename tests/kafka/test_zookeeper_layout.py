@@ -5,11 +5,22 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
+
+import pytest
 
 from reliable_kafka.kafka.block_offsets import BlockOffsetTracker, next_offsets
-from reliable_kafka.kafka.broker_discovery import broker_address, parse_topic_partitions
+from reliable_kafka.kafka.broker_discovery import (
+    BrokerEndpoint,
+    NoBrokersError,
+    broker_address,
+    broker_endpoints,
+    discover_bootstrap_servers,
+    parse_topic_partitions,
+)
 from reliable_kafka.kafka.group_membership import new_consumer_id, registration_json, subscription_for
 from reliable_kafka.kafka.offset_range import OffsetRange, block_metadata, ranges_in_metadata
+from reliable_kafka.kafka.params import parse_kafka_params
 from reliable_kafka.kafka.zk_paths import TopicAndPartition as TP
 from reliable_kafka.kafka.zk_paths import consumer_registration_path, offset_path, owner_path
 from reliable_kafka.storage import StreamBlockId
@@ -91,3 +102,85 @@ def test_a_partition_read_again_from_an_earlier_offset_gets_a_range_of_its_own()
     assert all(r.fromOffset <= r.untilOffset for r in ranges)
     # Blocks are stored in order, so storing this one makes everything below 161 stored.
     assert next_offsets(ranges) == {TP("t", 0): 161}
+
+
+def _registration_with_two_listeners() -> bytes:
+    # What Kafka 3.9 writes for a broker with an internal and an external listener.
+    return json.dumps(
+        {
+            "version": 5,
+            "host": None,
+            "port": -1,
+            "listener_security_protocol_map": {
+                "INTERNAL": "PLAINTEXT",
+                "EXTERNAL": "PLAINTEXT",
+                "TLS": "SSL",
+            },
+            "endpoints": ["INTERNAL://kafka-1:19092", "EXTERNAL://127.0.0.1:29092", "TLS://kafka-1:9093"],
+        }
+    ).encode()
+
+
+def test_listener_names_are_mapped_to_their_security_protocol() -> None:
+    endpoints = broker_endpoints(_registration_with_two_listeners())
+    assert [(e.listener, e.security_protocol, e.address) for e in endpoints] == [
+        ("INTERNAL", "PLAINTEXT", "kafka-1:19092"),
+        ("EXTERNAL", "PLAINTEXT", "127.0.0.1:29092"),
+        ("TLS", "SSL", "kafka-1:9093"),
+    ]
+    registration = _registration_with_two_listeners()
+    assert broker_address(registration) == "kafka-1:19092"
+    assert broker_address(registration, "PLAINTEXT", "external") == "127.0.0.1:29092"
+    assert broker_address(registration, "SSL") == "kafka-1:9093"
+    assert broker_address(registration, "SSL", "EXTERNAL") is None
+
+
+class _Brokers:
+    """The two kazoo calls discovery makes, over fixed registrations."""
+
+    def __init__(self, registrations: dict[str, bytes]) -> None:
+        self._registrations = registrations
+
+    def get_children(self, _path: str) -> list[str]:
+        return list(self._registrations)
+
+    def get(self, path: str) -> tuple[bytes, None]:
+        return self._registrations[path.rsplit("/", 1)[1]], None
+
+
+def _only(*reachable: str) -> Callable[[BrokerEndpoint], str | None]:
+    return lambda endpoint: None if endpoint.address in reachable else "Connection refused"
+
+
+def test_discovery_takes_the_first_reachable_fitting_endpoint_of_each_broker() -> None:
+    zk = _Brokers({"0": _registration_with_two_listeners()})
+    assert discover_bootstrap_servers(zk, probe=_only("127.0.0.1:29092")) == "127.0.0.1:29092"  # type: ignore[arg-type]
+    assert (
+        discover_bootstrap_servers(
+            zk, "PLAINTEXT", "EXTERNAL", probe=_only("127.0.0.1:29092", "kafka-1:19092")
+        )  # type: ignore[arg-type]
+        == "127.0.0.1:29092"
+    )
+
+
+def test_discovery_fails_clearly_when_no_endpoint_is_reachable() -> None:
+    zk = _Brokers({"0": _registration_with_two_listeners()})
+    with pytest.raises(NoBrokersError) as failure:
+        discover_bootstrap_servers(zk, probe=_only())  # type: ignore[arg-type]
+    message = str(failure.value)
+    assert "INTERNAL://kafka-1:19092 (PLAINTEXT): Connection refused" in message
+    assert "EXTERNAL://127.0.0.1:29092 (PLAINTEXT): Connection refused" in message
+    assert "broker.listener.name" in message and "bootstrap.servers" in message
+    with pytest.raises(NoBrokersError, match="no broker is registered"):
+        discover_bootstrap_servers(_Brokers({}), probe=_only())  # type: ignore[arg-type]
+
+
+def test_the_listener_name_is_a_receiver_param_not_a_librdkafka_setting() -> None:
+    params = parse_kafka_params(
+        {"zookeeper.connect": "zk:2181", "group.id": "g", "broker.listener.name": "EXTERNAL"}
+    )
+    assert params.listener_name == "EXTERNAL"
+    assert "broker.listener.name" not in params.client_config
+    assert parse_kafka_params({"zookeeper.connect": "zk:2181", "group.id": "g"}).listener_name is None
+    with pytest.raises(ValueError, match=r"broker\.listener\.name must not be empty"):
+        parse_kafka_params({"zookeeper.connect": "zk:2181", "group.id": "g", "broker.listener.name": " "})
