@@ -7,8 +7,8 @@ confluent-kafka consumer.
         [--cluster-master local-cluster[2,2,1024]] [--conf KEY=VALUE ...]
 
 On a real local ZooKeeper + Kafka 3.9 (LocalCluster's default) and a real Spark. ``--placement
-both`` (the default) runs the driver placement (``spark.streaming.receiver.placement=driver``: the receiver is threads of
-this Python process) on ``--master``, stops that SparkContext, then runs the executor placement
+both`` (the default) runs the driver placement (``spark.streaming.receiver.placement=driver``:
+the receiver is threads of this Python process) on ``--master``, stops that SparkContext, then runs the executor placement
 (the receiver is a long-running task on an executor, blocks stay there) on ``--cluster-master``:
 ``local-cluster[2,2,1024]`` is two executor JVMs with two task slots each and their own Python
 workers (what tests/e2e/cluster_child.py runs). Its standalone workers ignore
