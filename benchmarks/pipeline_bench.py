@@ -7,22 +7,21 @@ confluent-kafka consumer.
         [--cluster-master local-cluster[2,2,1024]] [--conf KEY=VALUE ...]
 
 On a real local ZooKeeper + Kafka 3.9 (LocalCluster's default) and a real Spark. ``--placement
-both`` (the default) runs the driver placement (``spark.streaming.receiver.placement=driver``:
-the receiver is threads of this Python process) on ``--master``, stops that SparkContext, then runs the executor placement
-(the receiver is a long-running task on an executor, blocks stay there) on ``--cluster-master``:
-``local-cluster[2,2,1024]`` is two executor JVMs with two task slots each and their own Python
-workers (what tests/e2e/cluster_child.py runs). Its standalone workers ignore
+both`` (the default) runs the driver placement (``spark.streaming.receiver.placement=driver``: the
+receiver is threads of this Python process) on ``--master``, stops that SparkContext, then runs
+the executor placement (the receiver is a long-running task on an executor, blocks stay there) on
+``--cluster-master``: ``local-cluster[2,2,1024]`` is two executor JVMs with two task slots each
+and their own Python workers (what tests/e2e/cluster_child.py runs). Its standalone workers ignore
 ``SPARK_WORKER_DIR`` (Spark's LocalSparkCluster passes no work directory, so each Worker uses
 ``SPARK_HOME/work``, in the venv): the run removes its own ``SPARK_HOME/work/<application id>``
-after stopping the context. PySpark's py4j gateway, and so the
-driver JVM process, is the same for both. A full run takes a few minutes on 2 cores. Each
-placement does the runs below on fresh topics, then prints a table; with both, it prints
-the ratios executors / driver of records/s and of driver CPU per million records, each with its
-goal (>= 0.8 and <= 0.2) and whether it was met, for the warm run (the steady state; cold also
-shown). The load average is printed too: figures from a busy shared machine are noisy (run it
-twice). ``--conf`` adds Spark settings to both contexts, for experiments such as
-``--conf spark.locality.wait=0`` (batch tasks then need not queue for the one free core of the
-executor that holds the receiver and its blocks).
+after stopping the context. PySpark's py4j gateway, and so the driver JVM process, is the same for
+both. A full run takes a few minutes on 2 cores. Each placement does the runs below on fresh
+topics, then prints a table; with both, it prints the ratios executors / driver of records/s and
+of driver CPU per million records, each with its goal (>= 0.8 and <= 0.2) and whether it was met,
+for the warm run (the steady state; cold also shown). The load average is printed too: figures
+from a busy shared machine are noisy (run it twice). ``--conf`` adds Spark settings to both
+contexts, for experiments such as ``--conf spark.locality.wait=0`` (batch tasks then need not
+queue for the one free core of the executor that holds the receiver and its blocks).
 
 1. throughput: ``--messages`` are produced first; (a) a plain confluent-kafka consumer reads them
    all (assign from offset 0, count only); (b) ``KafkaUtils.createStream`` with the receiver WAL
