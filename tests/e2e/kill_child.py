@@ -15,10 +15,11 @@ places, in the metadata log) and having its offsets committed, widening the wind
 kill leaves a stored but uncommitted block behind: the block the next run reads again.
 
 At start it writes ``{"kind": "recovered", "run": N, "pending": [...], "blocks": [...]}``: the
-batches the driver's metadata log recovered as allocated but not completed, and every block it
-recovered (those of the pending batches and those not yet allocated), in the "begin" format: the
-blocks earlier runs stored, which this run did not read itself. Prints ``started`` once running;
-SIGTERM stops it gracefully (exit 0); SIGKILL is what the test sends otherwise.
+batches to run again (allocated but not completed in the driver's metadata log, or pending in the
+checkpoint), and every block it recovered (those of the pending batches and those not yet
+allocated), in the "begin" format: the blocks earlier runs stored, which this run did not read
+itself. Prints ``started`` once running; SIGTERM stops it gracefully (exit 0); SIGKILL is what the
+test sends otherwise.
 """
 
 from __future__ import annotations
@@ -171,6 +172,10 @@ def main(argv: list[str]) -> int:
     ssc = StreamingContext.getOrCreate(args.checkpoint, setup)
     holder["ssc"] = ssc
     pending, recovered = recovered_batches_and_blocks(ssc, holder["stream_id"])
+    # Batches pending in the checkpoint run again too (the metadata log may already hold them as
+    # completed: the kill came after the completion was logged, before the next checkpoint).
+    if ssc.initial_checkpoint is not None:
+        pending = sorted({*pending, *ssc.initial_checkpoint.pending_times_ms})
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     ssc.start()
