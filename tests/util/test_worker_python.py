@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import logging
 import sys
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
+from reliable_kafka.scheduler.job_scheduler import JobScheduler
 from reliable_kafka.util.worker_python import (
     WorkerPackageMissingError,
     default_workers_to_this_python,
@@ -96,3 +98,15 @@ def test_only_the_first_failure_of_a_context_is_reported(caplog: pytest.LogCaptu
     assert again is None
     assert [r.getMessage() for r in caplog.records] == [str(clear)]
     assert report_missing_package(FakeSparkContext("yarn"), RuntimeError("some other failure")) is None
+
+
+def test_a_batch_job_failing_on_the_missing_package_reaches_await_termination_as_the_clear_error() -> None:
+    notified: list[BaseException] = []
+    ssc = SimpleNamespace(sparkContext=FakeSparkContext("spark://master:7077"), notify_error=notified.append)
+    scheduler = SimpleNamespace(ssc=ssc)  # report_error reads nothing else
+    first = RuntimeError(_WORKER_TRACE.format(module="reliable_kafka"))
+    second = RuntimeError(_WORKER_TRACE.format(module="reliable_kafka"))
+    JobScheduler.report_error(scheduler, "Error running job", first)  # type: ignore[arg-type]
+    JobScheduler.report_error(scheduler, "Error running job", second)  # type: ignore[arg-type]
+    assert isinstance(notified[0], WorkerPackageMissingError) and notified[0].__cause__ is first
+    assert notified[1] is second
