@@ -1,12 +1,16 @@
 """Counts words from Kafka with no data loss: the README's main command.
 
-    python -m reliable_kafka.examples.wordcount [--seconds 20] [--rate 50] [--partitions 2] [--kafka 3.9]
+    python -m reliable_kafka.examples.wordcount [--duration 20] [--rate 50] [--partitions 2] [--kafka 3.9]
+    python -m reliable_kafka.examples.wordcount --zookeeper HOST:2181 --bootstrap-servers HOST:9092 \
+        [--topic words] [--duration 20]
 
-Starts a real ZooKeeper and Kafka (3.9 by default, or 0.9) on 127.0.0.1 (``LocalCluster``), creates
-a topic, and produces
-lines of words for ``--seconds`` while a Spark streaming job counts them, as pyspark's
+Starts a real ZooKeeper and Kafka (3.9 by default, or 0.9) on 127.0.0.1 (``LocalCluster``), or,
+with ``--zookeeper`` and ``--bootstrap-servers``, uses that cluster instead (creating the topic if
+it is missing, and starting the group at the topic's end, so that only this run's words count).
+It produces lines of words for ``--duration`` seconds while a Spark streaming job counts them, as pyspark's
 ``kafka_wordcount.py`` did: ``createStream -> flatMap(split) -> map((w, 1)) -> reduceByKey -> pprint``,
-with the receiver write-ahead log and checkpointing on. After every batch it prints the offsets
+with the receiver write-ahead log and checkpointing on. After every batch it prints the batch's
+time (what the job counted: the data received up to it) beside the clock time of the print, and the offsets
 the receiver committed to ZooKeeper (``/consumers/<group>/offsets/<topic>/<partition>``). Then it
 waits for the receiver to have stored everything, stops gracefully and checks that the words
 counted are the words produced: exit status 0 if so, 1 if not.
@@ -22,9 +26,12 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
 
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 from pyspark import RDD, SparkConf, SparkContext, StorageLevel
@@ -38,13 +45,38 @@ logger = logging.getLogger("reliable_kafka.examples.wordcount")
 
 TOPIC = "words"
 GROUP = "wordcount"
+# The options that point the example at an existing cluster also come from the environment.
+ENV_PREFIX = "RELIABLE_KAFKA_EXAMPLE_"
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m reliable_kafka.examples.wordcount", description=__doc__.split("\n\n")[0]
     )
-    parser.add_argument("--seconds", type=float, default=20.0, help="how long to produce (default 20)")
+    env = os.environ.get
+    parser.add_argument(
+        "--duration",
+        "--seconds",
+        dest="seconds",
+        type=float,
+        default=float(env(f"{ENV_PREFIX}DURATION", "20")),
+        help=f"seconds to produce for (default 20; ${ENV_PREFIX}DURATION)",
+    )
+    parser.add_argument(
+        "--zookeeper",
+        default=env(f"{ENV_PREFIX}ZOOKEEPER"),
+        help=f"ZooKeeper of an existing cluster, host:port[,...]: start none (${ENV_PREFIX}ZOOKEEPER)",
+    )
+    parser.add_argument(
+        "--bootstrap-servers",
+        default=env(f"{ENV_PREFIX}BOOTSTRAP_SERVERS"),
+        help=f"its Kafka brokers, host:port[,...], to produce to (${ENV_PREFIX}BOOTSTRAP_SERVERS)",
+    )
+    parser.add_argument(
+        "--topic",
+        default=env(f"{ENV_PREFIX}TOPIC", TOPIC),
+        help=f"topic to produce to and count, created if missing (default {TOPIC}; ${ENV_PREFIX}TOPIC)",
+    )
     parser.add_argument("--rate", type=int, default=50, help="lines produced per second (default 50)")
     parser.add_argument("--partitions", type=int, default=2, help="partitions of the topic (default 2)")
     parser.add_argument("--batch-duration", type=float, default=1.0, help="seconds per batch (default 1)")
@@ -54,7 +86,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--verbose", "-v", action="store_true", help="log at INFO")
     args = parser.parse_args(argv)
     if args.seconds <= 0 or args.rate <= 0 or args.partitions < 1 or args.batch_duration <= 0:
-        parser.error("--seconds, --rate, --partitions and --batch-duration must be positive")
+        parser.error("--duration, --rate, --partitions and --batch-duration must be positive")
+    if bool(args.zookeeper) != bool(args.bootstrap_servers):
+        # The receiver needs ZooKeeper and the producer needs the brokers: one without the other
+        # would quietly mix an existing cluster with a local one.
+        parser.error("--zookeeper and --bootstrap-servers go together (an existing cluster needs both)")
     return args
 
 
@@ -63,6 +99,7 @@ class CommittedOffsets:
 
     def __init__(self, zookeeper: KazooClient, topic: str, partitions: int) -> None:
         self._zookeeper = zookeeper
+        self._topic = topic
         self._paths = {p: offset_path(GROUP, TopicAndPartition(topic, p)) for p in range(partitions)}
 
     def read(self) -> dict[int, int]:
@@ -78,7 +115,7 @@ class CommittedOffsets:
     def describe(self) -> str:
         offsets = self.read()
         parts = [f"{p}={offsets.get(p, '-')}" for p in self._paths]
-        return f"committed offsets /consumers/{GROUP}/offsets/{TOPIC}/<partition>: {' '.join(parts)}"
+        return f"committed offsets /consumers/{GROUP}/offsets/{self._topic}/<partition>: {' '.join(parts)}"
 
 
 class WordTally:
@@ -94,18 +131,30 @@ class WordTally:
         with self._lock:
             self.total += batch_total
             total = self.total
-        print(f"[{time:%H:%M:%S}] {batch_total} words this batch, {total} so far; {self._offsets.describe()}")
+        # The batch time names the data (received up to then); the clock says when it got printed,
+        # which is later by the batch's processing and any backlog of batches ahead of it.
+        print(
+            f"batch {time:%H:%M:%S} (printed at {datetime.now():%H:%M:%S}): {batch_total} words in this "
+            f"batch, {total} so far; {self._offsets.describe()}"
+        )
         print(flush=True)
 
 
-def build_stream(ssc: StreamingContext, cluster: LocalCluster, tally: WordTally) -> None:
+def build_stream(
+    ssc: StreamingContext,
+    zookeeper_connect: str,
+    client_config: Mapping[str, str | int | bool],
+    topic: str,
+    tally: WordTally,
+) -> None:
     lines = KafkaUtils.createStream(
         ssc,
-        cluster.zookeeper_connect,
+        zookeeper_connect,
         GROUP,
-        {TOPIC: 1},
-        # Read the topic from its start: the producer may be ahead of the receiver's first rebalance.
-        {"auto.offset.reset": "smallest", **cluster.client_config()},
+        {topic: 1},
+        # Without a committed offset, read the topic from its start: the producer may be ahead of
+        # the receiver's first rebalance.
+        {"auto.offset.reset": "smallest", **client_config},
         # The write-ahead log is the second copy; pyspark's default (_2) would only warn about it.
         storageLevel=StorageLevel.MEMORY_AND_DISK,
     ).map(lambda kv: kv[1])
@@ -126,7 +175,7 @@ def wait_until_stored(offsets: CommittedOffsets, end_offsets: dict[int, int], ti
     return False
 
 
-def spark_conf(master: str) -> SparkConf:
+def spark_conf(master: str, seconds: float) -> SparkConf:
     return (
         SparkConf()
         .setMaster(master)
@@ -135,43 +184,136 @@ def spark_conf(master: str) -> SparkConf:
         .set("spark.ui.showConsoleProgress", "false")
         .set("spark.streaming.receiver.writeAheadLog.enable", "true")
         .set("spark.streaming.blockInterval", "200ms")
+        # A graceful stop waits for every batch up to the stop to be processed. On local[2] the
+        # receiver holds one core and each batch's jobs share the other, so batches can fall
+        # behind the clock for the whole run; Spark's default (10 batch durations, 10 s here)
+        # then expires while the backlog drains, and warns "Timed out while stopping the job
+        # generator". The backlog is at most the run's batches: allow that, plus a minute.
+        .set("spark.streaming.gracefulStopTimeout", f"{int(seconds) + 60}s")
     )
 
 
+def ensure_topic(client_config: Mapping[str, str | int | bool], topic: str, partitions: int) -> int:
+    """The partition count of ``topic`` on an existing cluster, creating it with ``partitions``
+    partitions first if it is missing, and once every partition has a leader."""
+    admin = AdminClient(dict(client_config))
+    # All topics, not list_topics(topic=...): asking for one by name auto-creates it on brokers
+    # with auto.create.topics.enable, with the broker's partition count instead of ours.
+    if topic not in admin.list_topics(timeout=30).topics:
+        future = admin.create_topics([NewTopic(topic, num_partitions=partitions)], request_timeout=30)[topic]
+        try:
+            future.result(timeout=60)
+        except Exception as exc:
+            error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+            if error is None or error.code() != KafkaError.TOPIC_ALREADY_EXISTS:  # another creator won
+                raise
+        print(f"created topic {topic} with {partitions} partitions", flush=True)
+    deadline = time.monotonic() + 60
+    while True:
+        info = admin.list_topics(timeout=30).topics.get(topic)
+        if info is not None and info.error is None and info.partitions:
+            if all(p.leader >= 0 for p in info.partitions.values()) or time.monotonic() > deadline:
+                return len(info.partitions)
+        elif time.monotonic() > deadline:
+            raise RuntimeError(f"topic {topic!r} did not appear within 60 s")
+        time.sleep(0.2)
+
+
+def start_group_at_log_end(
+    zookeeper: KazooClient, client_config: Mapping[str, str | int | bool], topic: str, partitions: int
+) -> None:
+    """Commit each partition's log end for the example's group, so that the receiver reads only
+    what this run produces: an existing topic may hold earlier runs' words, which would make the
+    count differ from what was produced."""
+    consumer = Consumer({**client_config, "group.id": GROUP, "enable.auto.commit": False})
+    try:
+        for partition in range(partitions):
+            _, end = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
+            path = offset_path(GROUP, TopicAndPartition(topic, partition))
+            zookeeper.ensure_path(path)
+            zookeeper.set(path, str(end).encode("utf-8"))
+    finally:
+        consumer.close()
+
+
 def run(args: argparse.Namespace, work_dir: Path) -> bool:
+    if args.zookeeper:
+        return run_on_existing_cluster(args, work_dir)
     with LocalCluster(work_dir / "cluster", kafka=args.kafka) as cluster:
         print(
             f"Kafka {cluster.distribution.version} at {cluster.bootstrap_servers}, "
             f"ZooKeeper at {cluster.zookeeper_connect}",
             flush=True,
         )
-        cluster.create_topic(TOPIC, partitions=args.partitions)
+        cluster.create_topic(args.topic, partitions=args.partitions)
         zookeeper = cluster.zookeeper_client()
-        sc = SparkContext(conf=spark_conf(args.master))
-        sc.setLogLevel("ERROR")
         try:
-            offsets = CommittedOffsets(zookeeper, TOPIC, args.partitions)
-            tally = WordTally(offsets)
-            ssc = StreamingContext(sc, args.batch_duration)
-            ssc.checkpoint(str(work_dir / "checkpoint"))
-            build_stream(ssc, cluster, tally)
-            producer = LineProducer(cluster.client_config(), TOPIC, args.seconds, args.rate)
-            ssc.start()
-            producer.start()
-            producer.join()
-            stored = wait_until_stored(offsets, producer.end_offsets, timeout_s=60)
-            if not stored:
-                logger.error("the receiver did not store every message within 60 s")
-            ssc.stop(stopSparkContext=False, stopGraceFully=True)
-            print(
-                f"produced {producer.words_acked} words in {producer.lines_acked} lines; "
-                f"counted {tally.total} words; {offsets.describe()}"
+            return count_words(
+                args,
+                work_dir,
+                zookeeper=zookeeper,
+                zookeeper_connect=cluster.zookeeper_connect,
+                client_config=cluster.client_config(),
+                partitions=args.partitions,
             )
-            return stored and not producer.errors and tally.total == producer.words_acked
         finally:
-            sc.stop()
             zookeeper.stop()
             zookeeper.close()
+
+
+def run_on_existing_cluster(args: argparse.Namespace, work_dir: Path) -> bool:
+    client_config: dict[str, str | int | bool] = {"bootstrap.servers": args.bootstrap_servers}
+    print(f"Using the cluster at {args.bootstrap_servers}, ZooKeeper at {args.zookeeper}", flush=True)
+    partitions = ensure_topic(client_config, args.topic, args.partitions)
+    zookeeper = KazooClient(hosts=args.zookeeper, timeout=10.0)
+    zookeeper.start(timeout=15.0)
+    try:
+        start_group_at_log_end(zookeeper, client_config, args.topic, partitions)
+        return count_words(
+            args,
+            work_dir,
+            zookeeper=zookeeper,
+            zookeeper_connect=args.zookeeper,
+            client_config=client_config,
+            partitions=partitions,
+        )
+    finally:
+        zookeeper.stop()
+        zookeeper.close()
+
+
+def count_words(
+    args: argparse.Namespace,
+    work_dir: Path,
+    *,
+    zookeeper: KazooClient,
+    zookeeper_connect: str,
+    client_config: Mapping[str, str | int | bool],
+    partitions: int,
+) -> bool:
+    sc = SparkContext(conf=spark_conf(args.master, args.seconds))
+    sc.setLogLevel("ERROR")
+    try:
+        offsets = CommittedOffsets(zookeeper, args.topic, partitions)
+        tally = WordTally(offsets)
+        ssc = StreamingContext(sc, args.batch_duration)
+        ssc.checkpoint(str(work_dir / "checkpoint"))
+        build_stream(ssc, zookeeper_connect, client_config, args.topic, tally)
+        producer = LineProducer(client_config, args.topic, args.seconds, args.rate)
+        ssc.start()
+        producer.start()
+        producer.join()
+        stored = wait_until_stored(offsets, producer.end_offsets, timeout_s=60)
+        if not stored:
+            logger.error("the receiver did not store every message within 60 s")
+        ssc.stop(stopSparkContext=False, stopGraceFully=True)
+        print(
+            f"produced {producer.words_acked} words in {producer.lines_acked} lines; "
+            f"counted {tally.total} words; {offsets.describe()}"
+        )
+        return stored and not producer.errors and tally.total == producer.words_acked
+    finally:
+        sc.stop()
 
 
 def main(argv: list[str] | None = None) -> int:

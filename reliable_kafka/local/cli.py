@@ -20,7 +20,47 @@ from reliable_kafka.local.errors import ClusterStartError
 logger = logging.getLogger("reliable_kafka.local")
 
 
-def _up(cluster: LocalCluster, _args: argparse.Namespace) -> int:
+def topic_spec(text: str) -> tuple[str, int]:
+    """``NAME:PARTITIONS`` (or ``NAME``, one partition) for ``up --topic``."""
+    name, sep, count = text.rpartition(":")
+    if not sep:
+        name, count = text, "1"
+    try:
+        partitions = int(count)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME:PARTITIONS, e.g. events:4") from None
+    if not name or partitions < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected NAME:PARTITIONS with PARTITIONS >= 1")
+    return name, partitions
+
+
+def port_number(text: str) -> int:
+    port = int(text)
+    if not 0 < port < 65536:
+        raise argparse.ArgumentTypeError(f"{text}: a port is 1-65535")
+    return port
+
+
+def create_stream_snippet(cluster: LocalCluster, topics: Sequence[tuple[str, int]]) -> str:
+    """Python to paste into a PySpark session with a ``reliable_kafka.StreamingContext`` ``ssc``."""
+    # client_config: bootstrap.servers, plus the protocol settings a 0.9 broker needs.
+    kafka_params = {"auto.offset.reset": "smallest", **cluster.client_config()}
+    # One consumer thread per topic, as pyspark's examples: the value is threads, not partitions.
+    topic_threads = {name: 1 for name, _ in topics} or {"my-topic": 1}
+    return "\n".join(
+        (
+            "from reliable_kafka import KafkaUtils",
+            f"kafkaParams = {kafka_params!r}",
+            f"stream = KafkaUtils.createStream(ssc, {cluster.zookeeper_connect!r}, 'my-group', "
+            f"{topic_threads!r}, kafkaParams)",
+        )
+    )
+
+
+def _up(cluster: LocalCluster, args: argparse.Namespace) -> int:
+    topics: list[tuple[str, int]] = args.topics or []
+    for name, partitions in topics:
+        cluster.create_topic(name, partitions)
     print(f"kafka={cluster.distribution.version}", flush=True)
     if cluster.has_zookeeper:
         print(f"zookeeper.connect={cluster.zookeeper_connect}", flush=True)
@@ -29,6 +69,13 @@ def _up(cluster: LocalCluster, _args: argparse.Namespace) -> int:
     print(f"bootstrap.servers={cluster.bootstrap_servers}", flush=True)
     if cluster.distribution.legacy_protocol:
         print("Kafka 0.9 clients need api.version.request=false broker.version.fallback=0.9.0.1", flush=True)
+    for name, partitions in topics:
+        print(f"topic={name} partitions={partitions}", flush=True)
+    if cluster.has_zookeeper:
+        print("# createStream, ready to paste (ssc: a reliable_kafka.StreamingContext):", flush=True)
+        print(create_stream_snippet(cluster, topics), flush=True)
+    else:
+        print("# createStream keeps its group in ZooKeeper: use --kafka 3.9 or 0.9 for it", flush=True)
     print("Ctrl-C stops the servers and removes their data.", flush=True)
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
@@ -93,9 +140,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--kafka", default=DEFAULT_KAFKA, choices=KAFKA_KINDS, help=argparse.SUPPRESS)
     commands = parser.add_subparsers(dest="command", required=True)
-    commands.add_parser(
-        "up", parents=[broker], help="start the servers and keep them up until Ctrl-C"
-    ).set_defaults(run=_up)
+    up = commands.add_parser("up", parents=[broker], help="start the servers and keep them up until Ctrl-C")
+    up.add_argument(
+        "--topic",
+        dest="topics",
+        action="append",
+        type=topic_spec,
+        metavar="NAME:PARTITIONS",
+        help="create this topic once up (repeatable)",
+    )
+    up.add_argument("--zookeeper-port", type=port_number, help="ZooKeeper's port (default: a free one)")
+    up.add_argument("--kafka-port", type=port_number, help="the broker's port (default: a free one)")
+    up.set_defaults(run=_up)
     roundtrip = commands.add_parser(
         "roundtrip", parents=[broker], help="produce and consume back through a fresh cluster"
     )
@@ -135,7 +191,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "fetch":
             return _fetch(args.brokers)
-        with LocalCluster(kafka=args.kafka) as cluster:
+        ports = {
+            "zookeeper_port": getattr(args, "zookeeper_port", None),
+            "kafka_port": getattr(args, "kafka_port", None),
+        }
+        with LocalCluster(kafka=args.kafka, **ports) as cluster:
             return int(args.run(cluster, args))
     except (ClusterStartError, ValueError) as exc:
         print(f"reliable-kafka-local: {exc}", file=sys.stderr)

@@ -3,6 +3,7 @@ cleaned up from Python."""
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import re
@@ -28,6 +29,22 @@ logger = logging.getLogger(__name__)
 __all__ = ["KAFKA_09_CLIENT_CONFIG", "LocalCluster", "NoZooKeeperError"]
 
 _TOPIC_NAME = re.compile(r"^[a-zA-Z0-9._-]{1,249}$")
+
+# Clusters created and not stopped yet. A script that forgets stop() (or dies of an exception
+# outside a with block) would otherwise leave its temp dir behind: the JVMs die with the process
+# (java.py), the files do not. Strong references: a cluster is only dropped from here by stop().
+_UNSTOPPED: set[LocalCluster] = set()
+
+
+@atexit.register
+def _stop_unstopped_clusters() -> None:
+    # Registered after java.py's hook (this module imports it first), so it runs before that one:
+    # the servers are killed here, then the dir goes, and nothing writes into it afterwards.
+    for cluster in list(_UNSTOPPED):
+        try:
+            cluster.stop()
+        except Exception:
+            logger.exception("Could not stop the local cluster in %s at exit", cluster.work_dir)
 
 
 def create_topic_in_zookeeper(zk: KazooClient, name: str, partitions: int, broker_id: int = 0) -> None:
@@ -62,9 +79,26 @@ class LocalCluster:
     """
 
     def __init__(
-        self, work_dir: Path | None = None, *, kafka: str = DEFAULT_KAFKA, keep_work_dir: bool = False
+        self,
+        work_dir: Path | None = None,
+        *,
+        kafka: str = DEFAULT_KAFKA,
+        keep_work_dir: bool = False,
+        zookeeper_port: int | None = None,
+        kafka_port: int | None = None,
     ) -> None:
+        """``zookeeper_port`` and ``kafka_port`` fix the ports on 127.0.0.1 (default: free ones,
+        different on every start of a new cluster)."""
         self.distribution: KafkaDistribution = kafka_distribution(kafka)
+        if zookeeper_port is not None and self.distribution.kraft:
+            raise ValueError(
+                f"Kafka {self.distribution.version} runs in KRaft mode: it has no ZooKeeper port"
+            )
+        for name, port in (("zookeeper_port", zookeeper_port), ("kafka_port", kafka_port)):
+            if port is not None and not 0 < port < 65536:
+                raise ValueError(f"{name} must be 1-65535, got {port}")
+        if zookeeper_port is not None and zookeeper_port == kafka_port:
+            raise ValueError(f"ZooKeeper and Kafka cannot both listen on port {kafka_port}")
         self._owns_work_dir = work_dir is None
         self.work_dir = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="reliable-kafka-"))
         self.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -72,12 +106,16 @@ class LocalCluster:
         self.zookeeper: LocalZooKeeper | None = None
         self.broker: LocalKafkaBroker | LocalKRaftBroker
         if self.distribution.kraft:
-            self.broker = LocalKRaftBroker(self.work_dir / "kafka", kafka=self.distribution.kind)
+            self.broker = LocalKRaftBroker(self.work_dir / "kafka", kafka_port, kafka=self.distribution.kind)
         else:
-            self.zookeeper = LocalZooKeeper(self.work_dir / "zookeeper")
+            self.zookeeper = LocalZooKeeper(self.work_dir / "zookeeper", zookeeper_port)
             self.broker = LocalKafkaBroker(
-                self.work_dir / "kafka", self.zookeeper.connect_string, kafka=self.distribution.kind
+                self.work_dir / "kafka",
+                self.zookeeper.connect_string,
+                kafka_port,
+                kafka=self.distribution.kind,
             )
+        _UNSTOPPED.add(self)
 
     @property
     def kafka(self) -> str:
@@ -110,6 +148,7 @@ class LocalCluster:
         return {**self.broker.client_config(), **overrides}
 
     def start(self) -> Self:
+        _UNSTOPPED.add(self)  # again, for a start after a stop
         try:
             if self.zookeeper is not None:
                 self.zookeeper.start()
@@ -126,7 +165,9 @@ class LocalCluster:
         return self
 
     def stop(self) -> None:
-        """Stop the servers (broker first, so it can deregister) and remove the work dir."""
+        """Stop the servers (broker first, so it can deregister) and remove the work dir.
+        Idempotent; also done at interpreter exit for a cluster never stopped."""
+        _UNSTOPPED.discard(self)
         self.broker.kill()
         if self.zookeeper is not None:
             self.zookeeper.kill()

@@ -39,6 +39,7 @@ from reliable_kafka.scheduler.listener import (
 )
 from reliable_kafka.util.clock import wall_clock_ms
 from reliable_kafka.util.daemon_pool import DaemonThreadPool
+from reliable_kafka.util.worker_python import report_missing_package
 
 if TYPE_CHECKING:
     from reliable_kafka.context import StreamingContext
@@ -221,6 +222,12 @@ class JobScheduler:
             return sorted(self._job_sets)
 
     def report_error(self, message: str, error: BaseException) -> None:
+        # The first batch task whose worker cannot import the package becomes one error naming
+        # the fix (logged by report_missing_package), also what awaitTermination raises.
+        clear = report_missing_package(self.ssc.sparkContext, error)
+        if clear is not None:
+            self.ssc.notify_error(clear)
+            return
         logger.error("%s", message, exc_info=error)
         self.ssc.notify_error(error)
 

@@ -43,6 +43,7 @@ from reliable_kafka.scheduler.receiver_scheduling_policy import (
 from reliable_kafka.storage.block_id import StreamBlockId
 from reliable_kafka.storage.block_manager import BlockManager
 from reliable_kafka.util.clock import wall_clock_ms
+from reliable_kafka.util.worker_python import report_missing_package
 from wal.failure_log import FailureLog
 from wal.segments import parse_segment_name, segment_basename
 
@@ -462,6 +463,10 @@ class ReceiverTracker:
         """An incarnation of the receiver ended with ``error``; the launcher restarts it."""
         with self._lock:
             self._failing_streams.add(stream_id)
+        # A worker without the package fails every launch alike: say once what fixes it, instead
+        # of a Py4J trace per restart that hides the cause in its middle.
+        if report_missing_package(self.ssc.sparkContext, error) is not None:
+            return
         self._failure_log(stream_id).failed(error, "it has been stopped; restarting it")
 
     def _failure_log(self, stream_id: int) -> FailureLog:

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
+import threading
+import weakref
 from typing import Any
 
 logger = logging.getLogger(__name__)
@@ -37,3 +40,52 @@ def default_workers_to_this_python(sc: Any) -> bool:
         sys.executable,
     )
     return True
+
+
+# The worker's traceback travels inside the Py4J/Spark error text, so the module is found there.
+_MISSING_MODULE = re.compile(r"ModuleNotFoundError: No module named '(reliable_kafka|msgpack)(?:\.[\w.]*)?'")
+
+
+class WorkerPackageMissingError(RuntimeError):
+    """A Python worker on an executor could not import this package or one it needs."""
+
+
+def is_local_master(master: str) -> bool:
+    return master == "local" or master.startswith(_LOCAL_MASTERS)
+
+
+def missing_package_message(master: str, error_text: str) -> str | None:
+    """The fix for a worker that cannot import ``reliable_kafka``/``msgpack``, or None when
+    ``error_text`` is not that failure or the master is local (where the workers run this Python)."""
+    if is_local_master(master):
+        return None
+    match = _MISSING_MODULE.search(error_text)
+    if match is None:
+        return None
+    return (
+        f"The Python workers on the executors of {master} cannot import {match.group(1)!r} "
+        "(ModuleNotFoundError), so no receiver or batch task can run. Install reliable-kafka on the "
+        "executors (e.g. pip install reliable-kafka, or ship it with --py-files / an archive), or set "
+        "spark.pyspark.python (PYSPARK_PYTHON) to an interpreter there that has it installed."
+    )
+
+
+_reported_lock = threading.Lock()
+_reported: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def report_missing_package(sc: Any, error: BaseException) -> WorkerPackageMissingError | None:
+    """For the first failure of ``sc``'s workers to import the package: log one clear error naming
+    the fix and return it as an exception (chained to ``error``). None for any other error, and for
+    later ones, which the caller handles as usual (every task fails the same way; one is enough)."""
+    message = missing_package_message(getattr(sc, "master", None) or "", f"{error!r}\n{error}")
+    if message is None:
+        return None
+    with _reported_lock:
+        if sc in _reported:
+            return None
+        _reported.add(sc)
+    logger.error("%s", message)
+    clear = WorkerPackageMissingError(message)
+    clear.__cause__ = error
+    return clear

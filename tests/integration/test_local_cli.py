@@ -1,0 +1,147 @@
+"""``reliable-kafka-local up`` with topics and fixed ports, and LocalCluster's clean-up at exit."""
+
+from __future__ import annotations
+
+import ast
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from reliable_kafka.local import LocalCluster
+from reliable_kafka.local.cli import build_parser
+from reliable_kafka.local.ports import free_port
+from tests.e2e.kill_harness import REPO_ROOT
+
+
+def test_up_takes_repeated_topics_and_fixed_ports() -> None:
+    args = build_parser().parse_args(
+        ["up", "--topic", "events:4", "--topic", "logs", "--zookeeper-port", "2181", "--kafka-port", "9092"]
+    )
+    assert args.topics == [("events", 4), ("logs", 1)]
+    assert (args.zookeeper_port, args.kafka_port) == (2181, 9092)
+    defaults = build_parser().parse_args(["up"])
+    assert (defaults.topics, defaults.zookeeper_port, defaults.kafka_port) == (None, None, None)
+
+
+@pytest.mark.parametrize(
+    "bad", [["--topic", "events:0"], ["--topic", "events:x"], ["--topic", ":3"], ["--kafka-port", "70000"]]
+)
+def test_up_refuses_bad_topics_and_ports(bad: list[str]) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["up", *bad])
+
+
+def _child_env(tmp_path: Path) -> dict[str, str]:
+    # The cluster's temp dir goes under tmp_path, where the test can see whether it is left behind.
+    return {**os.environ, "TMPDIR": str(tmp_path)}
+
+
+def _dead(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+@pytest.mark.integration
+@pytest.mark.brokers("3.9")
+def test_up_creates_topics_on_fixed_ports_prints_a_snippet_and_cleans_up_on_ctrl_c(tmp_path: Path) -> None:
+    zookeeper_port, kafka_port = free_port(), free_port()
+    command = [sys.executable, "-m", "reliable_kafka.local.cli", "up", "--topic", "events:3"]
+    command += ["--zookeeper-port", str(zookeeper_port), "--kafka-port", str(kafka_port)]
+    process = subprocess.Popen(
+        command,
+        cwd=REPO_ROOT,
+        env=_child_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        lines = []
+        for line in process.stdout:  # up to the snippet's last line: the cluster is up and the topic made
+            lines.append(line.rstrip("\n"))
+            if line.startswith("stream = KafkaUtils.createStream("):
+                break
+        output = "\n".join(lines)
+        assert f"zookeeper.connect=127.0.0.1:{zookeeper_port}" in lines, output
+        assert f"bootstrap.servers=127.0.0.1:{kafka_port}" in lines, output
+        assert "topic=events partitions=3" in lines, output
+        snippet = "\n".join(lines[lines.index("from reliable_kafka import KafkaUtils") :])
+        ast.parse(snippet)  # ready to paste: valid Python
+        assert f"'bootstrap.servers': '127.0.0.1:{kafka_port}'" in snippet
+        assert (
+            f"KafkaUtils.createStream(ssc, '127.0.0.1:{zookeeper_port}', 'my-group', {{'events': 1}}"
+            in snippet
+        )
+
+        metadata = AdminClient({"bootstrap.servers": f"127.0.0.1:{kafka_port}"}).list_topics(timeout=30)
+        assert len(metadata.topics["events"].partitions) == 3
+
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, stderr
+    assert "Traceback" not in stderr
+    assert not list(tmp_path.glob("reliable-kafka-*")), "the cluster's dir was left behind"
+
+
+_EXIT_WITHOUT_STOP = """
+from reliable_kafka.local import LocalCluster
+
+with LocalCluster() as stopped:  # the context manager still stops it, and a second stop is harmless
+    pass
+stopped.stop()
+assert not stopped.work_dir.exists()
+cluster = LocalCluster().start()
+print(cluster.work_dir, cluster.broker._server.pid, cluster.zookeeper._server.pid, flush=True)
+# exits without cluster.stop()
+"""
+
+
+@pytest.mark.integration
+@pytest.mark.brokers("3.9")
+def test_a_cluster_never_stopped_leaves_no_dir_and_no_server_at_exit(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-c", _EXIT_WITHOUT_STOP],
+        cwd=REPO_ROOT,
+        env=_child_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    work_dir, *pids = result.stdout.split()
+    assert Path(work_dir).parent == tmp_path
+    assert not Path(work_dir).exists()
+    assert not list(tmp_path.glob("reliable-kafka-*"))
+    assert all(_dead(int(pid)) for pid in pids)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"kafka": "4", "zookeeper_port": 2181}, "KRaft mode: it has no ZooKeeper port"),
+        ({"kafka_port": 0}, "kafka_port must be 1-65535"),
+        ({"zookeeper_port": 9092, "kafka_port": 9092}, "cannot both listen on port 9092"),
+    ],
+)
+def test_local_cluster_refuses_impossible_ports_before_making_a_dir(
+    kwargs: dict[str, object], message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    with pytest.raises(ValueError, match=message):
+        LocalCluster(**kwargs)  # type: ignore[arg-type]
+    assert not list(tmp_path.iterdir())
