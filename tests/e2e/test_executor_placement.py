@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from reliable_kafka.local import LocalCluster
+from reliable_kafka.rpc import AuthenticationError, connect, new_secret
 from tests.cluster_backends import unique_name
 from tests.e2e.helpers import committed_offsets, log_end_offsets, wait_until
 from tests.e2e.kill_harness import ChildApp, RecordingProducer
@@ -98,10 +99,12 @@ def records_keep_coming(output: Path, more: int = 30) -> None:
 
 
 def abuse_tracker_socket(host: str, port: int) -> None:
-    """A wrong secret, garbage frames and a 2 GB length prefix: each must close that connection only."""
+    """A client with a wrong secret, garbage, and a 2 GB length prefix: each must be refused and
+    close that connection only."""
+    with pytest.raises(AuthenticationError):
+        connect(host, port, new_secret(), timeout_s=10)
     for payload in (
-        b"\x00" * 64,  # a handshake answer that proves no secret
-        os.urandom(512),  # garbage
+        os.urandom(512),  # garbage where the handshake answer should be
         struct.pack(">I", 2**31) + b"x" * 16,  # a 2 GB frame announced
     ):
         with socket.create_connection((host, port), timeout=10) as conn:
@@ -162,6 +165,8 @@ def test_receivers_on_executors_with_the_wal(local_cluster: LocalCluster, tmp_pa
         abuse_tracker_socket(tracker["host"], tracker["port"])
         wait_until(lambda: len(received(read_output(output))) > before + 30, what="records after the abuse")
         assert not of_kind(read_output(output), "receiver_stopped"), "a receiver stopped: bad connections"
+        # Exactly once so far: no fault has happened yet.
+        assert max(received(read_output(output)).values()) == 1
 
         # 3. The host of receiver 0's executor is lost: its JVM and Python workers SIGKILLed, its
         # block files gone with it. The batches of those blocks read them from the WAL.
