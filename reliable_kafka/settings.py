@@ -31,6 +31,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from reliable_kafka.rpc.tls import TlsFiles, tls_files
 from reliable_kafka.storage.storage_level import StorageLevel
 
 ENV_PREFIX = "RELIABLE_KAFKA_"
@@ -138,6 +139,10 @@ class ReceiverSettings(_Section):
     tls_ca_file: str | None = Field(
         None, description="spark.streaming.receiver.tls.caFile: trusted CAs (default: the certificate)"
     )
+
+    def tls(self) -> TlsFiles | None:
+        """The receiver sockets' TLS files, or None when TLS is off."""
+        return tls_files(self.tls_cert_file, self.tls_key_file, self.tls_ca_file)
 
     @model_validator(mode="after")
     def _tls_files_together(self) -> Self:

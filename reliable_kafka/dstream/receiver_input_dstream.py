@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from reliable_kafka.receiver.receiver import Receiver
     from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo
     from reliable_kafka.scheduler.receiver_tracker import ReceiverTracker
-    from reliable_kafka.settings import StreamingSettings
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +76,7 @@ class ReceiverInputDStream(InputDStream):
         block_infos: list[ReceivedBlockInfo] = (
             [] if before_start else tracker.get_blocks_of_batch_and_stream(valid_time_ms, self.id)
         )
+        tls = self._ssc.settings.receiver.tls()
         return create_block_rdd(
             self._sc,
             block_infos,
@@ -84,7 +84,7 @@ class ReceiverInputDStream(InputDStream):
             decoder=self.decoder,
             receiver_wal_enabled=self._ssc.settings.wal.enable,
             fetch_secret=tracker.runner.block_fetch_secret,
-            fetch_tls_ca=_trusted_cas(self._ssc.settings),
+            fetch_tls_ca=None if tls is None else tls.trusted_cas,
             recovery_source=self.block_recovery_source,
         )
 
@@ -109,10 +109,3 @@ class ReceiverInputDStream(InputDStream):
         tracker = self._ssc.scheduler.receiver_tracker
         if tracker is not None:
             tracker.send_rate_update(stream_id, rate)
-
-
-def _trusted_cas(settings: StreamingSettings) -> str | None:
-    receiver = settings.receiver
-    if receiver.tls_cert_file is None:
-        return None
-    return receiver.tls_ca_file or receiver.tls_cert_file

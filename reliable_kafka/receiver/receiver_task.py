@@ -32,7 +32,6 @@ from reliable_kafka.receiver.tracker_endpoint import (
     ReceivedBlockInfo,
     ReceiverControl,
 )
-from reliable_kafka.rpc.tls import tls_files
 from reliable_kafka.settings import StreamingSettings
 from reliable_kafka.storage.block_id import StreamBlockId
 from reliable_kafka.storage.block_server import BlockServer
@@ -116,9 +115,7 @@ def _run(description: ReceiverTaskDescription) -> str:
     host, executor_id = current_executor()
     store = ExecutorBlockStore(f"{description.app_id}-stream-{sid}")
     settings = StreamingSettings(**description.settings)
-    tls = tls_files(
-        settings.receiver.tls_cert_file, settings.receiver.tls_key_file, settings.receiver.tls_ca_file
-    )
+    tls = settings.receiver.tls()
     # Listens on every interface (other hosts fetch from it); advertised under the executor's host.
     server = BlockServer(
         _reader_of(store), description.secret, ssl_context=None if tls is None else tls.server_context()

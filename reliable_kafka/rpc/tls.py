@@ -24,8 +24,13 @@ class TlsFiles:
         context.load_cert_chain(self.cert_file, self.key_file)
         return context
 
+    @property
+    def trusted_cas(self) -> str:
+        """The CAs a client trusts: the CA file, else the certificate itself (self-signed)."""
+        return self.ca_file or self.cert_file
+
     def client_context(self) -> ssl.SSLContext:
-        return client_context(self.ca_file or self.cert_file)
+        return client_context(self.trusted_cas)
 
 
 def client_context(ca_file: str) -> ssl.SSLContext:

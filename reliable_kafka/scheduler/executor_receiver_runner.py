@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING
 
 from reliable_kafka.receiver.receiver_task import ReceiverTaskDescription, run_receiver_task
 from reliable_kafka.rpc import new_secret
-from reliable_kafka.rpc.tls import tls_files
 from reliable_kafka.scheduler.receiver_scheduling_policy import ExecutorCacheTaskLocation
 from reliable_kafka.scheduler.tracker_server import ReceiverTrackerServer
 from reliable_kafka.util.located_rdd import executor_locations, located_rdd, wait_for_executors
@@ -59,7 +58,7 @@ class ExecutorReceiverRunner:
         self._advertised_host = conf.get("spark.driver.host") or "127.0.0.1"
         bind_host = conf.get("spark.driver.bindAddress") or self._advertised_host
         receiver = settings.receiver
-        tls = tls_files(receiver.tls_cert_file, receiver.tls_key_file, receiver.tls_ca_file)
+        tls = receiver.tls()
         self.server = ReceiverTrackerServer(
             endpoint,
             self.secret,

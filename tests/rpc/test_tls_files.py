@@ -42,10 +42,10 @@ def test_the_spark_keys_set_the_files_and_cert_and_key_go_together() -> None:
             "spark.streaming.receiver.tls.caFile": "/etc/rk/ca.pem",
         }
     )
-    receiver = settings.receiver
-    assert tls_files(receiver.tls_cert_file, receiver.tls_key_file, receiver.tls_ca_file) == TlsFiles(
-        "/etc/rk/cert.pem", "/etc/rk/key.pem", "/etc/rk/ca.pem"
-    )
+    tls = settings.receiver.tls()
+    assert tls == TlsFiles("/etc/rk/cert.pem", "/etc/rk/key.pem", "/etc/rk/ca.pem")
+    assert tls is not None and tls.trusted_cas == "/etc/rk/ca.pem"
+    assert TlsFiles("/c.pem", "/k.pem").trusted_cas == "/c.pem"
     assert tls_files(None, None, None) is None
     with pytest.raises(ValueError, match="go together"):
         StreamingSettings.from_spark_conf({"spark.streaming.receiver.tls.certFile": "/etc/rk/cert.pem"})
