@@ -280,8 +280,13 @@ def create_block_rdd(
         result = info.block_store_result
         handle = result.wal_record_handle
         data = block_store.get(info.block_id) if block_store is not None else None
-        # Blocks in the WAL can be read again from their source should their record be damaged.
-        recovery = recovery_source(info) if handle is not None and recovery_source is not None else None
+        # Blocks read (or possibly read) from the WAL can be read again from their source should
+        # their record be damaged; a block shipped with its bytes needs no source.
+        recovery = (
+            recovery_source(info)
+            if data is None and handle is not None and recovery_source is not None
+            else None
+        )
         if data is not None:
             partitions.append(BlockPartition(info.block_id.name, data))
         elif block_store is None and result.location is not None:
