@@ -21,7 +21,7 @@ from typing import Any, TextIO
 
 from kazoo.client import KazooClient
 
-from reliable_kafka.kafka.broker_discovery import discover_bootstrap_servers
+from reliable_kafka.kafka.zk.broker_discovery import discover_bootstrap_servers
 from reliable_kafka.settings import is_secret_key
 from reliable_kafka.ui.lag import PartitionLag, WatermarkReader, read_group_lag
 

@@ -38,7 +38,7 @@ from pyspark import RDD, SparkConf, SparkContext, StorageLevel
 
 from reliable_kafka import KafkaUtils, StreamingContext
 from reliable_kafka.examples.line_producer import LineProducer
-from reliable_kafka.kafka.zk_paths import TopicAndPartition, offset_path
+from reliable_kafka.kafka.zk.paths import TopicAndPartition, offset_path
 from reliable_kafka.local import LocalCluster
 
 logger = logging.getLogger("reliable_kafka.examples.wordcount")

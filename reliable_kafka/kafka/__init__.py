@@ -9,23 +9,23 @@ import importlib
 from typing import Any
 
 from reliable_kafka.kafka.consumer_connector import ZookeeperConsumerConnector
-from reliable_kafka.kafka.group_membership import (
+from reliable_kafka.kafka.kafka_receiver import KafkaReceiver
+from reliable_kafka.kafka.offset_range import OffsetRange, block_metadata, ranges_in_metadata
+from reliable_kafka.kafka.params import KafkaParams, parse_kafka_params
+from reliable_kafka.kafka.partition_consumer import Record
+from reliable_kafka.kafka.reliable_receiver import ReliableKafkaReceiver
+from reliable_kafka.kafka.zk.group_membership import (
     ConsumerRebalanceFailedError,
     RebalanceListener,
     ZookeeperConsumerGroup,
 )
-from reliable_kafka.kafka.offset_range import OffsetRange, block_metadata, ranges_in_metadata
-from reliable_kafka.kafka.offset_store import CommitResult, CorruptOffsetError, ZooKeeperOffsetStore
-from reliable_kafka.kafka.params import KafkaParams, parse_kafka_params
-from reliable_kafka.kafka.partition_consumer import Record
-from reliable_kafka.kafka.range_assignor import range_assign
-from reliable_kafka.kafka.receiver import KafkaReceiver
-from reliable_kafka.kafka.reliable_receiver import ReliableKafkaReceiver
-from reliable_kafka.kafka.zk_paths import TopicAndPartition
+from reliable_kafka.kafka.zk.offset_store import CommitResult, CorruptOffsetError, ZooKeeperOffsetStore
+from reliable_kafka.kafka.zk.paths import TopicAndPartition
+from reliable_kafka.kafka.zk.range_assignor import range_assign
 
 # The Spark-facing names load pyspark and the streaming engine; receivers alone need neither.
 _LAZY_EXPORTS = {
-    "KafkaInputDStream": "reliable_kafka.kafka.input_dstream",
+    "KafkaInputDStream": "reliable_kafka.kafka.kafka_input_dstream",
     "KafkaMessageAndMetadata": "reliable_kafka.kafka.kafka_utils",
     "KafkaUtils": "reliable_kafka.kafka.kafka_utils",
     "LostOffsetsError": "reliable_kafka.kafka.block_reread",

@@ -10,9 +10,6 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
-from reliable_kafka.kafka.broker_discovery import discover_bootstrap_servers
-from reliable_kafka.kafka.group_membership import ZookeeperConsumerGroup
-from reliable_kafka.kafka.offset_store import ZooKeeperOffsetStore
 from reliable_kafka.kafka.params import KafkaParams
 from reliable_kafka.kafka.partition_consumer import (
     DEFAULT_BATCH_SIZE,
@@ -21,8 +18,11 @@ from reliable_kafka.kafka.partition_consumer import (
     PartitionConsumer,
     RecordSink,
 )
-from reliable_kafka.kafka.zk_client import close_zookeeper, connect_zookeeper, zookeeper_acl
-from reliable_kafka.kafka.zk_paths import TopicAndPartition
+from reliable_kafka.kafka.zk.broker_discovery import discover_bootstrap_servers
+from reliable_kafka.kafka.zk.client import close_zookeeper, connect_zookeeper, zookeeper_acl
+from reliable_kafka.kafka.zk.group_membership import ZookeeperConsumerGroup
+from reliable_kafka.kafka.zk.offset_store import ZooKeeperOffsetStore
+from reliable_kafka.kafka.zk.paths import TopicAndPartition
 
 logger = logging.getLogger(__name__)
 

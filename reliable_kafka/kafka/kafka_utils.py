@@ -33,7 +33,7 @@ from reliable_kafka.kafka.decode_errors import (
     RecordDecodeError,
     check_decode_errors,
 )
-from reliable_kafka.kafka.input_dstream import DecodeErrorCounters, KafkaInputDStream
+from reliable_kafka.kafka.kafka_input_dstream import DecodeErrorCounters, KafkaInputDStream
 from reliable_kafka.settings import KafkaStreamSettings
 
 if TYPE_CHECKING:

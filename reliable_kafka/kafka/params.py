@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from reliable_kafka.kafka.broker_discovery import LISTENER_NAME_PARAM
+from reliable_kafka.kafka.zk.broker_discovery import LISTENER_NAME_PARAM
 from reliable_kafka.settings import is_secret_key, redacted
 
 # is_secret_key and redacted are re-exported: the rule lives with the settings, which must not

@@ -27,7 +27,7 @@ from confluent_kafka import (
 )
 
 from reliable_kafka.kafka.params import OffsetReset, is_secret_key
-from reliable_kafka.kafka.zk_paths import TopicAndPartition
+from reliable_kafka.kafka.zk.paths import TopicAndPartition
 from reliable_kafka.storage.block_format import PackedChunk, pack_chunk
 
 logger = logging.getLogger(__name__)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from reliable_kafka.kafka.receiver import KafkaReceiver
+from reliable_kafka.kafka.kafka_receiver import KafkaReceiver
 from reliable_kafka.kafka.reliable_receiver import ReliableKafkaReceiver
 from reliable_kafka.receiver.descriptor import ReceiverDescriptor
 from reliable_kafka.receiver.receiver import Receiver

@@ -19,7 +19,7 @@ from typing import Any
 from reliable_kafka.kafka.block_offsets import BlockOffsetTracker, next_offsets
 from reliable_kafka.kafka.offset_range import OffsetRange, block_metadata
 from reliable_kafka.kafka.partition_consumer import DEFAULT_BATCH_SIZE, DEFAULT_POLL_TIMEOUT_S
-from reliable_kafka.kafka.zk_paths import TopicAndPartition
+from reliable_kafka.kafka.zk.paths import TopicAndPartition
 from reliable_kafka.kafka.zookeeper_receiver import OffsetTrackingListener, ZookeeperKafkaReceiver
 from reliable_kafka.storage.block_format import PackedChunk, encode_chunks
 from reliable_kafka.storage.block_id import StreamBlockId

@@ -19,8 +19,8 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from reliable_kafka.kafka.broker_discovery import discover_bootstrap_servers, topic_partitions
-from reliable_kafka.kafka.zk_paths import TopicAndPartition, group_dir, offset_path, owner_path
+from reliable_kafka.kafka.zk.broker_discovery import discover_bootstrap_servers, topic_partitions
+from reliable_kafka.kafka.zk.paths import TopicAndPartition, group_dir, offset_path, owner_path
 from reliable_kafka.settings import is_secret_key
 from reliable_kafka.util.clock import wall_clock_ms
 

@@ -11,7 +11,7 @@ import logging
 from http import HTTPStatus
 from typing import TYPE_CHECKING
 
-from reliable_kafka.kafka.input_dstream import KafkaInputDStream
+from reliable_kafka.kafka.kafka_input_dstream import KafkaInputDStream
 from reliable_kafka.settings import UISettings
 from reliable_kafka.ui import metrics, pages
 from reliable_kafka.ui.lag import LagMonitor, LagSource

@@ -8,7 +8,7 @@ import pytest
 from pyspark import SparkContext
 
 from reliable_kafka.context import StreamingContext
-from reliable_kafka.kafka.input_dstream import KafkaInputDStream
+from reliable_kafka.kafka.kafka_input_dstream import KafkaInputDStream
 from reliable_kafka.kafka.params import is_secret_key, parse_kafka_params, redacted
 
 
@@ -148,7 +148,7 @@ def test_the_stream_logs_its_client_config_without_secrets(
         "sasl.password": "hunter2",
     }
     stream = KafkaInputDStream(StreamingContext(spark_context, 1), params, {"t": 1}, "MEMORY_ONLY")
-    caplog.set_level(logging.INFO, logger="reliable_kafka.kafka.input_dstream")
+    caplog.set_level(logging.INFO, logger="reliable_kafka.kafka.kafka_input_dstream")
     stream.get_receiver()
     assert "client config" in caplog.text
     for secret in ("alice", "BEGIN PRIVATE KEY", "xyz", "hunter2"):

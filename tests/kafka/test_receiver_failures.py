@@ -20,7 +20,7 @@ import pytest
 from confluent_kafka import Producer
 
 from reliable_kafka.kafka import ReliableKafkaReceiver, range_assign
-from reliable_kafka.kafka.range_assignor import consumer_threads_per_topic
+from reliable_kafka.kafka.zk.range_assignor import consumer_threads_per_topic
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.receiver import ReceivedBlockInfo
 from reliable_kafka.storage import StorageLevel, decode_block

@@ -8,7 +8,7 @@ import socket
 import pytest
 
 from reliable_kafka.kafka.params import parse_kafka_params
-from reliable_kafka.kafka.zk_client import connect_zookeeper
+from reliable_kafka.kafka.zk.client import connect_zookeeper
 
 
 def closed_port() -> int:

@@ -10,7 +10,9 @@ from collections.abc import Callable
 import pytest
 
 from reliable_kafka.kafka.block_offsets import BlockOffsetTracker, next_offsets
-from reliable_kafka.kafka.broker_discovery import (
+from reliable_kafka.kafka.offset_range import OffsetRange, block_metadata, ranges_in_metadata
+from reliable_kafka.kafka.params import parse_kafka_params
+from reliable_kafka.kafka.zk.broker_discovery import (
     BrokerEndpoint,
     NoBrokersError,
     broker_address,
@@ -18,11 +20,9 @@ from reliable_kafka.kafka.broker_discovery import (
     discover_bootstrap_servers,
     parse_topic_partitions,
 )
-from reliable_kafka.kafka.group_membership import new_consumer_id, registration_json, subscription_for
-from reliable_kafka.kafka.offset_range import OffsetRange, block_metadata, ranges_in_metadata
-from reliable_kafka.kafka.params import parse_kafka_params
-from reliable_kafka.kafka.zk_paths import TopicAndPartition as TP
-from reliable_kafka.kafka.zk_paths import consumer_registration_path, offset_path, owner_path
+from reliable_kafka.kafka.zk.group_membership import new_consumer_id, registration_json, subscription_for
+from reliable_kafka.kafka.zk.paths import TopicAndPartition as TP
+from reliable_kafka.kafka.zk.paths import consumer_registration_path, offset_path, owner_path
 from reliable_kafka.storage import StreamBlockId
 
 

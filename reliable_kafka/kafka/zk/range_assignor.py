@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 
-from reliable_kafka.kafka.zk_paths import TopicAndPartition
+from reliable_kafka.kafka.zk.paths import TopicAndPartition
 
 logger = logging.getLogger(__name__)
 

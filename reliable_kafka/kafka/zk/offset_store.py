@@ -20,9 +20,9 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 from kazoo.security import ACL
 
-from reliable_kafka.kafka.ownership import Claim, OwnershipView
-from reliable_kafka.kafka.zk_client import ensure_connected, zk_retrying
-from reliable_kafka.kafka.zk_paths import TopicAndPartition, offset_path, offsets_topic_dir, owner_path
+from reliable_kafka.kafka.zk.client import ensure_connected, zk_retrying
+from reliable_kafka.kafka.zk.ownership import Claim, OwnershipView
+from reliable_kafka.kafka.zk.paths import TopicAndPartition, offset_path, offsets_topic_dir, owner_path
 from reliable_kafka.util import instruments
 
 logger = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from reliable_kafka.kafka.zk_paths import BROKER_IDS_PATH, broker_path, topic_path
+from reliable_kafka.kafka.zk.paths import BROKER_IDS_PATH, broker_path, topic_path
 
 logger = logging.getLogger(__name__)
 

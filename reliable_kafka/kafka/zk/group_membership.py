@@ -30,18 +30,22 @@ from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.security import ACL
 
-from reliable_kafka.kafka.broker_discovery import topic_partitions
-from reliable_kafka.kafka.ownership import Claim
 from reliable_kafka.kafka.params import ConsumerGroupParams
-from reliable_kafka.kafka.range_assignor import consumer_thread_id, consumer_threads_per_topic, range_assign
-from reliable_kafka.kafka.zk_client import RETRIABLE_ZOOKEEPER_ERRORS, ensure_connected, zk_retrying
-from reliable_kafka.kafka.zk_paths import (
+from reliable_kafka.kafka.zk.broker_discovery import topic_partitions
+from reliable_kafka.kafka.zk.client import RETRIABLE_ZOOKEEPER_ERRORS, ensure_connected, zk_retrying
+from reliable_kafka.kafka.zk.ownership import Claim
+from reliable_kafka.kafka.zk.paths import (
     BROKER_TOPICS_PATH,
     TopicAndPartition,
     consumer_registration_path,
     consumer_registry_dir,
     owner_path,
     topic_path,
+)
+from reliable_kafka.kafka.zk.range_assignor import (
+    consumer_thread_id,
+    consumer_threads_per_topic,
+    range_assign,
 )
 
 logger = logging.getLogger(__name__)
