@@ -9,8 +9,10 @@ import importlib
 from typing import Any
 
 from reliable_kafka.kafka.consumer_connector import ZookeeperConsumerConnector
+from reliable_kafka.kafka.group.offset_store import KafkaOffsetStore
 from reliable_kafka.kafka.kafka_receiver import KafkaReceiver
 from reliable_kafka.kafka.offset_range import OffsetRange, block_metadata, ranges_in_metadata
+from reliable_kafka.kafka.offset_store import CommitResult, OffsetStore
 from reliable_kafka.kafka.params import KafkaParams, parse_kafka_params
 from reliable_kafka.kafka.partition_consumer import Record
 from reliable_kafka.kafka.reliable_receiver import ReliableKafkaReceiver
@@ -19,7 +21,7 @@ from reliable_kafka.kafka.zk.group_membership import (
     RebalanceListener,
     ZookeeperConsumerGroup,
 )
-from reliable_kafka.kafka.zk.offset_store import CommitResult, CorruptOffsetError, ZooKeeperOffsetStore
+from reliable_kafka.kafka.zk.offset_store import CorruptOffsetError, ZooKeeperOffsetStore
 from reliable_kafka.kafka.zk.paths import TopicAndPartition
 from reliable_kafka.kafka.zk.range_assignor import range_assign
 
@@ -47,11 +49,13 @@ __all__ = [
     "CorruptOffsetError",
     "KafkaInputDStream",
     "KafkaMessageAndMetadata",
+    "KafkaOffsetStore",
     "KafkaParams",
     "KafkaReceiver",
     "KafkaUtils",
     "LostOffsetsError",
     "OffsetRange",
+    "OffsetStore",
     "RebalanceListener",
     "Record",
     "RecordDecodeError",

@@ -158,7 +158,7 @@ class ZookeeperConsumerConnector:
     def on_partitions_assigned(self, partitions: Mapping[TopicAndPartition, str]) -> None:
         if self._closing.is_set():
             return
-        committed = self._start_offsets(self.offsets.read_all(partitions))
+        committed = self._start_offsets(self.offsets.fetch(partitions))
         started: list[PartitionConsumer] = []
         for tp in sorted(partitions):
             consumer = PartitionConsumer(
