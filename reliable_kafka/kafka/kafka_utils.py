@@ -312,6 +312,10 @@ def _from_settings(settings: KafkaStreamSettings) -> tuple[dict[str, Any], dict[
     }
     if group.consumer_id is not None:
         owned["consumer.id"] = group.consumer_id
+    if group.offsets_storage is not None:
+        owned["offsets.storage"] = group.offsets_storage
+    if group.dual_commit_enabled is not None:
+        owned["dual.commit.enabled"] = str(group.dual_commit_enabled).lower()
     if zookeeper.auth_credentials is not None:
         owned["zookeeper.auth"] = zookeeper.auth_credentials.get_secret_value()
     params: dict[str, Any] = dict(settings.kafka_params)

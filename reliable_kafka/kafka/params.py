@@ -23,6 +23,7 @@ __all__ = [
     "ConsumerGroupParams",
     "KafkaParams",
     "OffsetReset",
+    "OffsetsStorage",
     "ZooKeeperParams",
     "is_secret_key",
     "parse_kafka_params",
@@ -32,6 +33,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 OffsetReset = Literal["smallest", "largest"]
+OffsetsStorage = Literal["zookeeper", "kafka"]
 
 # 0.8 names and the newer ones users bring along from the new consumer.
 _OFFSET_RESET: dict[str, OffsetReset] = {
@@ -52,7 +54,6 @@ _IGNORED_08_KEYS = frozenset(
         "refresh.leader.backoff.ms",
         "num.consumer.fetchers",
         "exclude.internal.topics",
-        "dual.commit.enabled",
         "offsets.channel.backoff.ms",
         "offsets.channel.socket.timeout.ms",
         "offsets.commit.max.retries",
@@ -74,6 +75,7 @@ _OWN_KEYS = frozenset(
         "rebalance.max.retries",
         "rebalance.backoff.ms",
         "offsets.storage",
+        "dual.commit.enabled",
         "partition.assignment.strategy",
         "metadata.broker.list",
         LISTENER_NAME_PARAM,
@@ -81,7 +83,8 @@ _OWN_KEYS = frozenset(
     }
 )
 
-# The receivers own these librdkafka settings: offsets live in ZooKeeper, never in Kafka.
+# The receivers own these librdkafka settings: offsets are committed through the receiver's offset
+# store (ZooKeeper, Kafka or both) for stored blocks only, never by librdkafka on its own.
 _FORCED_CLIENT_CONFIG: dict[str, Any] = {
     "enable.auto.commit": False,
     "enable.auto.offset.store": False,
@@ -119,6 +122,18 @@ class ConsumerGroupParams:
     rebalance_max_retries: int = 4
     rebalance_backoff_ms: int = 2000
     auto_commit_set_by_user: bool = False
+    # Kafka 0.8.2's names: where offsets live, and whether ZooKeeper gets them too while a group
+    # moves to Kafka (read from both at start, the larger wins).
+    offsets_storage: OffsetsStorage = "zookeeper"
+    dual_commit_enabled: bool = False
+
+    @property
+    def offsets_in_zookeeper(self) -> bool:
+        return self.offsets_storage == "zookeeper" or self.dual_commit_enabled
+
+    @property
+    def offsets_in_kafka(self) -> bool:
+        return self.offsets_storage == "kafka"
 
 
 @dataclass(frozen=True)
@@ -213,13 +228,35 @@ def _zookeeper_params(params: Mapping[str, Any], connect: Any) -> ZooKeeperParam
     )
 
 
-def _group_params(params: Mapping[str, Any], group: Any) -> ConsumerGroupParams:
+def _offsets_storage(params: Mapping[str, Any], has_zookeeper: bool) -> tuple[OffsetsStorage, bool]:
+    """``offsets.storage`` and ``dual.commit.enabled`` with Kafka 0.8.2's defaults.
+
+    0.8.2 defaulted dual commit to true and used it only with offsets.storage=kafka, so a group
+    that switches storage keeps ZooKeeper current until every member has moved.
+    """
+    storage = str(params.get("offsets.storage", "zookeeper" if has_zookeeper else "kafka")).strip().lower()
+    if storage not in ("zookeeper", "kafka"):
+        raise ValueError(f"kafka param offsets.storage={storage!r}: expected zookeeper or kafka")
+    if storage == "zookeeper":
+        if not has_zookeeper:
+            raise ValueError(
+                "kafka param offsets.storage=zookeeper needs ZooKeeper: no zkQuorum (zookeeper.connect)"
+            )
+        if _boolean("dual.commit.enabled", params.get("dual.commit.enabled", False)):
+            logger.info("kafka param dual.commit.enabled applies to offsets.storage=kafka only; ignored")
+        return "zookeeper", False
+    dual = _boolean("dual.commit.enabled", params.get("dual.commit.enabled", has_zookeeper))
+    if dual and not has_zookeeper:
+        raise ValueError(
+            "kafka param dual.commit.enabled=true needs ZooKeeper: no zkQuorum (zookeeper.connect)"
+        )
+    return "kafka", dual
+
+
+def _group_params(params: Mapping[str, Any], group: Any, *, has_zookeeper: bool) -> ConsumerGroupParams:
     group = _text("group.id", group)
     if "/" in group:
         raise ValueError(f"kafka param group.id={group!r}: must not contain '/'")
-    storage = str(params.get("offsets.storage", "zookeeper")).strip().lower()
-    if storage != "zookeeper":
-        raise ValueError(f"kafka param offsets.storage={storage!r}: only zookeeper is supported")
     strategy = str(params.get("partition.assignment.strategy", "range")).strip().lower()
     if strategy != "range":
         raise ValueError(f"kafka param partition.assignment.strategy={strategy!r}: only range is supported")
@@ -233,6 +270,7 @@ def _group_params(params: Mapping[str, Any], group: Any) -> ConsumerGroupParams:
         if key in params:
             auto_commit = _boolean(key, params[key])
     consumer_id = params.get("consumer.id")
+    storage, dual = _offsets_storage(params, has_zookeeper)
     return ConsumerGroupParams(
         group_id=group,
         consumer_id=_text("consumer.id", consumer_id) if consumer_id is not None else None,
@@ -244,6 +282,8 @@ def _group_params(params: Mapping[str, Any], group: Any) -> ConsumerGroupParams:
         rebalance_max_retries=_integer("rebalance.max.retries", params.get("rebalance.max.retries", 4), 1),
         rebalance_backoff_ms=_integer("rebalance.backoff.ms", params.get("rebalance.backoff.ms", 2000), 0),
         auto_commit_set_by_user=any(key in params for key in _AUTO_COMMIT_KEYS),
+        offsets_storage=storage,
+        dual_commit_enabled=dual,
     )
 
 
@@ -276,14 +316,15 @@ def parse_kafka_params(
         if not isinstance(key, str):
             raise ValueError(f"kafka param names must be strings, got {key!r}")
     connect = _same("zookeeper.connect", zookeeper_connect, params.get("zookeeper.connect"))
-    if connect is None:
-        raise ValueError("kafka param zookeeper.connect is required")
     group = _same("group.id", group_id, params.get("group.id"))
     if group is None:
         raise ValueError("kafka param group.id is required")
+    group_params = _group_params(params, group, has_zookeeper=connect is not None)
+    if connect is None:
+        raise ValueError("kafka param zookeeper.connect is required")
     return KafkaParams(
         zookeeper=_zookeeper_params(params, connect),
-        group=_group_params(params, group),
+        group=group_params,
         client_config=_client_config(params),
         listener_name=(
             _text(LISTENER_NAME_PARAM, params[LISTENER_NAME_PARAM]) if LISTENER_NAME_PARAM in params else None

@@ -21,7 +21,7 @@ from kazoo.security import ACL
 
 from reliable_kafka.kafka.offset_store import REFUSED, CommitResult
 from reliable_kafka.kafka.zk.client import ensure_connected, zk_retrying
-from reliable_kafka.kafka.zk.ownership import Claim, OwnershipView
+from reliable_kafka.kafka.zk.ownership import Claim, OwnershipView, valid_claim
 from reliable_kafka.kafka.zk.paths import TopicAndPartition, offset_path, offsets_topic_dir, owner_path
 from reliable_kafka.util import instruments
 
@@ -212,14 +212,8 @@ class ZooKeeperOffsetStore:
         return results
 
     def _valid_claim(self, tp: TopicAndPartition) -> Claim | None:
-        claim = self._ownership.claim_of(tp)
         client_id = self._zk.client_id
-        if claim is None or client_id is None:
-            return None
-        # A claim from an earlier session or generation is void: its owner node died with it.
-        if claim.session_id != client_id[0] or claim.generation != self._ownership.generation:
-            return None
-        return claim
+        return valid_claim(self._ownership, client_id[0] if client_id is not None else None, tp)
 
     def _plan(
         self, offsets: dict[TopicAndPartition, int]
