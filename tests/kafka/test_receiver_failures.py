@@ -26,6 +26,9 @@ from reliable_kafka.receiver import ReceivedBlockInfo
 from reliable_kafka.storage import StorageLevel, decode_block
 from tests.cluster_backends import unique_name
 from tests.kafka.harness import (
+    OFFSET_STORES,
+    STORE_PARAMS,
+    CommittedOffsets,
     RecordingTracker,
     RunningReceiver,
     assert_exactly_once,
@@ -73,9 +76,15 @@ def reliable_receiver(
 
 
 def start_child(
-    cluster: LocalCluster, group: str, topic: str, checkpoint: Path, max_rate: int, report_delay_ms: int = 0
+    cluster: LocalCluster,
+    group: str,
+    topic: str,
+    checkpoint: Path,
+    max_rate: int,
+    report_delay_ms: int = 0,
+    extra: Mapping[str, Any] | None = None,
 ) -> subprocess.Popen[str]:
-    params = json.dumps({**cluster.client_config(), **FAST_GROUP_PARAMS})
+    params = json.dumps({**cluster.client_config(), **FAST_GROUP_PARAMS, **(extra or {})})
     child = subprocess.Popen(
         [
             sys.executable,
@@ -101,37 +110,47 @@ def start_child(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("store", OFFSET_STORES)
 def test_sigkill_mid_stream_then_a_new_receiver_loses_nothing_and_duplicates_at_most_one_block(
-    local_cluster: LocalCluster, admin_zk: Any, tmp_path: Path
+    local_cluster: LocalCluster, admin_zk: Any, tmp_path: Path, store: str
 ) -> None:
     topic, group = unique_name("kill"), unique_name("g")
     local_cluster.create_topic(topic, 2)
     sent = produce(local_cluster.client_config(), topic, 2, 15_000)
     total = sum(len(v) for v in sent.values())
+    committed = CommittedOffsets(store, admin_zk, local_cluster.client_config(), group)
+    store_params = STORE_PARAMS[store]
 
     # Blocks wait 150 ms between storing and committing: the kill most likely lands in that
     # window, leaving the one stored-but-uncommitted block the bound allows.
-    first = start_child(local_cluster, group, topic, tmp_path / "run1", max_rate=6000, report_delay_ms=150)
+    first = start_child(
+        local_cluster, group, topic, tmp_path / "run1", max_rate=6000, report_delay_ms=150, extra=store_params
+    )
     try:
 
         def some_committed() -> bool:
-            offsets = [committed_offset(admin_zk, group, topic, p) or 0 for p in (0, 1)]
+            offsets = [committed.highest(topic, p) or 0 for p in (0, 1)]
             return all(o > 0 for o in offsets) and sum(offsets) >= total // 4
 
         wait_for(some_committed, 30, "the first receiver to commit a quarter of the data")
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait(10)
-    at_kill = [committed_offset(admin_zk, group, topic, p) for p in (0, 1)]
+    at_kill = [committed.highest(topic, p) for p in (0, 1)]
     assert sum(o or 0 for o in at_kill) < total, "killed too late to be mid-stream"
 
-    second = start_child(local_cluster, group, topic, tmp_path / "run2", max_rate=0)
+    second = start_child(local_cluster, group, topic, tmp_path / "run2", max_rate=0, extra=store_params)
+    ends = {(topic, p): len(values) for p, values in sent.items()}
     try:
-        ends = {(topic, p): len(values) for p, values in sent.items()}
-        wait_for(offsets_reach(admin_zk, group, ends), 60, "the second receiver to reach the log end")
+        wait_for(committed.reach(ends), 60, "the second receiver to reach the log end")
     finally:
         second.send_signal(signal.SIGTERM)
         assert second.wait(30) == 0
+    try:
+        assert committed.reach(ends)(), "a graceful stop left offsets short of the log end"
+        committed.assert_nothing_outside_the_store(topic, sent)
+    finally:
+        committed.close()
 
     run1, run2 = wal_blocks(tmp_path / "run1"), wal_blocks(tmp_path / "run2")
     seen: dict[tuple[str, int], list[int]] = {}
