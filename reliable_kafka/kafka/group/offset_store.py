@@ -291,14 +291,24 @@ class KafkaOffsetStore:
         """
         with self._lock:
             result = self._repair_locked(tp, rejected, reset_to)
-        logger.warning(
-            "out-of-range offset %d of %s (group %s) in Kafka, replacing it by the reset offset %d: %s",
-            rejected,
-            tp,
-            self._group,
-            reset_to,
-            result.value,
-        )
+        if result is CommitResult.COMMITTED:
+            logger.warning(
+                "committed offset %d of %s (group %s, in Kafka) is out of range; "
+                "replaced by the reset offset %d",
+                rejected,
+                tp,
+                self._group,
+                reset_to,
+            )
+        else:
+            logger.warning(
+                "out-of-range offset %d of %s (group %s, in Kafka) not replaced by %d: %s",
+                rejected,
+                tp,
+                self._group,
+                reset_to,
+                result.value,
+            )
         return result
 
     def _repair_locked(self, tp: TopicAndPartition, rejected: int, reset_to: int) -> CommitResult:
