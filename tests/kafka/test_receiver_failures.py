@@ -18,8 +18,11 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
+from kazoo.exceptions import NoNodeError
 
 from reliable_kafka.kafka import ReliableKafkaReceiver, range_assign
+from reliable_kafka.kafka.group.offset_store import KafkaOffsetStore
+from reliable_kafka.kafka.zk.paths import TopicAndPartition, owner_path
 from reliable_kafka.kafka.zk.range_assignor import consumer_threads_per_topic
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.receiver import ReceivedBlockInfo
@@ -172,14 +175,37 @@ def test_sigkill_mid_stream_then_a_new_receiver_loses_nothing_and_duplicates_at_
         assert min(second_run) == (at_kill[p] or 0)
 
 
+def record_kafka_commits(
+    monkeypatch: pytest.MonkeyPatch, zk: Any, group: str
+) -> list[tuple[int, TopicAndPartition, str | None]]:
+    """Every OffsetCommit a KafkaOffsetStore sends: (store, partition, owner thread in ZooKeeper then)."""
+    sent: list[tuple[int, TopicAndPartition, str | None]] = []
+    send = KafkaOffsetStore._send
+
+    def recording(store: KafkaOffsetStore, pending: dict[TopicAndPartition, int]) -> Any:
+        for tp in pending:
+            try:
+                owner: str | None = zk.get(owner_path(group, tp))[0].decode()
+            except NoNodeError:
+                owner = None
+            sent.append((id(store), tp, owner))
+        return send(store, pending)
+
+    monkeypatch.setattr(KafkaOffsetStore, "_send", recording)
+    return sent
+
+
+@pytest.mark.parametrize("store", OFFSET_STORES)
 def test_two_receivers_split_by_range_and_the_survivor_takes_over_without_loss(
-    local_cluster: LocalCluster, admin_zk: Any, tmp_path: Path
+    local_cluster: LocalCluster, admin_zk: Any, tmp_path: Path, store: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     topic, group = unique_name("pair"), unique_name("g")
     local_cluster.create_topic(topic, 4)
+    committed = CommittedOffsets(store, admin_zk, local_cluster.client_config(), group)
+    kafka_commits = record_kafka_commits(monkeypatch, admin_zk, group)
 
     def receiver() -> ReliableKafkaReceiver:
-        return reliable_receiver(local_cluster, group, topic)
+        return reliable_receiver(local_cluster, group, topic, STORE_PARAMS[store])
 
     a = RunningReceiver(receiver(), tmp_path / "a", stream_id=0)
     b = RunningReceiver(receiver(), tmp_path / "b", stream_id=1)
@@ -202,20 +228,26 @@ def test_two_receivers_split_by_range_and_the_survivor_takes_over_without_loss(
             assert admin_zk.get(f"/consumers/{group}/owners/{topic}/{tp.partition}")[0].decode() == thread
 
         sent = produce(local_cluster.client_config(), topic, 4, 1000)
-        wait_for(
-            offsets_reach(admin_zk, group, {(topic, p): 1000 for p in range(4)}), 30, "first half committed"
-        )
+        wait_for(committed.reach({(topic, p): 1000 for p in range(4)}), 30, "first half committed")
         b.stop()
         wait_for(
             lambda: len(a.receiver.connector.owned_partitions()) == 4, 30, "the survivor to own all four"
         )  # type: ignore[attr-defined]
         more = produce(local_cluster.client_config(), topic, 4, 1000, start=1000)
-        wait_for(
-            offsets_reach(admin_zk, group, {(topic, p): 2000 for p in range(4)}), 30, "second half committed"
-        )
+        wait_for(committed.reach({(topic, p): 2000 for p in range(4)}), 30, "second half committed")
     finally:
         a.stop()
         b.stop()
+        committed.close()
+    # Every commit that reached Kafka was for a partition owned, right then, by the committing
+    # store's own receiver: one owner thread per store, and never a released partition.
+    owners_per_store: dict[int, set[str | None]] = {}
+    for store_id, _, owner in kafka_commits:
+        owners_per_store.setdefault(store_id, set()).add(owner)
+    assert all(len(owners) == 1 and None not in owners for owners in owners_per_store.values()), (
+        owners_per_store
+    )
+    assert len(owners_per_store) == (0 if store == "zookeeper" else 2)
     expected = {(topic, p): sent[p] + more[p] for p in range(4)}
     # A clean hand-over re-reads nothing: each record exactly once across both receivers.
     records = sorted(a.records() + b.records(), key=lambda r: (r[3], r[4]))
