@@ -1,13 +1,18 @@
 """``reliable-kafka``: command-line tools. ``lag`` prints a consumer group's lag per partition.
 
-    reliable-kafka lag --zookeeper ZK --group G [--topic T ...] [--watch S] [--max-lag N] [--json]
-        [--bootstrap-servers B] [-X key=value ...]
+    reliable-kafka lag --group G (--zookeeper ZK | --bootstrap-servers B | both)
+        [--offsets-storage zookeeper|kafka|dual] [--topic T ...] [--watch S] [--max-lag N] [--json]
+        [-X key=value ...]
 
-Like Kafka's old ``ConsumerOffsetChecker``: committed offset (ZooKeeper), log end (the broker's
-high watermark), lag and owner per partition. Brokers come from ZooKeeper unless
-``--bootstrap-servers`` is given; ``-X`` passes librdkafka settings (security, or
-``api.version.request=false`` for 0.9 brokers). Exit code 1 when a partition's lag exceeds
-``--max-lag`` (or its lag is unknown), 2 on a usage or connection error.
+Like Kafka's old ``ConsumerOffsetChecker``: committed offset, log end (the broker's high
+watermark), lag and owner per partition. Committed offsets are read where the group keeps them
+(``--offsets-storage``): ZooKeeper (the default with ``--zookeeper``), Kafka's group coordinator
+(the default without), or both for a group committing to both (dual: the larger). Partitions and
+owners come from ZooKeeper when it is given, else from the brokers' metadata and the
+coordinator's member list. Brokers come from ZooKeeper unless ``--bootstrap-servers`` is given;
+``-X`` passes librdkafka settings (security, or ``api.version.request=false`` for 0.9 brokers).
+Exit code 1 when a partition's lag exceeds ``--max-lag`` (or its lag is unknown), 2 on a usage or
+connection error.
 """
 
 from __future__ import annotations
@@ -19,11 +24,8 @@ import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from kazoo.client import KazooClient
-
-from reliable_kafka.kafka.zk.broker_discovery import discover_bootstrap_servers
-from reliable_kafka.settings import is_secret_key
-from reliable_kafka.ui.lag import PartitionLag, WatermarkReader, read_group_lag
+from reliable_kafka.ui.group_view import OFFSETS_STORAGES
+from reliable_kafka.ui.lag import LagSource, PartitionLag, close_clients, open_group_view, read_group_lag
 
 EXIT_OK, EXIT_LAG, EXIT_ERROR = 0, 1, 2
 
@@ -38,16 +40,51 @@ def _key_value(text: str) -> tuple[str, str]:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="reliable-kafka", description="reliable-kafka tools")
     commands = parser.add_subparsers(dest="command", required=True)
-    lag = commands.add_parser("lag", help="consumer lag per partition (committed, log end, lag, owner)")
-    lag.add_argument("--zookeeper", help="zookeeper.connect of the group (offsets in ZooKeeper)")
+    lag = commands.add_parser(
+        "lag",
+        help="consumer lag per partition (committed, log end, lag, owner)",
+        description="Consumer lag per partition. Give --zookeeper, --bootstrap-servers or both.",
+        epilog="exit codes: 0 ok; 1 a partition lags by more than --max-lag (or its lag is unknown); "
+        "2 usage or connection error",
+    )
     lag.add_argument("--group", required=True)
+    lag.add_argument("--zookeeper", help="zookeeper.connect of a ZooKeeper group (owners, partitions)")
+    lag.add_argument(
+        "--bootstrap-servers", help="brokers (log ends; the group coordinator); default: from ZooKeeper"
+    )
+    lag.add_argument(
+        "--offsets-storage",
+        choices=OFFSETS_STORAGES,
+        help="where the group commits: zookeeper (default with --zookeeper), kafka (default without), "
+        "dual (both; the larger is shown)",
+    )
     lag.add_argument("--topic", action="append", help="only this topic (repeatable); default: all committed")
-    lag.add_argument("--bootstrap-servers", help="brokers to read log ends from; default: from ZooKeeper")
     lag.add_argument("-X", dest="config", action="append", type=_key_value, default=[], metavar="KEY=VALUE")
     lag.add_argument("--watch", type=float, metavar="S", help="print again every S seconds until Ctrl-C")
     lag.add_argument("--max-lag", type=int, metavar="N", help="exit 1 if a partition is more than N behind")
     lag.add_argument("--json", action="store_true", help="one JSON document per round")
     return parser
+
+
+def _usage_error(args: argparse.Namespace) -> str | None:
+    if not args.zookeeper and not args.bootstrap_servers:
+        return "give --zookeeper (a ZooKeeper group), --bootstrap-servers (offsets in Kafka), or both"
+    if args.offsets_storage in ("zookeeper", "dual") and not args.zookeeper:
+        return f"--offsets-storage {args.offsets_storage} needs --zookeeper"
+    return None
+
+
+def source_of(args: argparse.Namespace) -> LagSource:
+    config: dict[str, Any] = dict(args.config)
+    if args.bootstrap_servers:
+        config["bootstrap.servers"] = args.bootstrap_servers
+    return LagSource(
+        group=args.group,
+        topics=tuple(args.topic or ()),
+        offsets_storage=args.offsets_storage or ("zookeeper" if args.zookeeper else "kafka"),
+        client_config=config,
+        zookeeper_connect=args.zookeeper or None,
+    )
 
 
 def exceeds(rows: Sequence[PartitionLag], max_lag: int | None) -> bool:
@@ -86,26 +123,22 @@ def _print_round(rows: Sequence[PartitionLag], as_json: bool, out: TextIO) -> No
 
 
 def _lag(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    if not args.zookeeper:
-        err.write(
-            "--zookeeper is required: offsets stored in Kafka (--bootstrap-servers alone) are not "
-            "supported until the Kafka offset store exists\n"
-        )
+    problem = _usage_error(args)
+    if problem is not None:
+        err.write(f"reliable-kafka lag: error: {problem}\n")
         return EXIT_ERROR
-    zk = KazooClient(hosts=args.zookeeper, timeout=10.0)
+    source = source_of(args)
     try:
-        zk.start(timeout=15.0)
+        clients = open_group_view(source)
     except Exception as exc:
-        err.write(f"cannot connect to ZooKeeper at {args.zookeeper}: {exc}\n")
+        where = f"ZooKeeper at {source.zookeeper_connect}" if source.zookeeper_connect else "the brokers"
+        err.write(f"cannot connect to {where}: {source.masked(f'{type(exc).__name__}: {exc}')}\n")
         return EXIT_ERROR
-    watermarks: WatermarkReader | None = None
+    view, watermarks = clients
     status = EXIT_OK
     try:
-        config: dict[str, Any] = dict(args.config)
-        config["bootstrap.servers"] = args.bootstrap_servers or discover_bootstrap_servers(zk)
-        watermarks = WatermarkReader(config)
         while True:
-            rows = read_group_lag(zk, watermarks, args.group, args.topic)
+            rows = read_group_lag(view, watermarks, source.topics)
             _print_round(rows, args.json, out)
             status = EXIT_LAG if exceeds(rows, args.max_lag) else EXIT_OK
             if args.watch is None:
@@ -114,17 +147,10 @@ def _lag(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except KeyboardInterrupt:
         return status  # of the last round printed
     except Exception as exc:
-        secrets = [value for key, value in args.config if is_secret_key(key) and value]
-        message = str(exc)
-        for secret in secrets:
-            message = message.replace(secret, "***")
-        err.write(f"lag lookup failed: {type(exc).__name__}: {message}\n")
+        err.write(f"lag lookup failed: {source.masked(f'{type(exc).__name__}: {exc}')}\n")
         return EXIT_ERROR
     finally:
-        if watermarks is not None:
-            watermarks.close()
-        zk.stop()
-        zk.close()
+        close_clients(clients)
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:

@@ -1,10 +1,11 @@
 """Consumer lag per partition, as Kafka's ``ConsumerOffsetChecker`` reported it for a 0.8 group.
 
-Committed offsets and owners come from ZooKeeper (``/consumers/<group>/offsets|owners/<topic>/<p>``),
-partitions from ``/brokers/topics/<topic>``, log end offsets (high watermarks) from the brokers.
-Lag is log end minus committed, the records the group has yet to read; with nothing committed it
-is unknown (the group starts at ``auto.offset.reset``). These are network calls: callers run them
-on a request thread or the CLI, never on the data path or the listener bus.
+Committed offsets, partitions and owners come from where the group keeps them (a
+:class:`~reliable_kafka.ui.group_view.GroupView`: ZooKeeper, Kafka or both), log end offsets
+(high watermarks) from the brokers. Lag is log end minus committed, the records the group has yet
+to read; with nothing committed it is unknown (the group starts at ``auto.offset.reset``). These
+are network calls: callers run them on a request thread or the CLI, never on the data path or the
+listener bus.
 """
 
 from __future__ import annotations
@@ -17,11 +18,11 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
 
-from reliable_kafka.kafka.zk.broker_discovery import discover_bootstrap_servers, topic_partitions
-from reliable_kafka.kafka.zk.paths import TopicAndPartition, group_dir, offset_path, owner_path
+from reliable_kafka.kafka.zk.broker_discovery import discover_bootstrap_servers
+from reliable_kafka.kafka.zk.paths import TopicAndPartition
 from reliable_kafka.settings import is_secret_key
+from reliable_kafka.ui.group_view import OFFSETS_STORAGES, GroupView, OffsetsStorage
 from reliable_kafka.util.clock import wall_clock_ms
 
 logger = logging.getLogger(__name__)
@@ -37,7 +38,7 @@ class PartitionLag:
     committed: int | None  # the next offset the group reads; None if never committed
     log_end: int | None  # the broker's high watermark; None if it could not be read
     owner: str | None  # the consumer thread owning the partition, None if unowned
-    last_commit_ms: int | None  # when the offset node was last written (ZooKeeper mtime)
+    last_commit_ms: int | None  # ZooKeeper's mtime of the offset node; None for offsets in Kafka
 
     @property
     def lag(self) -> int | None:
@@ -90,70 +91,63 @@ class WatermarkReader:
         self._consumer.close()
 
 
-def group_topics(zk: KazooClient, group: str) -> list[str]:
-    """Topics the group has committed offsets for."""
-    try:
-        return sorted(zk.get_children(f"{group_dir(group)}/offsets"))
-    except NoNodeError:
-        return []
-
-
 def read_group_lag(
-    zk: KazooClient, watermarks: WatermarkReader, group: str, topics: Sequence[str] | None = None
+    view: GroupView, watermarks: WatermarkReader, topics: Sequence[str] | None = None
 ) -> list[PartitionLag]:
     """Every partition of ``topics`` (default: those the group committed for), sorted."""
-    wanted = sorted(topics) if topics else group_topics(zk, group)
-    partitions = topic_partitions(zk, wanted)
+    wanted = sorted(topics) if topics else view.topics()
+    partitions = view.partitions(wanted)
     tps = [TopicAndPartition(topic, p) for topic in wanted for p in partitions.get(topic, [])]
     log_ends = watermarks.log_end_offsets(tps)
-    rows = []
-    for tp in tps:
-        committed, mtime = _read_committed(zk, group, tp)
-        rows.append(
-            PartitionLag(
-                group=group,
-                topic=tp.topic,
-                partition=tp.partition,
-                committed=committed,
-                log_end=log_ends.get(tp),
-                owner=_read_owner(zk, group, tp),
-                last_commit_ms=mtime,
-            )
+    committed = view.committed(tps)
+    owners = view.owners(tps)
+    return [
+        PartitionLag(
+            group=view.group,
+            topic=tp.topic,
+            partition=tp.partition,
+            committed=committed[tp].offset,
+            log_end=log_ends.get(tp),
+            owner=owners.get(tp),
+            last_commit_ms=committed[tp].last_commit_ms,
         )
-    return rows
+        for tp in tps
+    ]
 
 
-def _read_committed(zk: KazooClient, group: str, tp: TopicAndPartition) -> tuple[int | None, int | None]:
-    try:
-        data, stat = zk.get(offset_path(group, tp))
-    except NoNodeError:
-        return None, None
-    try:
-        return int(data.decode("ascii").strip()), stat.mtime
-    except (UnicodeDecodeError, ValueError):
-        logger.warning("offset node of %s in group %s holds %r, not an offset", tp, group, data[:40])
-        return None, stat.mtime
-
-
-def _read_owner(zk: KazooClient, group: str, tp: TopicAndPartition) -> str | None:
-    try:
-        data, _ = zk.get(owner_path(group, tp))
-    except NoNodeError:
-        return None
-    return data.decode("utf-8", "replace")
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LagSource:
-    """One consumer group to watch: where its ZooKeeper is and how to reach its brokers."""
+    """One consumer group to watch: where it keeps its offsets and how to reach them.
 
-    zookeeper_connect: str
+    ``zookeeper_connect`` None: the group has no ZooKeeper (its members and offsets are Kafka's),
+    so ``client_config`` must name ``bootstrap.servers``; with a ZooKeeper, brokers not named
+    there are discovered from it.
+    """
+
     group: str
     topics: tuple[str, ...]
+    offsets_storage: OffsetsStorage
     # May hold secrets (SASL/SSL): kept out of repr, and masked in the errors shown.
     client_config: Mapping[str, Any] = field(repr=False)
+    zookeeper_connect: str | None = None
     receiver_stream_id: int | None = None
     zookeeper_auth: str | None = field(default=None, repr=False)  # digest user:password
+
+    def __post_init__(self) -> None:
+        if self.offsets_storage not in OFFSETS_STORAGES:
+            raise ValueError(
+                f"offsets storage {self.offsets_storage!r}: expected one of {', '.join(OFFSETS_STORAGES)}"
+            )
+        if self.zookeeper_connect is None:
+            if self.offsets_storage != "kafka":
+                raise ValueError(f"group {self.group}: {self.offsets_storage} offsets need zookeeper_connect")
+            if not self.bootstrap_servers:
+                raise ValueError(f"group {self.group}: without ZooKeeper, bootstrap.servers is needed")
+
+    @property
+    def bootstrap_servers(self) -> str | None:
+        servers = self.client_config.get("bootstrap.servers")
+        return str(servers) if servers else None
 
     def masked(self, text: str) -> str:
         """``text`` with every secret value of this source replaced by ``***``."""
@@ -172,6 +166,30 @@ class LagReport:
     errors: tuple[str, ...]
 
 
+def open_group_view(
+    source: LagSource, connect_zookeeper: Callable[[LagSource], KazooClient] | None = None
+) -> tuple[GroupView, WatermarkReader]:
+    """The group's view and a watermark reader for its brokers; the caller closes both."""
+    zk = None
+    if source.zookeeper_connect is not None:
+        zk = (connect_zookeeper or connect_zookeeper_of)(source)
+    try:
+        config = dict(source.client_config)
+        if not config.get("bootstrap.servers"):
+            assert zk is not None  # LagSource requires bootstrap.servers without ZooKeeper
+            config["bootstrap.servers"] = discover_bootstrap_servers(zk)
+        view = GroupView(source.group, source.offsets_storage, zk=zk, client_config=config)
+    except BaseException:
+        if zk is not None:
+            _close_zookeeper(zk)
+        raise
+    try:
+        return view, WatermarkReader(config)
+    except BaseException:
+        view.close()
+        raise
+
+
 class LagMonitor:
     """The lag of every watched group, read on the caller's thread at most once per ``refresh_ms``.
 
@@ -188,9 +206,9 @@ class LagMonitor:
     ) -> None:
         self.sources = tuple(sources)
         self._refresh_ms = refresh_ms
-        self._connect = connect_zookeeper or _connect_zookeeper
+        self._connect = connect_zookeeper or connect_zookeeper_of
         self._lock = threading.Lock()
-        self._clients: dict[int, tuple[KazooClient, WatermarkReader]] = {}
+        self._clients: dict[int, tuple[GroupView, WatermarkReader]] = {}
         self._last: LagReport | None = None
         self._closed = False
 
@@ -204,8 +222,8 @@ class LagMonitor:
             errors: list[str] = []
             for index, source in enumerate(self.sources):
                 try:
-                    zk, watermarks = self._clients_of(index, source)
-                    rows.extend(read_group_lag(zk, watermarks, source.group, source.topics))
+                    view, watermarks = self._clients_of(index, source)
+                    rows.extend(read_group_lag(view, watermarks, source.topics))
                 except Exception as exc:
                     error = source.masked(f"{type(exc).__name__}: {exc}")
                     logger.warning("could not read the lag of group %s: %s", source.group, error)
@@ -214,37 +232,29 @@ class LagMonitor:
             self._last = LagReport(tuple(rows), wall_clock_ms(), tuple(errors))
             return self._last
 
-    def _clients_of(self, index: int, source: LagSource) -> tuple[KazooClient, WatermarkReader]:
+    def _clients_of(self, index: int, source: LagSource) -> tuple[GroupView, WatermarkReader]:
         if self._closed:
             raise RuntimeError("the lag monitor is closed")
         clients = self._clients.get(index)
         if clients is None:
-            zk = self._connect(source)
-            try:
-                config = dict(source.client_config)
-                if not config.get("bootstrap.servers"):
-                    config["bootstrap.servers"] = discover_bootstrap_servers(zk)
-                clients = (zk, WatermarkReader(config))
-            except BaseException:
-                _close_zookeeper(zk)
-                raise
+            clients = open_group_view(source, self._connect)
             self._clients[index] = clients
         return clients
 
     def _reset(self, index: int) -> None:
         clients = self._clients.pop(index, None)
         if clients is not None:
-            _close_clients(clients)
+            close_clients(clients)
 
     def close(self) -> None:
         with self._lock:
             self._closed = True
             for clients in self._clients.values():
-                _close_clients(clients)
+                close_clients(clients)
             self._clients.clear()
 
 
-def _connect_zookeeper(source: LagSource) -> KazooClient:
+def connect_zookeeper_of(source: LagSource) -> KazooClient:
     zk = KazooClient(
         hosts=source.zookeeper_connect,
         timeout=10.0,
@@ -261,13 +271,13 @@ def _close_zookeeper(zk: KazooClient) -> None:
         zk.close()
 
 
-def _close_clients(clients: tuple[KazooClient, WatermarkReader]) -> None:
-    zk, watermarks = clients
+def close_clients(clients: tuple[GroupView, WatermarkReader]) -> None:
+    view, watermarks = clients
     try:
         watermarks.close()
     except Exception:
         logger.debug("closing the watermark consumer failed", exc_info=True)
     try:
-        _close_zookeeper(zk)
+        view.close()
     except Exception:
-        logger.debug("closing the ZooKeeper client failed", exc_info=True)
+        logger.debug("closing the group's clients failed", exc_info=True)

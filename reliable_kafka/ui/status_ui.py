@@ -12,8 +12,10 @@ from http import HTTPStatus
 from typing import TYPE_CHECKING
 
 from reliable_kafka.kafka.kafka_input_dstream import KafkaInputDStream
+from reliable_kafka.kafka.params import ConsumerGroupParams, ZooKeeperParams
 from reliable_kafka.settings import UISettings
 from reliable_kafka.ui import metrics, pages
+from reliable_kafka.ui.group_view import OffsetsStorage
 from reliable_kafka.ui.lag import LagMonitor, LagSource
 from reliable_kafka.ui.server import Response, StatusServer
 from reliable_kafka.ui.status_store import StreamingStatusStore
@@ -28,19 +30,35 @@ _HTML = "text/html; charset=utf-8"
 
 
 def lag_sources_of(ssc: StreamingContext) -> list[LagSource]:
-    """One source per Kafka input stream of the context's graph."""
-    return [
-        LagSource(
-            zookeeper_connect=stream.params.zookeeper.connect,
-            group=stream.params.group.group_id,
-            topics=tuple(sorted(stream.topics)),
-            client_config=dict(stream.params.client_config),
-            receiver_stream_id=stream.id,
-            zookeeper_auth=stream.params.zookeeper.auth,
+    """One source per Kafka input stream of the context's graph, read where its group keeps offsets.
+
+    The one place that knows the KafkaParams shape of "no ZooKeeper" (``params.zookeeper`` None:
+    the group coordinator keeps the group and its offsets).
+    """
+    sources = []
+    for stream in ssc.graph.get_input_streams():
+        if not isinstance(stream, KafkaInputDStream):
+            continue
+        params = stream.params
+        zookeeper: ZooKeeperParams | None = params.zookeeper
+        sources.append(
+            LagSource(
+                group=params.group.group_id,
+                topics=tuple(sorted(stream.topics)),
+                offsets_storage=offsets_storage_of(params.group),
+                client_config=dict(params.client_config),
+                zookeeper_connect=zookeeper.connect if zookeeper is not None else None,
+                receiver_stream_id=stream.id,
+                zookeeper_auth=zookeeper.auth if zookeeper is not None else None,
+            )
         )
-        for stream in ssc.graph.get_input_streams()
-        if isinstance(stream, KafkaInputDStream)
-    ]
+    return sources
+
+
+def offsets_storage_of(group: ConsumerGroupParams) -> OffsetsStorage:
+    if group.offsets_in_kafka and group.offsets_in_zookeeper:
+        return "dual"
+    return "kafka" if group.offsets_in_kafka else "zookeeper"
 
 
 class StatusUI:
