@@ -125,7 +125,9 @@ class StreamingCollector(Collector):
     def _partition_families(self) -> Iterator[GaugeMetricFamily]:
         labels = ["group", "topic", "partition"]
         committed = GaugeMetricFamily(
-            f"{PREFIX}_partition_committed_offset", "Next offset the group reads (ZooKeeper)", labels=labels
+            f"{PREFIX}_partition_committed_offset",
+            "Next offset the group reads (where it commits)",
+            labels=labels,
         )
         log_end = GaugeMetricFamily(
             f"{PREFIX}_partition_log_end_offset", "High watermark of the partition (broker)", labels=labels

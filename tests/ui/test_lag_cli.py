@@ -1,4 +1,5 @@
-"""``reliable-kafka lag`` against the local cluster: its numbers are ZooKeeper's and the broker's."""
+"""``reliable-kafka lag`` against the local cluster: its numbers are those of the store the group
+commits to (ZooKeeper, Kafka's coordinator, both) and the broker's."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
 from reliable_kafka.cli import main
 from reliable_kafka.kafka.zk.paths import TopicAndPartition, offset_path, owner_path
 from reliable_kafka.local.cluster import KAFKA_09_CLIENT_CONFIG
 from tests.cluster_backends import ClusterUnderTest, unique_name
-from tests.e2e.helpers import committed_offsets, log_end_offsets, produce
+from tests.e2e.helpers import committed_offsets, log_end_offsets, produce, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -104,6 +106,157 @@ def test_max_lag_met_and_console_script(local_cluster: ClusterUnderTest) -> None
     assert [row["lag"] for row in json.loads(result.stdout)["partitions"]] == [2]
 
 
-def test_kafka_stored_offsets_are_refused_for_now() -> None:
-    code, _ = run("--bootstrap-servers", "127.0.0.1:9", "--group", "g")
-    assert code == 2
+def test_usage_errors_exit_2() -> None:
+    err = io.StringIO()
+    assert main(["lag", "--group", "g"], out=io.StringIO(), err=err) == 2
+    assert "--zookeeper" in err.getvalue() and "--bootstrap-servers" in err.getvalue()
+    for storage in ("zookeeper", "dual"):
+        err = io.StringIO()
+        args = ["lag", "--group", "g", "--bootstrap-servers", "127.0.0.1:9", "--offsets-storage", storage]
+        assert main(args, out=io.StringIO(), err=err) == 2
+        assert f"--offsets-storage {storage} needs --zookeeper" in err.getvalue()
+
+
+def client_options(cluster: ClusterUnderTest) -> list[str]:
+    """``--bootstrap-servers`` and ``-X`` for what else the broker needs (nothing but for 0.9)."""
+    config = cluster.client_config()
+    servers = str(config.pop("bootstrap.servers"))
+    return [
+        "--bootstrap-servers",
+        servers,
+        *(arg for key, value in config.items() for arg in ("-X", f"{key}={value}")),
+    ]
+
+
+def run_on(cluster: ClusterUnderTest, *args: str) -> tuple[int, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = main(["lag", *args, *client_options(cluster)], out=out, err=err)
+    assert not err.getvalue(), err.getvalue()
+    return code, out.getvalue()
+
+
+def commit_in_kafka(cluster: ClusterUnderTest, group: str, topic: str, offsets: dict[int, int]) -> None:
+    """Commit through the group coordinator as a simple (non-subscribed) consumer of ``group``."""
+    consumer = Consumer(cluster.client_config(**{"group.id": group, "enable.auto.commit": False}))
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def kafka_committed(cluster: ClusterUnderTest, group: str, topic: str, partitions: int) -> dict[int, int]:
+    consumer = Consumer(cluster.client_config(**{"group.id": group, "enable.auto.commit": False}))
+    try:
+        answer = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
+    finally:
+        consumer.close()
+    return {tp.partition: tp.offset for tp in answer if tp.offset >= 0}
+
+
+def rows_of(out: str) -> list[dict[str, object]]:
+    rows: list[dict[str, object]] = json.loads(out)["partitions"]
+    return rows
+
+
+def test_offsets_in_kafka_without_zookeeper_args(local_cluster: ClusterUnderTest) -> None:
+    """offsets.storage=kafka: committed offsets from the coordinator, partitions from metadata (3.9)."""
+    topic, group = unique_name("lag-kafka"), unique_name("lag-kafka-group")
+    local_cluster.create_topic(topic, partitions=3)
+    produce(local_cluster, topic, [(None, b"x", p) for p in range(3) for _ in range(10 * (p + 1))])
+    commit_in_kafka(local_cluster, group, topic, {0: 4, 1: 20})
+    assert kafka_committed(local_cluster, group, topic, 3) == {0: 4, 1: 20}
+    log_end = log_end_offsets(local_cluster, topic, 3)
+
+    code, out = run_on(local_cluster, "--group", group, "--json")
+    assert code == 0
+    rows = rows_of(out)
+    assert [(r["topic"], r["partition"]) for r in rows] == [(topic, p) for p in range(3)]
+    assert [r["committed"] for r in rows] == [4, 20, None]
+    assert [r["log_end"] for r in rows] == [log_end[p] for p in range(3)] == [10, 20, 30]
+    assert [r["lag"] for r in rows] == [6, 0, None]
+    # Nobody is a member of the group, and the coordinator keeps no commit time.
+    assert [(r["owner"], r["last_commit_ms"]) for r in rows] == [(None, None)] * 3
+
+    # The same group named with its ZooKeeper (partitions from there): Kafka only if asked for.
+    zk = ["--zookeeper", local_cluster.zookeeper_connect, "--group", group, "--topic", topic, "--json"]
+    as_kafka = rows_of(run_on(local_cluster, *zk, "--offsets-storage", "kafka")[1])
+    assert [r["committed"] for r in as_kafka] == [4, 20, None]
+    assert [r["committed"] for r in rows_of(run_on(local_cluster, *zk)[1])] == [None, None, None]
+    assert run_on(local_cluster, "--group", group, "--max-lag", "6")[0] == 1  # partition 2: unknown
+
+
+def test_dual_shows_the_larger_of_both_stores(local_cluster: ClusterUnderTest) -> None:
+    topic, group = unique_name("lag-dual"), unique_name("lag-dual-group")
+    local_cluster.create_topic(topic, partitions=3)
+    produce(local_cluster, topic, [(None, b"x", p) for p in range(3) for _ in range(10)])
+    zk = local_cluster.zookeeper_client()
+    try:
+        zk.create(offset_path(group, TopicAndPartition(topic, 0)), b"4", makepath=True)
+        zk.create(offset_path(group, TopicAndPartition(topic, 1)), b"9", makepath=True)
+    finally:
+        zk.stop()
+        zk.close()
+    # Partition 0 ahead in Kafka, 1 ahead in ZooKeeper, 2 only in Kafka.
+    commit_in_kafka(local_cluster, group, topic, {0: 7, 1: 5, 2: 3})
+
+    args = ["--zookeeper", local_cluster.zookeeper_connect, "--group", group, "--json"]
+    dual = rows_of(run_on(local_cluster, *args, "--offsets-storage", "dual")[1])
+    assert [r["committed"] for r in dual] == [7, 9, 3]
+    assert [r["lag"] for r in dual] == [3, 1, 7]
+    # A commit time only where ZooKeeper's offset is the one shown: its node's mtime.
+    assert [r["last_commit_ms"] is not None for r in dual] == [False, True, False]
+    in_zookeeper = rows_of(run_on(local_cluster, *args)[1])
+    assert [r["committed"] for r in in_zookeeper] == [4, 9, None]
+    in_kafka = rows_of(run_on(local_cluster, *args, "--offsets-storage", "kafka")[1])
+    assert [r["committed"] for r in in_kafka] == [7, 5, 3]
+
+
+@pytest.mark.brokers("4")
+def test_kraft_group_without_zookeeper(local_cluster: ClusterUnderTest) -> None:
+    """Kafka 4 (KRaft, no ZooKeeper): a plain consumer's group, its member as the owner."""
+    assert not local_cluster.has_zookeeper
+    topic, group = unique_name("lag-kraft"), unique_name("lag-kraft-group")
+    local_cluster.create_topic(topic, partitions=2)
+    produce(local_cluster, topic, [(None, b"x", p) for p in range(2) for _ in range(8)])
+    member = Consumer(
+        local_cluster.client_config(
+            **{
+                "group.id": group,
+                "client.id": "lag-member",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+            }
+        )
+    )
+    try:
+        member.subscribe([topic])
+        wait_until(
+            lambda: (member.poll(0.5), len(member.assignment()) == 2)[1], what="the member's assignment"
+        )
+        member.commit(offsets=[TopicPartition(topic, 0, 5), TopicPartition(topic, 1, 8)], asynchronous=False)
+
+        code, out = run_on(local_cluster, "--group", group, "--json", "--max-lag", "3")
+        assert code == 0
+        rows = rows_of(out)
+        assert [(r["partition"], r["committed"], r["log_end"], r["lag"]) for r in rows] == [
+            (0, 5, 8, 3),
+            (1, 8, 8, 0),
+        ]
+        owners = {r["owner"] for r in rows}
+        assert len(owners) == 1 and str(owners.pop()).startswith("lag-member/"), rows
+    finally:
+        member.close()
+
+    # The console script, as an operator types it: no --zookeeper anywhere.
+    script = Path(sys.executable).with_name("reliable-kafka")
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "reliable_kafka.cli"]
+    result = subprocess.run(
+        [*command, "lag", "--group", group, *client_options(local_cluster), "--max-lag", "2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 1, result.stderr  # partition 0 is 3 behind
+    lines = result.stdout.splitlines()
+    assert lines[1].split() == [group, topic, "0", "5", "8", "3", "none"]  # the member has left

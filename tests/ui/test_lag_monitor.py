@@ -9,10 +9,11 @@ from reliable_kafka.ui.lag import LagMonitor, LagSource
 
 def source() -> LagSource:
     return LagSource(
-        "zk:2181",
-        "g",
-        ("t",),
-        {"bootstrap.servers": "b:9092", "sasl.password": "hunter2"},
+        group="g",
+        topics=("t",),
+        offsets_storage="dual",
+        client_config={"bootstrap.servers": "b:9092", "sasl.password": "hunter2"},
+        zookeeper_connect="zk:2181",
         zookeeper_auth="user:zk-secret",
     )
 
