@@ -196,6 +196,8 @@ class GroupView:
         return owners
 
     def close(self) -> None:
+        # An AdminClient has no close: dropped here, librdkafka destroys it (and its connections).
+        self._admin = None
         try:
             if self._kafka is not None:
                 self._kafka.close()

@@ -1,0 +1,132 @@
+"""The lag part of the status page and /metrics, wherever the group keeps its offsets.
+
+Offsets are committed by plain consumers (Kafka) and written to ZooKeeper directly: the page must
+show what the store holds, so no receiver runs; the streams are only declared, which is all
+``lag_sources_of`` reads.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
+from pyspark import SparkContext
+
+from reliable_kafka import KafkaUtils, StreamingContext
+from reliable_kafka.kafka.zk.paths import TopicAndPartition, offset_path
+from reliable_kafka.settings import StreamingSettings, UISettings
+from reliable_kafka.ui import metrics
+from reliable_kafka.ui.lag import LagMonitor, LagSource
+from reliable_kafka.ui.status_store import StreamingStatusStore
+from reliable_kafka.ui.status_ui import StatusUI, lag_sources_of
+from tests.cluster_backends import ClusterUnderTest, unique_name
+from tests.e2e.helpers import produce
+
+_ROW = re.compile(r"<tr data-topic='([^']*)' data-partition='(\d+)'>(.*?)</tr>", re.S)
+_FIELD = re.compile(r"<td class='num' data-field=([a-z-]+)>([^<]*)</td>")
+_GROUP = re.compile(r"^<td>([^<]*)</td>")
+_OWNER = re.compile(r"<td class='owner'>([^<]*)</td>")
+
+
+def page_rows(page: str) -> dict[tuple[str, str, int], dict[str, str]]:
+    """``(group, topic, partition)`` -> the committed, log-end, lag and owner cells of the table."""
+    rows = {}
+    for topic, partition, cells in _ROW.findall(page):
+        group = _GROUP.search(cells)
+        owner = _OWNER.search(cells)
+        assert group is not None and owner is not None, cells
+        rows[(group.group(1), topic, int(partition))] = {
+            **dict(_FIELD.findall(cells)),
+            "owner": owner.group(1),
+        }
+    return rows
+
+
+def gauges(ui: StatusUI, family: str) -> dict[tuple[str, int], float]:
+    text = metrics.render(ui.registry).decode()
+    found = {f.name: f for f in text_string_to_metric_families(text)}[family]
+    return {(s.labels["group"], int(s.labels["partition"])): s.value for s in found.samples}
+
+
+def commit_in_kafka(cluster: ClusterUnderTest, group: str, topic: str, offsets: dict[int, int]) -> None:
+    consumer = Consumer(cluster.client_config(**{"group.id": group, "enable.auto.commit": False}))
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+@pytest.fixture
+def declared(spark_context: SparkContext) -> Any:
+    ssc = StreamingContext(spark_context, 1.0, StreamingSettings(ui=UISettings(port=0, lag_refresh_ms=0)))
+    yield ssc
+    ssc.stop(stopSparkContext=False)
+
+
+def test_page_shows_kafka_and_dual_offsets(
+    local_cluster: ClusterUnderTest, declared: StreamingContext
+) -> None:
+    topic = unique_name("page-lag")
+    in_kafka, dual = unique_name("page-kafka"), unique_name("page-dual")
+    local_cluster.create_topic(topic, partitions=2)
+    produce(local_cluster, topic, [(None, b"x", p) for p in range(2) for _ in range(10)])
+    commit_in_kafka(local_cluster, in_kafka, topic, {0: 3, 1: 10})
+    commit_in_kafka(local_cluster, dual, topic, {0: 6, 1: 2})
+    zk = local_cluster.zookeeper_client()
+    try:
+        zk.create(offset_path(dual, TopicAndPartition(topic, 0)), b"4", makepath=True)
+        zk.create(offset_path(dual, TopicAndPartition(topic, 1)), b"8", makepath=True)
+    finally:
+        zk.stop()
+        zk.close()
+    for group, extra in ((in_kafka, {"dual.commit.enabled": "false"}), (dual, {})):
+        params = {"offsets.storage": "kafka", **extra, **local_cluster.client_config()}
+        KafkaUtils.createStream(declared, local_cluster.zookeeper_connect, group, {topic: 1}, params)
+
+    sources = lag_sources_of(declared)
+    # With a ZooKeeper, offsets.storage=kafka commits to both unless dual.commit.enabled=false.
+    assert [(s.group, s.offsets_storage) for s in sources] == [(in_kafka, "kafka"), (dual, "dual")]
+    ui = StatusUI.for_context(declared)
+    try:
+        rows = page_rows(ui.handle("/", {}).body.decode())
+        assert rows == {
+            (in_kafka, topic, 0): {"committed": "3", "log-end": "10", "lag": "7", "owner": "none"},
+            (in_kafka, topic, 1): {"committed": "10", "log-end": "10", "lag": "0", "owner": "none"},
+            (dual, topic, 0): {"committed": "6", "log-end": "10", "lag": "4", "owner": "none"},
+            (dual, topic, 1): {"committed": "8", "log-end": "10", "lag": "2", "owner": "none"},
+        }
+        committed = gauges(ui, "reliable_kafka_partition_committed_offset")
+        assert committed == {(in_kafka, 0): 3, (in_kafka, 1): 10, (dual, 0): 6, (dual, 1): 8}
+        lag = gauges(ui, "reliable_kafka_partition_lag_records")
+        assert lag == {(in_kafka, 0): 7, (in_kafka, 1): 0, (dual, 0): 4, (dual, 1): 2}
+    finally:
+        ui.stop()
+
+
+@pytest.mark.brokers("4")
+def test_page_of_a_group_without_zookeeper(local_cluster: ClusterUnderTest) -> None:
+    """Kafka 4 (KRaft): partitions from metadata, offsets from the coordinator, no ZooKeeper asked."""
+    topic, group = unique_name("page-kraft"), unique_name("page-kraft-group")
+    local_cluster.create_topic(topic, partitions=2)
+    produce(local_cluster, topic, [(None, b"x", p) for p in range(2) for _ in range(5)])
+    commit_in_kafka(local_cluster, group, topic, {0: 1})
+
+    def no_zookeeper(source: LagSource) -> Any:
+        raise AssertionError(f"ZooKeeper asked for {source.group}")
+
+    source = LagSource(
+        group=group, topics=(topic,), offsets_storage="kafka", client_config=local_cluster.client_config()
+    )
+    monitor = LagMonitor([source], refresh_ms=0, connect_zookeeper=no_zookeeper)
+    ui = StatusUI(StreamingStatusStore(1000), monitor, UISettings(port=0))
+    try:
+        assert monitor.report().errors == ()
+        assert page_rows(ui.handle("/", {}).body.decode()) == {
+            (group, topic, 0): {"committed": "1", "log-end": "5", "lag": "4", "owner": "none"},
+            (group, topic, 1): {"committed": "-", "log-end": "5", "lag": "-", "owner": "none"},
+        }
+    finally:
+        ui.stop()
