@@ -37,7 +37,7 @@ class PartitionLag:
     partition: int
     committed: int | None  # the next offset the group reads; None if never committed
     log_end: int | None  # the broker's high watermark; None if it could not be read
-    owner: str | None  # the consumer thread owning the partition, None if unowned
+    owner: str | None  # a ZooKeeper consumer thread id or a Kafka member (client.id/host); None: unowned
     last_commit_ms: int | None  # ZooKeeper's mtime of the offset node; None for offsets in Kafka
 
     @property
