@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -55,6 +56,14 @@ def _larger(zookeeper: Committed, kafka: int | None) -> Committed:
     if kafka is None or (zookeeper.offset is not None and zookeeper.offset >= kafka):
         return zookeeper
     return Committed(kafka)
+
+
+def _answer(future: Future[Any], what: str) -> Any:
+    """The admin request's result; a request the brokers never answered says which one it was."""
+    try:
+        return future.result(timeout=ADMIN_TIMEOUT_S)
+    except TimeoutError:  # concurrent.futures.TimeoutError is this one since 3.11
+        raise TimeoutError(f"{what}: no answer from the brokers within {ADMIN_TIMEOUT_S:g} s") from None
 
 
 def _admin_config(client_config: Mapping[str, Any]) -> dict[str, Any]:
@@ -122,7 +131,7 @@ class GroupView:
         assert self._admin is not None
         request = [ConsumerGroupTopicPartitions(self.group)]
         futures = self._admin.list_consumer_group_offsets(request, request_timeout=ADMIN_TIMEOUT_S)
-        answer = futures[self.group].result(timeout=ADMIN_TIMEOUT_S)
+        answer = _answer(futures[self.group], f"committed offsets of group {self.group}")
         return {tp.topic for tp in answer.topic_partitions or [] if tp.offset >= 0}
 
     def partitions(self, topics: Sequence[str]) -> dict[str, list[int]]:
@@ -181,7 +190,7 @@ class GroupView:
         assert self._admin is not None
         futures = self._admin.describe_consumer_groups([self.group], request_timeout=ADMIN_TIMEOUT_S)
         try:
-            description = futures[self.group].result(timeout=ADMIN_TIMEOUT_S)
+            description = _answer(futures[self.group], f"members of group {self.group}")
         except KafkaException as exc:
             error = exc.args[0] if exc.args else None
             if isinstance(error, KafkaError) and error.code() == KafkaError.GROUP_ID_NOT_FOUND:

@@ -117,6 +117,14 @@ def test_usage_errors_exit_2() -> None:
         assert f"--offsets-storage {storage} needs --zookeeper" in err.getvalue()
 
 
+def test_unreachable_brokers_exit_2_naming_the_request() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    args = ["lag", "--group", "g", "--bootstrap-servers", "127.0.0.1:9", "-X", "ssl.key.password=hunter2"]
+    assert main(args, out=out, err=err) == 2
+    assert "committed offsets of group g: no answer from the brokers" in err.getvalue()
+    assert "hunter2" not in err.getvalue() and out.getvalue() == ""
+
+
 def client_options(cluster: ClusterUnderTest) -> list[str]:
     """``--bootstrap-servers`` and ``-X`` for what else the broker needs (nothing but for 0.9)."""
     config = cluster.client_config()
