@@ -5,9 +5,10 @@
 
 Like Kafka's old ``ConsumerOffsetChecker``: committed offset (ZooKeeper), log end (the broker's
 high watermark), lag and owner per partition. Brokers come from ZooKeeper unless
-``--bootstrap-servers`` is given; ``-X`` passes librdkafka settings (security, or
-``api.version.request=false`` for 0.9 brokers). Exit code 1 when a partition's lag exceeds
-``--max-lag`` (or its lag is unknown), 2 on a usage or connection error.
+``--bootstrap-servers`` is given; ``-X`` passes librdkafka settings (security...; brokers older
+than 0.10 get ``api.version.request=false`` from their registrations unless set). Exit code 1
+when a partition's lag exceeds ``--max-lag`` (or its lag is unknown), 2 on a usage or connection
+error.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any, TextIO
 
 from kazoo.client import KazooClient
 
-from reliable_kafka.kafka.zk.broker_discovery import discover_bootstrap_servers
+from reliable_kafka.kafka.zk.broker_discovery import discover_bootstrap_servers, legacy_protocol_config
 from reliable_kafka.settings import is_secret_key
 from reliable_kafka.ui.lag import PartitionLag, WatermarkReader, read_group_lag
 
@@ -103,6 +104,7 @@ def _lag(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         config: dict[str, Any] = dict(args.config)
         config["bootstrap.servers"] = args.bootstrap_servers or discover_bootstrap_servers(zk)
+        config.update(legacy_protocol_config(zk, config))
         watermarks = WatermarkReader(config)
         while True:
             rows = read_group_lag(zk, watermarks, args.group, args.topic)

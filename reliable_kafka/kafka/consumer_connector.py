@@ -18,7 +18,7 @@ from reliable_kafka.kafka.partition_consumer import (
     PartitionConsumer,
     RecordSink,
 )
-from reliable_kafka.kafka.zk.broker_discovery import discover_bootstrap_servers
+from reliable_kafka.kafka.zk.broker_discovery import discover_bootstrap_servers, legacy_protocol_config
 from reliable_kafka.kafka.zk.client import close_zookeeper, connect_zookeeper, zookeeper_acl
 from reliable_kafka.kafka.zk.group_membership import ZookeeperConsumerGroup
 from reliable_kafka.kafka.zk.offset_store import ZooKeeperOffsetStore
@@ -98,7 +98,8 @@ class ZookeeperConsumerConnector:
             protocol = str(self._params.client_config.get("security.protocol", "PLAINTEXT"))
             bootstrap = discover_bootstrap_servers(self._zk, protocol, self._params.listener_name)
             logger.info("brokers from ZooKeeper: %s", bootstrap)
-        self._consumer_config = self._params.consumer_config(bootstrap)
+        legacy = legacy_protocol_config(self._zk, self._params.client_config)
+        self._consumer_config = {**self._params.consumer_config(bootstrap), **legacy}
         self._group = ZookeeperConsumerGroup(
             self._zk,
             self._params.group,

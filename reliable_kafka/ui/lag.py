@@ -19,7 +19,11 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from reliable_kafka.kafka.zk.broker_discovery import discover_bootstrap_servers, topic_partitions
+from reliable_kafka.kafka.zk.broker_discovery import (
+    discover_bootstrap_servers,
+    legacy_protocol_config,
+    topic_partitions,
+)
 from reliable_kafka.kafka.zk.paths import TopicAndPartition, group_dir, offset_path, owner_path
 from reliable_kafka.settings import is_secret_key
 from reliable_kafka.util.clock import wall_clock_ms
@@ -224,6 +228,7 @@ class LagMonitor:
                 config = dict(source.client_config)
                 if not config.get("bootstrap.servers"):
                     config["bootstrap.servers"] = discover_bootstrap_servers(zk)
+                config.update(legacy_protocol_config(zk, config))
                 clients = (zk, WatermarkReader(config))
             except BaseException:
                 _close_zookeeper(zk)
