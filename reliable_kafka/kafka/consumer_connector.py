@@ -10,6 +10,7 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
+from reliable_kafka.kafka.fetch_stall import FetchStallMonitor
 from reliable_kafka.kafka.params import KafkaParams
 from reliable_kafka.kafka.partition_consumer import (
     DEFAULT_BATCH_SIZE,
@@ -59,7 +60,9 @@ class ZookeeperConsumerConnector:
         stored_offsets: StoredOffsets | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
         poll_timeout_s: float = DEFAULT_POLL_TIMEOUT_S,
+        stall_monitor: FetchStallMonitor | None = None,
     ) -> None:
+        self._stall_monitor = stall_monitor
         self._params = params
         self._topics = dict(topics)
         self._sink = sink
@@ -173,6 +176,7 @@ class ZookeeperConsumerConnector:
                 batch_size=self._batch_size,
                 poll_timeout_s=self._poll_timeout_s,
                 on_out_of_range=self._repair_offset,
+                stall_monitor=self._stall_monitor,
             )
             with self._lock:
                 self._consumers[tp] = consumer

@@ -26,6 +26,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from reliable_kafka.kafka.fetch_stall import NO_RECORDS_CAUSE, FetchStallMonitor, FetchWatch, likely_cause
 from reliable_kafka.kafka.params import OffsetReset, is_secret_key
 from reliable_kafka.kafka.zk.paths import TopicAndPartition
 from reliable_kafka.storage.block_format import PackedChunk, pack_chunk
@@ -99,8 +100,9 @@ class ClientErrorLog:
 class LibrdkafkaLog:
     """librdkafka's log lines, into Python logging at a level that matches what they mean here.
 
-    Connection failures during a broker outage are expected and retried (the error callback
-    reports them, rate-limited), and the deprecation notices for the settings a 0.9 broker
+    Connection failures and request timeouts during a broker outage are expected and retried
+    (the error callback reports them, rate-limited, and a fetch stall is reported once by the
+    receiver's :class:`FetchStallMonitor`), and the deprecation notices for the settings a 0.9 broker
     needs (``api.version.request``...) are noise to us: both go below WARNING.
     """
 
@@ -109,7 +111,7 @@ class LibrdkafkaLog:
         text = str(args[-1]) if args else ""
         if facility == "CONFWARN" and "deprecated" in text:
             level = logging.DEBUG
-        elif facility in ("FAIL", "ERROR") and level > logging.INFO:
+        elif facility in ("FAIL", "ERROR", "REQTMOUT") and level > logging.INFO:
             level = logging.INFO
         _librdkafka_logger.log(level, fmt, *args)
 
@@ -174,6 +176,7 @@ class PartitionConsumer:
         batch_size: int = DEFAULT_BATCH_SIZE,
         poll_timeout_s: float = DEFAULT_POLL_TIMEOUT_S,
         on_out_of_range: OutOfRangeHandler | None = None,
+        stall_monitor: FetchStallMonitor | None = None,
     ) -> None:
         self.tp = tp
         self._offset_reset = offset_reset
@@ -193,6 +196,10 @@ class PartitionConsumer:
             target=self._run, name=f"kafka-{tp.topic}-{tp.partition}", daemon=True
         )
         self.next_offset: int | None = self.start_offset  # after the last record handed to the sink
+        self._watch: FetchWatch | None = None
+        if stall_monitor is not None:
+            self._probe_timeout_s = max(0.1, min(_METADATA_TIMEOUT_S, stall_monitor.probe_interval_s))
+            self._watch = stall_monitor.watch(tp, str(config.get("bootstrap.servers", "")), self._probe)
 
     def start(self) -> None:
         self._thread.start()
@@ -283,9 +290,12 @@ class PartitionConsumer:
         stopping = self._stopping.is_set
         sink = self._sink
         error_log = ClientErrorLog(f"{self.thread_id} {tp}")
+        watch = self._watch
         while not stopping():
             messages = consume(batch_size, timeout)
             if not messages:
+                if watch is not None:
+                    watch.quiet()
                 continue
             # The whole per-message Python work of the receiver, as maps over the client's C
             # accessors (no bytecode per message): an error check, then the columns of a chunk,
@@ -293,6 +303,8 @@ class PartitionConsumer:
             if any(map(_message_error, messages)):
                 messages = self._without_errors(messages, error_log)
                 if not messages:
+                    if watch is not None:
+                        watch.quiet()
                     continue
             offsets = list(map(_message_offset, messages))
             chunk = pack_chunk(
@@ -302,8 +314,28 @@ class PartitionConsumer:
                 list(map(_message_value, messages)),
                 offsets,
             )
+            if watch is not None:
+                watch.fetched()
             sink(tp, chunk, offsets[0], offsets[-1])
             self.next_offset = offsets[-1] + 1
+
+    def _probe(self) -> str | None:
+        """None when the leader of this partition answers and holds nothing past our position."""
+        try:
+            low, high = self._consumer.get_watermark_offsets(
+                TopicPartition(self.tp.topic, self.tp.partition), timeout=self._probe_timeout_s, cached=False
+            )
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+            if error is None:
+                return str(exc)
+            return likely_cause(error.name(), error.str())
+        position = self.next_offset
+        if position is None and self._offset_reset == "smallest":
+            position = low
+        if position is not None and high > position:
+            return NO_RECORDS_CAUSE.format(position=position, high=high)
+        return None
 
     def _without_errors(self, messages: list[Message], error_log: ClientErrorLog) -> list[Message]:
         records: list[Message] = []

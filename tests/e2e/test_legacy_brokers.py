@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import socket
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -11,6 +13,7 @@ from kazoo.client import KazooClient
 from reliable_kafka import KafkaUtils
 from reliable_kafka.kafka.zk.broker_discovery import legacy_protocol_config
 from reliable_kafka.local import LocalCluster
+from reliable_kafka.scheduler.listener import StreamingListener, StreamingListenerReceiverError
 from tests.cluster_backends import unique_name
 from tests.e2e.helpers import produce, wait_until
 
@@ -65,3 +68,37 @@ def test_the_fallback_follows_the_registrations_and_yields_to_the_user(
     finally:
         zk.stop()
         zk.close()
+
+
+@pytest.mark.brokers("3.9")
+def test_a_receiver_whose_brokers_are_unreachable_reports_an_error_within_the_bound(
+    local_cluster: LocalCluster, make_ssc: Any
+) -> None:
+    topic, group = unique_name("stalled"), unique_name("stalled-group")
+    local_cluster.create_topic(topic, partitions=1)
+    with socket.socket() as placeholder:  # a port nothing listens on
+        placeholder.bind(("127.0.0.1", 0))
+        dead = f"127.0.0.1:{placeholder.getsockname()[1]}"
+    errors: list[StreamingListenerReceiverError] = []
+
+    class Errors(StreamingListener):
+        def on_receiver_error(self, event: StreamingListenerReceiverError) -> None:
+            errors.append(event)
+
+    ssc = make_ssc(wal=False)
+    ssc.addStreamingListener(Errors())
+    params = {"auto.offset.reset": "smallest", "bootstrap.servers": dead, "fetch.stall.timeout.ms": 3000}
+    KafkaUtils.createStream(ssc, local_cluster.zookeeper_connect, group, {topic: 1}, params).foreachRDD(
+        lambda rdd: None
+    )
+    ssc.start()
+    started = time.monotonic()
+    # The bound is 3 s; the rest is slack for a loaded machine (the receiver task starting too).
+    wait_until(lambda: bool(errors), timeout_s=60, what="a receiver error")
+    elapsed = time.monotonic() - started
+    info = errors[0].receiverInfo
+    assert dead in info.lastErrorMessage and "unreachable" in info.lastErrorMessage
+    assert "FetchStallError" in info.lastError
+    assert elapsed >= 3.0
+    ssc.stop(stopSparkContext=False)
+    assert len(errors) == 1, [e.receiverInfo.lastErrorMessage for e in errors]  # once per stall
