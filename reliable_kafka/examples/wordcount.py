@@ -34,7 +34,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
-from pyspark import RDD, SparkConf, SparkContext, StorageLevel
+from pyspark import RDD, SparkConf, SparkContext
 
 from reliable_kafka import KafkaUtils, StreamingContext
 from reliable_kafka.examples.line_producer import LineProducer
@@ -155,8 +155,6 @@ def build_stream(
         # Without a committed offset, read the topic from its start: the producer may be ahead of
         # the receiver's first rebalance.
         {"auto.offset.reset": "smallest", **client_config},
-        # The write-ahead log is the second copy; pyspark's default (_2) would only warn about it.
-        storageLevel=StorageLevel.MEMORY_AND_DISK,
     ).map(lambda kv: kv[1])
     counts = lines.flatMap(lambda line: line.split(" ")).map(lambda word: (word, 1)).reduceByKey(operator.add)
     counts.cache()  # pprint and the tally read the same batch; compute it once
