@@ -19,10 +19,10 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from reliable_kafka.dstream.block_recovery import BlockRecoveryError, register_block_recovery
 from reliable_kafka.kafka.offset_range import OffsetRange
 from reliable_kafka.kafka.params import KafkaParams, parse_kafka_params
-from reliable_kafka.kafka.partition_consumer import LibrdkafkaLog
 from reliable_kafka.kafka.zk.broker_discovery import discover_bootstrap_servers, legacy_protocol_config
 from reliable_kafka.kafka.zk.client import close_zookeeper, connect_zookeeper
 from reliable_kafka.storage.block_format import PackedChunk, encode_chunks, pack_chunk
+from reliable_kafka.util.librdkafka_log import LibrdkafkaLog
 
 logger = logging.getLogger(__name__)
 

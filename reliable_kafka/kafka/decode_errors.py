@@ -25,6 +25,8 @@ from typing import Any, Literal
 
 from confluent_kafka import KafkaException, Producer
 
+from reliable_kafka.util.librdkafka_log import with_logger
+
 logger = logging.getLogger(__name__)
 
 DecodeErrors = Literal["fail", "skip", "deadletter"]
@@ -91,7 +93,7 @@ def _producer(config: Mapping[str, Any]) -> Producer:
     with _producers_lock:
         producer = _producers.get(key)
         if producer is None:
-            producer = _producers[key] = Producer(dict(config))
+            producer = _producers[key] = Producer(with_logger(dict(config)))
         return producer
 
 

@@ -30,11 +30,11 @@ from reliable_kafka.kafka.fetch_stall import NO_RECORDS_CAUSE, FetchStallMonitor
 from reliable_kafka.kafka.params import OffsetReset, is_secret_key
 from reliable_kafka.kafka.zk.paths import TopicAndPartition
 from reliable_kafka.storage.block_format import PackedChunk, pack_chunk
+from reliable_kafka.util.librdkafka_log import LibrdkafkaLog
 
 logger = logging.getLogger(__name__)
-_librdkafka_logger = logging.getLogger("reliable_kafka.kafka.librdkafka")
 # The configuration check's client has no brokers, and says so; nobody needs to read that.
-_quiet_logger = logging.getLogger("reliable_kafka.kafka.librdkafka.config_check")
+_quiet_logger = logging.getLogger("reliable_kafka.librdkafka.config_check")
 _quiet_logger.propagate = False
 _quiet_logger.addHandler(logging.NullHandler())
 
@@ -95,25 +95,6 @@ class ClientErrorLog:
         self._last[error.code()] = now
         level = logging.INFO if error.code() in _TRANSIENT_ERRORS else logging.WARNING
         logger.log(level, "%s: %s (librdkafka recovers by itself where it can)", self._name, error)
-
-
-class LibrdkafkaLog:
-    """librdkafka's log lines, into Python logging at a level that matches what they mean here.
-
-    Connection failures and request timeouts during a broker outage are expected and retried
-    (the error callback reports them, rate-limited, and a fetch stall is reported once by the
-    receiver's :class:`FetchStallMonitor`), and the deprecation notices for the settings a 0.9 broker
-    needs (``api.version.request``...) are noise to us: both go below WARNING.
-    """
-
-    def log(self, level: int, fmt: str, *args: Any) -> None:
-        facility = str(args[0]) if args else ""
-        text = str(args[-1]) if args else ""
-        if facility == "CONFWARN" and "deprecated" in text:
-            level = logging.DEBUG
-        elif facility in ("FAIL", "ERROR", "REQTMOUT") and level > logging.INFO:
-            level = logging.INFO
-        _librdkafka_logger.log(level, fmt, *args)
 
 
 def create_consumer(config: dict[str, Any], name: str) -> Consumer:

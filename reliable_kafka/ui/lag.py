@@ -27,6 +27,8 @@ from reliable_kafka.kafka.zk.broker_discovery import (
 from reliable_kafka.kafka.zk.paths import TopicAndPartition, group_dir, offset_path, owner_path
 from reliable_kafka.settings import is_secret_key
 from reliable_kafka.util.clock import wall_clock_ms
+from reliable_kafka.util.kazoo_log import kazoo_client, stop_kazoo
+from reliable_kafka.util.librdkafka_log import with_logger
 
 logger = logging.getLogger(__name__)
 
@@ -74,7 +76,7 @@ class WatermarkReader:
             if key not in {"group.id", "auto.offset.reset", "enable.auto.commit"}
         }
         config.update({"group.id": "reliable-kafka-lag", "enable.auto.commit": False})
-        self._consumer = Consumer(config)
+        self._consumer = Consumer(with_logger(config))
 
     def log_end_offsets(self, tps: Iterable[TopicAndPartition]) -> dict[TopicAndPartition, int | None]:
         result: dict[TopicAndPartition, int | None] = {}
@@ -250,8 +252,8 @@ class LagMonitor:
 
 
 def _connect_zookeeper(source: LagSource) -> KazooClient:
-    zk = KazooClient(
-        hosts=source.zookeeper_connect,
+    zk = kazoo_client(
+        source.zookeeper_connect,
         timeout=10.0,
         auth_data=[("digest", source.zookeeper_auth)] if source.zookeeper_auth else None,
     )
@@ -260,10 +262,7 @@ def _connect_zookeeper(source: LagSource) -> KazooClient:
 
 
 def _close_zookeeper(zk: KazooClient) -> None:
-    try:
-        zk.stop()
-    finally:
-        zk.close()
+    stop_kazoo(zk)
 
 
 def _close_clients(clients: tuple[KazooClient, WatermarkReader]) -> None:
