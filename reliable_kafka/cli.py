@@ -20,11 +20,10 @@ import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from kazoo.client import KazooClient
-
 from reliable_kafka.kafka.zk.broker_discovery import discover_bootstrap_servers, legacy_protocol_config
 from reliable_kafka.settings import is_secret_key
 from reliable_kafka.ui.lag import PartitionLag, WatermarkReader, read_group_lag
+from reliable_kafka.util.kazoo_log import kazoo_client, stop_kazoo
 
 EXIT_OK, EXIT_LAG, EXIT_ERROR = 0, 1, 2
 
@@ -93,7 +92,7 @@ def _lag(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             "supported until the Kafka offset store exists\n"
         )
         return EXIT_ERROR
-    zk = KazooClient(hosts=args.zookeeper, timeout=10.0)
+    zk = kazoo_client(args.zookeeper, timeout=10.0)
     try:
         zk.start(timeout=15.0)
     except Exception as exc:
@@ -125,8 +124,7 @@ def _lag(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     finally:
         if watermarks is not None:
             watermarks.close()
-        zk.stop()
-        zk.close()
+        stop_kazoo(zk)
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:
