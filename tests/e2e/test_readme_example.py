@@ -21,6 +21,7 @@ import pytest
 from confluent_kafka import Producer
 
 from reliable_kafka.local import LocalCluster
+from reliable_kafka.util.librdkafka_log import with_logger
 from tests.e2e.console import noise
 from tests.e2e.kill_harness import REPO_ROOT
 
@@ -110,7 +111,7 @@ def test_the_readme_example_runs_as_written(tmp_path: Path, kafka_version: str) 
 def produce_until_counted(cluster: LocalCluster, process: subprocess.Popen[str], output: Output) -> bool:
     """auto.offset.reset is largest: lines count once the stream runs, so keep producing until one
     batch prints the word."""
-    producer = Producer({**cluster.client_config(), "linger.ms": 5})
+    producer = Producer(with_logger({**cluster.client_config(), "linger.ms": 5}))
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline and process.poll() is None:
         if "('reliable', " in output.text():
