@@ -10,7 +10,8 @@ watermark), lag and owner per partition. Committed offsets are read where the gr
 (the default without), or both for a group committing to both (dual: the larger). Partitions and
 owners come from ZooKeeper when it is given, else from the brokers' metadata and the
 coordinator's member list. Brokers come from ZooKeeper unless ``--bootstrap-servers`` is given;
-``-X`` passes librdkafka settings (security, or ``api.version.request=false`` for 0.9 brokers).
+``-X`` passes librdkafka settings (security...; brokers older than 0.10 registered in ZooKeeper get
+``api.version.request=false`` from their registrations unless set).
 Exit code 1 when a partition's lag exceeds ``--max-lag`` (or its lag is unknown), 2 on a usage or
 connection error.
 """

@@ -7,6 +7,7 @@ import logging
 import os
 import shutil
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,6 +28,12 @@ KAFKA_KINDS = ("3.9", "4", "0.9")
 DEFAULT_TEST_KAFKA = ("3.9",)
 _SECONDS_PER_BROKER: dict[str, float] = {}
 _BROKER_OF_TEST: dict[str, str] = {}
+# Where the project and Spark leave files: the temporary directory (local clusters, the example's
+# work dir, Spark's scratch space) and shared memory (executor block stores). The machine is shared,
+# so only names this project or Spark would create are watched.
+_TEMP_ROOTS = (Path(tempfile.gettempdir()), Path("/dev/shm"))
+_WATCHED_PREFIXES = ("reliable-kafka-", "kafka-wordcount-", "spark-", "blockmgr-")
+_TEMP_BEFORE: set[Path] = set()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -39,6 +46,29 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             "need no broker run whatever is selected. Also RELIABLE_KAFKA_TEST_KAFKA."
         ),
     )
+
+
+def _watched_temp_entries() -> set[Path]:
+    entries: set[Path] = set()
+    for root in _TEMP_ROOTS:
+        with contextlib.suppress(OSError):
+            entries.update(p for p in root.iterdir() if p.name.startswith(_WATCHED_PREFIXES))
+    return entries
+
+
+def _size_bytes(path: Path) -> int:
+    if not path.is_dir():
+        return path.stat().st_size if path.exists() else 0
+    total = 0
+    for directory, _, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += (Path(directory) / name).stat().st_size
+    return total
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    _TEMP_BEFORE.update(_watched_temp_entries())
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -130,6 +160,15 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             for kind, seconds in sorted(_SECONDS_PER_BROKER.items())
         ]
         terminalreporter.write_line(f"time per broker (setup + call + teardown): {', '.join(parts)}")
+    left = sorted(_watched_temp_entries() - _TEMP_BEFORE)
+    if left:
+        # Other users of the machine may have created some of them meanwhile: a report, not a failure.
+        megabytes = sum(_size_bytes(path) for path in left) / 1e6
+        shown = ", ".join(str(path) for path in left[:5]) + (", ..." if len(left) > 5 else "")
+        terminalreporter.write_line(
+            f"temporary files left by this session (or by others meanwhile): {len(left)}, "
+            f"{megabytes:.1f} MB: {shown}"
+        )
 
 
 def pytest_report_header(config: pytest.Config) -> str:

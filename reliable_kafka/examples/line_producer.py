@@ -12,6 +12,8 @@ from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer
 
+from reliable_kafka.util.librdkafka_log import with_logger
+
 logger = logging.getLogger(__name__)
 
 WORDS = (
@@ -36,7 +38,7 @@ class LineProducer(threading.Thread):
         seed: int | None = None,
     ) -> None:
         super().__init__(name="line-producer", daemon=True)
-        self._producer: Producer | None = Producer({**client_config, "linger.ms": 20})
+        self._producer: Producer | None = Producer(with_logger({**client_config, "linger.ms": 20}))
         self._topic = topic
         self._seconds = seconds
         self._rate = rate

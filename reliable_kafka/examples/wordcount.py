@@ -34,17 +34,21 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
-from pyspark import RDD, SparkConf, SparkContext, StorageLevel
+from pyspark import RDD, SparkConf, SparkContext
 
 from reliable_kafka import KafkaUtils, StreamingContext
 from reliable_kafka.examples.line_producer import LineProducer
 from reliable_kafka.kafka.zk.paths import TopicAndPartition, offset_path
 from reliable_kafka.local import LocalCluster
+from reliable_kafka.util.kazoo_log import kazoo_client, stop_kazoo
+from reliable_kafka.util.librdkafka_log import with_logger
 
 logger = logging.getLogger("reliable_kafka.examples.wordcount")
 
 TOPIC = "words"
 GROUP = "wordcount"
+# Spark's console log for the driver this example starts (see the file).
+_LOG4J2_CONFIG = Path(__file__).with_name("log4j2.properties")
 # The options that point the example at an existing cluster also come from the environment.
 ENV_PREFIX = "RELIABLE_KAFKA_EXAMPLE_"
 
@@ -155,8 +159,6 @@ def build_stream(
         # Without a committed offset, read the topic from its start: the producer may be ahead of
         # the receiver's first rebalance.
         {"auto.offset.reset": "smallest", **client_config},
-        # The write-ahead log is the second copy; pyspark's default (_2) would only warn about it.
-        storageLevel=StorageLevel.MEMORY_AND_DISK,
     ).map(lambda kv: kv[1])
     counts = lines.flatMap(lambda line: line.split(" ")).map(lambda word: (word, 1)).reduceByKey(operator.add)
     counts.cache()  # pprint and the tally read the same batch; compute it once
@@ -190,13 +192,14 @@ def spark_conf(master: str, seconds: float) -> SparkConf:
         # then expires while the backlog drains, and warns "Timed out while stopping the job
         # generator". The backlog is at most the run's batches: allow that, plus a minute.
         .set("spark.streaming.gracefulStopTimeout", f"{int(seconds) + 60}s")
+        .set("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={_LOG4J2_CONFIG.as_uri()}")
     )
 
 
 def ensure_topic(client_config: Mapping[str, str | int | bool], topic: str, partitions: int) -> int:
     """The partition count of ``topic`` on an existing cluster, creating it with ``partitions``
     partitions first if it is missing, and once every partition has a leader."""
-    admin = AdminClient(dict(client_config))
+    admin = AdminClient(with_logger(dict(client_config)))
     # All topics, not list_topics(topic=...): asking for one by name auto-creates it on brokers
     # with auto.create.topics.enable, with the broker's partition count instead of ours.
     if topic not in admin.list_topics(timeout=30).topics:
@@ -225,7 +228,7 @@ def start_group_at_log_end(
     """Commit each partition's log end for the example's group, so that the receiver reads only
     what this run produces: an existing topic may hold earlier runs' words, which would make the
     count differ from what was produced."""
-    consumer = Consumer({**client_config, "group.id": GROUP, "enable.auto.commit": False})
+    consumer = Consumer(with_logger({**client_config, "group.id": GROUP, "enable.auto.commit": False}))
     try:
         for partition in range(partitions):
             _, end = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
@@ -257,15 +260,14 @@ def run(args: argparse.Namespace, work_dir: Path) -> bool:
                 partitions=args.partitions,
             )
         finally:
-            zookeeper.stop()
-            zookeeper.close()
+            stop_kazoo(zookeeper)
 
 
 def run_on_existing_cluster(args: argparse.Namespace, work_dir: Path) -> bool:
     client_config: dict[str, str | int | bool] = {"bootstrap.servers": args.bootstrap_servers}
     print(f"Using the cluster at {args.bootstrap_servers}, ZooKeeper at {args.zookeeper}", flush=True)
     partitions = ensure_topic(client_config, args.topic, args.partitions)
-    zookeeper = KazooClient(hosts=args.zookeeper, timeout=10.0)
+    zookeeper = kazoo_client(args.zookeeper, timeout=10.0)
     zookeeper.start(timeout=15.0)
     try:
         start_group_at_log_end(zookeeper, client_config, args.topic, partitions)
@@ -278,8 +280,7 @@ def run_on_existing_cluster(args: argparse.Namespace, work_dir: Path) -> bool:
             partitions=partitions,
         )
     finally:
-        zookeeper.stop()
-        zookeeper.close()
+        stop_kazoo(zookeeper)
 
 
 def count_words(
@@ -323,10 +324,12 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    # Connection noise from the servers starting and stopping under kazoo's feet.
-    logging.getLogger("kazoo.client").setLevel(logging.ERROR)
     # Spark's Python workers must run this interpreter, which has this package installed.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if args.master.startswith("local"):
+        # Every part of a local master runs on this machine: bind Spark to loopback, as the local
+        # cluster is, rather than have Spark warn that the host name resolves to loopback.
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     with tempfile.TemporaryDirectory(prefix="kafka-wordcount-") as work_dir:
         ok = run(args, Path(work_dir))
     print("OK: every word produced was counted" if ok else "FAILED: counted words != produced words")

@@ -19,10 +19,10 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from reliable_kafka.dstream.block_recovery import BlockRecoveryError, register_block_recovery
 from reliable_kafka.kafka.offset_range import OffsetRange
 from reliable_kafka.kafka.params import KafkaParams, parse_kafka_params
-from reliable_kafka.kafka.partition_consumer import LibrdkafkaLog
-from reliable_kafka.kafka.zk.broker_discovery import discover_bootstrap_servers
+from reliable_kafka.kafka.zk.broker_discovery import discover_bootstrap_servers, legacy_protocol_config
 from reliable_kafka.kafka.zk.client import close_zookeeper, connect_zookeeper
 from reliable_kafka.storage.block_format import PackedChunk, encode_chunks, pack_chunk
+from reliable_kafka.util.librdkafka_log import LibrdkafkaLog
 
 logger = logging.getLogger(__name__)
 
@@ -52,14 +52,16 @@ class LostOffsetsError(BlockRecoveryError):
         super().__init__(f"records lost: {listed}: {reason}")
 
 
-def bootstrap_servers(params: KafkaParams) -> str:
-    """The brokers: as given, else from ZooKeeper's ``/brokers/ids``."""
-    if params.bootstrap_servers is not None:
-        return params.bootstrap_servers
+def broker_client_config(params: KafkaParams) -> dict[str, Any]:
+    """``bootstrap.servers`` (as given, else from ZooKeeper's ``/brokers/ids``) and the protocol
+    settings the registered brokers need (pre-0.10 brokers, see ``legacy_protocol_config``)."""
     zk = connect_zookeeper(params.zookeeper)
     try:
-        protocol = str(params.client_config.get("security.protocol", "PLAINTEXT"))
-        return discover_bootstrap_servers(zk, protocol)
+        servers = params.bootstrap_servers
+        if servers is None:
+            protocol = str(params.client_config.get("security.protocol", "PLAINTEXT"))
+            servers = discover_bootstrap_servers(zk, protocol, params.listener_name)
+        return {"bootstrap.servers": servers, **legacy_protocol_config(zk, params.client_config)}
     finally:
         close_zookeeper(zk)
 
@@ -67,7 +69,8 @@ def bootstrap_servers(params: KafkaParams) -> str:
 def reread_block(source: Mapping[str, Any], timeout_s: float = DEFAULT_REREAD_TIMEOUT_S) -> bytes:
     ranges = [OffsetRange.from_metadata(entry) for entry in source["ranges"]]
     params = parse_kafka_params(source["kafka_params"])
-    config = params.consumer_config(bootstrap_servers(params))
+    brokers = broker_client_config(params)
+    config = {**params.consumer_config(brokers["bootstrap.servers"]), **brokers}
     # An offset Kafka no longer has is an error here, never a silent jump to another offset.
     config["auto.offset.reset"] = "error"
     config["enable.partition.eof"] = True

@@ -14,6 +14,7 @@ from typing import Any
 from kazoo.client import KazooClient
 
 from reliable_kafka.kafka.dual_offset_store import DualOffsetStore
+from reliable_kafka.kafka.fetch_stall import FetchStallMonitor
 from reliable_kafka.kafka.group.offset_store import KafkaOffsetStore
 from reliable_kafka.kafka.offset_store import OffsetStore
 from reliable_kafka.kafka.params import KafkaParams
@@ -24,7 +25,7 @@ from reliable_kafka.kafka.partition_consumer import (
     PartitionConsumer,
     RecordSink,
 )
-from reliable_kafka.kafka.zk.broker_discovery import discover_bootstrap_servers
+from reliable_kafka.kafka.zk.broker_discovery import discover_bootstrap_servers, legacy_protocol_config
 from reliable_kafka.kafka.zk.client import close_zookeeper, connect_zookeeper, zookeeper_acl
 from reliable_kafka.kafka.zk.group_membership import ZookeeperConsumerGroup
 from reliable_kafka.kafka.zk.offset_store import ZooKeeperOffsetStore
@@ -66,7 +67,9 @@ class ZookeeperConsumerConnector:
         stored_offsets: StoredOffsets | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
         poll_timeout_s: float = DEFAULT_POLL_TIMEOUT_S,
+        stall_monitor: FetchStallMonitor | None = None,
     ) -> None:
+        self._stall_monitor = stall_monitor
         self._params = params
         self._topics = dict(topics)
         self._sink = sink
@@ -105,7 +108,8 @@ class ZookeeperConsumerConnector:
             protocol = str(self._params.client_config.get("security.protocol", "PLAINTEXT"))
             bootstrap = discover_bootstrap_servers(self._zk, protocol, self._params.listener_name)
             logger.info("brokers from ZooKeeper: %s", bootstrap)
-        self._consumer_config = self._params.consumer_config(bootstrap)
+        legacy = legacy_protocol_config(self._zk, self._params.client_config)
+        self._consumer_config = {**self._params.consumer_config(bootstrap), **legacy}
         self._group = ZookeeperConsumerGroup(
             self._zk,
             self._params.group,
@@ -200,6 +204,7 @@ class ZookeeperConsumerConnector:
                 batch_size=self._batch_size,
                 poll_timeout_s=self._poll_timeout_s,
                 on_out_of_range=self._repair_offset,
+                stall_monitor=self._stall_monitor,
             )
             with self._lock:
                 self._consumers[tp] = consumer

@@ -25,6 +25,8 @@ from typing import Any, Literal
 
 from confluent_kafka import KafkaException, Producer
 
+from reliable_kafka.util.librdkafka_log import with_logger
+
 logger = logging.getLogger(__name__)
 
 DecodeErrors = Literal["fail", "skip", "deadletter"]
@@ -91,7 +93,7 @@ def _producer(config: Mapping[str, Any]) -> Producer:
     with _producers_lock:
         producer = _producers.get(key)
         if producer is None:
-            producer = _producers[key] = Producer(dict(config))
+            producer = _producers[key] = Producer(with_logger(dict(config)))
         return producer
 
 
@@ -112,7 +114,7 @@ class DeadLetterWriter:
         return self._resolved
 
     def _resolve(self) -> dict[str, Any]:
-        from reliable_kafka.kafka.block_reread import bootstrap_servers  # noqa: PLC0415 - executors only
+        from reliable_kafka.kafka.block_reread import broker_client_config  # noqa: PLC0415 - executors only
         from reliable_kafka.kafka.params import parse_kafka_params  # noqa: PLC0415
 
         params = parse_kafka_params(self._kafka_params)
@@ -121,7 +123,7 @@ class DeadLetterWriter:
             for k, v in params.client_config.items()
             if k.startswith(("security.", "ssl.", "sasl.", "api.version", "broker.version", "client."))
         }
-        config["bootstrap.servers"] = bootstrap_servers(params)
+        config.update(broker_client_config(params))
         return config
 
     def write(self, record: Sequence[Any], error: str) -> None:

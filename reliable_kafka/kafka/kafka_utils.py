@@ -48,6 +48,10 @@ MessageHandler = Callable[["KafkaMessageAndMetadata"], Any]
 _DEFAULT_ZOOKEEPER_CONNECTION_TIMEOUT_MS = "10000"
 _TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 _DEFAULT_STORAGE_LEVEL = PySparkStorageLevel.MEMORY_AND_DISK_2
+# With the write-ahead log on, the log is the block's second copy: Spark cuts the default's
+# replication to 1 and warns that 2 is unnecessary, a warning no user who kept the default can act
+# on. A default does not warn; only a replication the user asked for does.
+_DEFAULT_STORAGE_LEVEL_WITH_WAL = PySparkStorageLevel.MEMORY_AND_DISK
 
 
 def utf8_decoder(s: bytes | None) -> str | None:
@@ -178,7 +182,7 @@ class KafkaUtils:
         groupId: str | None = None,
         topics: Mapping[str, int] | None = None,
         kafkaParams: Mapping[str, Any] | None = None,
-        storageLevel: Any = _DEFAULT_STORAGE_LEVEL,
+        storageLevel: Any = None,
         keyDecoder: KeyValueDecoder = utf8_decoder,
         valueDecoder: KeyValueDecoder = utf8_decoder,
         *,
@@ -196,7 +200,8 @@ class KafkaUtils:
             assignment; each owned partition is read by a thread of its own)
         :param kafkaParams: more Kafka 0.8 consumer params and librdkafka settings
         :param storageLevel: where received blocks are kept (a pyspark or reliable_kafka
-            ``StorageLevel``, or a level's name)
+            ``StorageLevel``, or a level's name as pyspark spells it); by default
+            ``MEMORY_AND_DISK_2``, or ``MEMORY_AND_DISK`` with the receiver write-ahead log on
         :param keyDecoder: decodes each key (bytes or ``None``)
         :param valueDecoder: decodes each value (bytes or ``None``)
         :param messageHandler: if given, the stream's elements are ``messageHandler(m)`` of each
@@ -234,16 +239,21 @@ class KafkaUtils:
                 "deadLetterTopic": deadLetterTopic,
             }
             given = [name for name, value in arguments.items() if value is not None]
-            if storageLevel is not _DEFAULT_STORAGE_LEVEL:
+            if storageLevel is not None:
                 given.append("storageLevel")
             if given:
                 raise TypeError(
                     f"give either settings or {', '.join(given)}, not both: settings holds them all"
                 )
             params, topic_threads, level = _from_settings(settings)
+            level_is_default = "storage_level" not in settings.model_fields_set
         else:
             params = _params_from_arguments(zkQuorum, groupId, kafkaParams)
-            topic_threads, level = _checked_topics(topics), storageLevel
+            level_is_default = storageLevel is None
+            level = _DEFAULT_STORAGE_LEVEL if level_is_default else storageLevel
+            topic_threads = _checked_topics(topics)
+        if level_is_default and ssc.settings.wal.enable:
+            level = _DEFAULT_STORAGE_LEVEL_WITH_WAL
         if settings is not None:
             decodeErrors, deadLetterTopic = settings.decode_errors, settings.dead_letter_topic
         mode: DecodeErrors = decodeErrors or "fail"

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from reliable_kafka.kafka.fetch_stall import DEFAULT_FETCH_STALL_TIMEOUT_MS, FETCH_STALL_TIMEOUT_PARAM
 from reliable_kafka.kafka.zk.broker_discovery import LISTENER_NAME_PARAM
 from reliable_kafka.settings import is_secret_key, redacted
 
@@ -79,6 +80,7 @@ _OWN_KEYS = frozenset(
         "partition.assignment.strategy",
         "metadata.broker.list",
         LISTENER_NAME_PARAM,
+        FETCH_STALL_TIMEOUT_PARAM,
         *_AUTO_COMMIT_KEYS,
     }
 )
@@ -144,6 +146,8 @@ class KafkaParams:
     client_config: dict[str, Any] = field(default_factory=dict, repr=False)
     # The broker listener (from /brokers/ids) to connect through; None: any of our security protocol.
     listener_name: str | None = None
+    # How long a partition may go without fetching before the receiver reports an error.
+    fetch_stall_timeout_ms: int = DEFAULT_FETCH_STALL_TIMEOUT_MS
 
     @property
     def bootstrap_servers(self) -> str | None:
@@ -328,5 +332,10 @@ def parse_kafka_params(
         client_config=_client_config(params),
         listener_name=(
             _text(LISTENER_NAME_PARAM, params[LISTENER_NAME_PARAM]) if LISTENER_NAME_PARAM in params else None
+        ),
+        fetch_stall_timeout_ms=_integer(
+            FETCH_STALL_TIMEOUT_PARAM,
+            params.get(FETCH_STALL_TIMEOUT_PARAM, DEFAULT_FETCH_STALL_TIMEOUT_MS),
+            1,
         ),
     )

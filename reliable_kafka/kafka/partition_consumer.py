@@ -26,14 +26,15 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from reliable_kafka.kafka.fetch_stall import NO_RECORDS_CAUSE, FetchStallMonitor, FetchWatch, likely_cause
 from reliable_kafka.kafka.params import OffsetReset, is_secret_key
 from reliable_kafka.kafka.zk.paths import TopicAndPartition
 from reliable_kafka.storage.block_format import PackedChunk, pack_chunk
+from reliable_kafka.util.librdkafka_log import LibrdkafkaLog
 
 logger = logging.getLogger(__name__)
-_librdkafka_logger = logging.getLogger("reliable_kafka.kafka.librdkafka")
 # The configuration check's client has no brokers, and says so; nobody needs to read that.
-_quiet_logger = logging.getLogger("reliable_kafka.kafka.librdkafka.config_check")
+_quiet_logger = logging.getLogger("reliable_kafka.librdkafka.config_check")
 _quiet_logger.propagate = False
 _quiet_logger.addHandler(logging.NullHandler())
 
@@ -96,24 +97,6 @@ class ClientErrorLog:
         logger.log(level, "%s: %s (librdkafka recovers by itself where it can)", self._name, error)
 
 
-class LibrdkafkaLog:
-    """librdkafka's log lines, into Python logging at a level that matches what they mean here.
-
-    Connection failures during a broker outage are expected and retried (the error callback
-    reports them, rate-limited), and the deprecation notices for the settings a 0.9 broker
-    needs (``api.version.request``...) are noise to us: both go below WARNING.
-    """
-
-    def log(self, level: int, fmt: str, *args: Any) -> None:
-        facility = str(args[0]) if args else ""
-        text = str(args[-1]) if args else ""
-        if facility == "CONFWARN" and "deprecated" in text:
-            level = logging.DEBUG
-        elif facility in ("FAIL", "ERROR") and level > logging.INFO:
-            level = logging.INFO
-        _librdkafka_logger.log(level, fmt, *args)
-
-
 def create_consumer(config: dict[str, Any], name: str) -> Consumer:
     """A Consumer, or ``ValueError`` with librdkafka's message (it names the bad key)."""
     try:
@@ -174,6 +157,7 @@ class PartitionConsumer:
         batch_size: int = DEFAULT_BATCH_SIZE,
         poll_timeout_s: float = DEFAULT_POLL_TIMEOUT_S,
         on_out_of_range: OutOfRangeHandler | None = None,
+        stall_monitor: FetchStallMonitor | None = None,
     ) -> None:
         self.tp = tp
         self._offset_reset = offset_reset
@@ -193,6 +177,10 @@ class PartitionConsumer:
             target=self._run, name=f"kafka-{tp.topic}-{tp.partition}", daemon=True
         )
         self.next_offset: int | None = self.start_offset  # after the last record handed to the sink
+        self._watch: FetchWatch | None = None
+        if stall_monitor is not None:
+            self._probe_timeout_s = max(0.1, min(_METADATA_TIMEOUT_S, stall_monitor.probe_interval_s))
+            self._watch = stall_monitor.watch(tp, str(config.get("bootstrap.servers", "")), self._probe)
 
     def start(self) -> None:
         self._thread.start()
@@ -283,9 +271,12 @@ class PartitionConsumer:
         stopping = self._stopping.is_set
         sink = self._sink
         error_log = ClientErrorLog(f"{self.thread_id} {tp}")
+        watch = self._watch
         while not stopping():
             messages = consume(batch_size, timeout)
             if not messages:
+                if watch is not None:
+                    watch.quiet()
                 continue
             # The whole per-message Python work of the receiver, as maps over the client's C
             # accessors (no bytecode per message): an error check, then the columns of a chunk,
@@ -293,6 +284,8 @@ class PartitionConsumer:
             if any(map(_message_error, messages)):
                 messages = self._without_errors(messages, error_log)
                 if not messages:
+                    if watch is not None:
+                        watch.quiet()
                     continue
             offsets = list(map(_message_offset, messages))
             chunk = pack_chunk(
@@ -302,8 +295,28 @@ class PartitionConsumer:
                 list(map(_message_value, messages)),
                 offsets,
             )
+            if watch is not None:
+                watch.fetched()
             sink(tp, chunk, offsets[0], offsets[-1])
             self.next_offset = offsets[-1] + 1
+
+    def _probe(self) -> str | None:
+        """None when the leader of this partition answers and holds nothing past our position."""
+        try:
+            low, high = self._consumer.get_watermark_offsets(
+                TopicPartition(self.tp.topic, self.tp.partition), timeout=self._probe_timeout_s, cached=False
+            )
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+            if error is None:
+                return str(exc)
+            return likely_cause(error.name(), error.str())
+        position = self.next_offset
+        if position is None and self._offset_reset == "smallest":
+            position = low
+        if position is not None and high > position:
+            return NO_RECORDS_CAUSE.format(position=position, high=high)
+        return None
 
     def _without_errors(self, messages: list[Message], error_log: ClientErrorLog) -> list[Message]:
         records: list[Message] = []

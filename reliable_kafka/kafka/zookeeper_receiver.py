@@ -10,6 +10,7 @@ from typing import Any
 
 from reliable_kafka.kafka.block_offsets import BlockOffsetTracker
 from reliable_kafka.kafka.consumer_connector import StoredOffsets, ZookeeperConsumerConnector
+from reliable_kafka.kafka.fetch_stall import FetchStallMonitor
 from reliable_kafka.kafka.offset_range import OffsetRange
 from reliable_kafka.kafka.params import KafkaParams, parse_kafka_params
 from reliable_kafka.kafka.partition_consumer import DEFAULT_BATCH_SIZE, DEFAULT_POLL_TIMEOUT_S
@@ -90,6 +91,7 @@ class ZookeeperKafkaReceiver(Receiver):
             stored_offsets=stored_offsets,
             batch_size=self._batch_size,
             poll_timeout_s=self._poll_timeout_s,
+            stall_monitor=FetchStallMonitor(self.params.fetch_stall_timeout_ms, self.report_error),
         )
         self._connector.start()
 

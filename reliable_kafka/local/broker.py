@@ -29,6 +29,8 @@ from reliable_kafka.local.distribution import (
 from reliable_kafka.local.errors import ClusterStartError
 from reliable_kafka.local.java import JavaServer, ManagedServer, find_java
 from reliable_kafka.local.ports import LOOPBACK, free_port, port_in_use, wait_port_free
+from reliable_kafka.util.kazoo_log import kazoo_client, stop_kazoo
+from reliable_kafka.util.librdkafka_log import with_logger
 
 logger = logging.getLogger(__name__)
 
@@ -218,15 +220,16 @@ class _Broker(ManagedServer):
         return self.broker_id in metadata.brokers
 
     def _admin(self) -> AdminClient:
-        # The broker refuses connections until it listens; librdkafka's complaints about that are
-        # expected noise here, so they go to a logger below WARNING.
+        # The broker refuses connections until it listens; LibrdkafkaLog logs librdkafka's
+        # complaints about that below WARNING.
         return AdminClient(
-            {
-                **self.client_config(),
-                "logger": logging.getLogger("reliable_kafka.local.librdkafka"),
-                "socket.connection.setup.timeout.ms": 2000,
-                "reconnect.backoff.max.ms": 500,
-            }
+            with_logger(
+                {
+                    **self.client_config(),
+                    "socket.connection.setup.timeout.ms": 2000,
+                    "reconnect.backoff.max.ms": 500,
+                }
+            )
         )
 
 
@@ -326,7 +329,7 @@ class LocalKafkaBroker(_Broker):
         Kafka refuses to start while ``/brokers/ids/<id>`` still holds the ephemeral node of
         a killed broker; ZooKeeper removes it when that session expires.
         """
-        zk = KazooClient(hosts=self.zookeeper_connect, timeout=10.0)
+        zk = kazoo_client(self.zookeeper_connect, timeout=10.0)
         zk.start(timeout=15.0)
         try:
             deadline = time.monotonic() + timeout_s
@@ -338,8 +341,7 @@ class LocalKafkaBroker(_Broker):
                     )
                 time.sleep(0.2)
         finally:
-            zk.stop()
-            zk.close()
+            stop_kazoo(zk)
 
     def _wait_registered(self, timeout_s: float) -> None:
         """Ready = a registration under /brokers/ids owned by a NEW session, the port open, and
@@ -350,7 +352,7 @@ class LocalKafkaBroker(_Broker):
         """
         assert self._server is not None
         deadline = time.monotonic() + timeout_s
-        zk = KazooClient(hosts=self.zookeeper_connect, timeout=10.0)
+        zk = kazoo_client(self.zookeeper_connect, timeout=10.0)
         zk.start(timeout=15.0)
         try:
             while True:
@@ -363,8 +365,7 @@ class LocalKafkaBroker(_Broker):
                     break
                 time.sleep(0.2)
         finally:
-            zk.stop()
-            zk.close()
+            stop_kazoo(zk)
         if self.distribution.legacy_protocol:
             return
         admin = self._admin()

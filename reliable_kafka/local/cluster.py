@@ -23,6 +23,8 @@ from reliable_kafka.local.broker import KAFKA_09_CLIENT_CONFIG, LocalKafkaBroker
 from reliable_kafka.local.distribution import DEFAULT_KAFKA, KafkaDistribution, kafka_distribution
 from reliable_kafka.local.errors import ClusterStartError
 from reliable_kafka.local.zookeeper import LocalZooKeeper
+from reliable_kafka.util.kazoo_log import kazoo_client, stop_kazoo
+from reliable_kafka.util.librdkafka_log import with_logger
 
 logger = logging.getLogger(__name__)
 
@@ -210,7 +212,7 @@ class LocalCluster:
 
     def zookeeper_client(self) -> KazooClient:
         """A started kazoo client for this cluster's ZooKeeper; the caller stops it."""
-        client = KazooClient(hosts=self.zookeeper_connect, timeout=10.0)
+        client = kazoo_client(self.zookeeper_connect, timeout=10.0)
         client.start(timeout=15.0)
         return client
 
@@ -229,7 +231,7 @@ class LocalCluster:
     def _create_topic_with_admin(self, name: str, partitions: int, timeout_s: float) -> None:
         """CreateTopics, retried: a ZooKeeper-mode broker whose session just expired (after a
         ZooKeeper restart) fails requests until it has a new one."""
-        admin = AdminClient(self.client_config())
+        admin = AdminClient(with_logger(self.client_config()))
         deadline = time.monotonic() + timeout_s
         attempt = 0
         while True:
@@ -260,8 +262,7 @@ class LocalCluster:
         try:
             create_topic_in_zookeeper(zk, name, partitions, self.broker.broker_id)
         finally:
-            zk.stop()
-            zk.close()
+            stop_kazoo(zk)
 
     def _wait_for_leaders_in_zookeeper(self, topic: str, partitions: int, deadline: float) -> str:
         zk = self.zookeeper_client()
@@ -280,8 +281,7 @@ class LocalCluster:
                 time.sleep(0.1)
             return f"{elected}/{partitions} leaders in ZooKeeper"
         finally:
-            zk.stop()
-            zk.close()
+            stop_kazoo(zk)
 
     def wait_for_leaders(self, topic: str, partitions: int, timeout_s: float = 60.0) -> None:
         """Block until the broker's metadata shows ``partitions`` partitions of ``topic`` with leaders.
@@ -293,7 +293,7 @@ class LocalCluster:
         seen = "no answer yet"
         if self.distribution.legacy_protocol:
             seen = self._wait_for_leaders_in_zookeeper(topic, partitions, deadline)
-        admin = AdminClient(self.client_config())
+        admin = AdminClient(with_logger(self.client_config()))
         while time.monotonic() < deadline:
             try:
                 metadata = admin.list_topics(topic=topic, timeout=5)

@@ -106,14 +106,17 @@ class LocalZooKeeper(ManagedServer):
                     f"ZooKeeper exited with code {self._server.exit_code()} during start-up.",
                     self._server.log_tail(),
                 )
+            # 'ruok' says imok as soon as the process runs; 'srvr' answers "not currently serving
+            # requests" until sessions can be opened, and a client connecting before that has its
+            # connection dropped (kazoo warns about it) and retries.
             try:
-                if four_letter_word(self.port, "ruok") == "imok":
+                if four_letter_word(self.port, "srvr").startswith("Zookeeper version"):
                     return
             except OSError:
                 pass
             time.sleep(0.1)
         self._server.kill()
         raise ClusterStartError(
-            f"ZooKeeper did not answer 'ruok' on port {self.port} within {timeout_s:.0f} s.",
+            f"ZooKeeper did not serve requests on port {self.port} within {timeout_s:.0f} s.",
             self._server.log_tail(),
         )

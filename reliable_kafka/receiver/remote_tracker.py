@@ -54,6 +54,9 @@ class RemoteTrackerEndpoint:
         self._lock = threading.Lock()
         self._controls: dict[int, ReceiverControl] = {}
         self._closing = False
+        # Every receiver that registered has deregistered: the driver may close the connection
+        # (it stops its tracker server right after), and that is the end of a normal stop.
+        self._all_deregistered = False
         self._connection: Connection | None = None
 
     @classmethod
@@ -115,6 +118,7 @@ class RemoteTrackerEndpoint:
         # Kept before the call: the tracker may send a rate update before its reply arrives.
         with self._lock:
             self._controls[stream_id] = control
+            self._all_deregistered = False
         request = RegisterReceiver(stream_id, receiver_type, host, executor_id, self._block_server)
         registered = False
         try:
@@ -139,6 +143,7 @@ class RemoteTrackerEndpoint:
         result = bool(self._call(DEREGISTER_RECEIVER, ReceiverStatus(stream_id, message, error).to_dict()))
         with self._lock:
             self._controls.pop(stream_id, None)
+            self._all_deregistered = not self._controls
         return result
 
     def _call(self, method: str, body: Any) -> Any:
@@ -170,9 +175,13 @@ class RemoteTrackerEndpoint:
     def _connection_closed(self, cause: BaseException | None) -> None:
         with self._lock:
             expected = self._closing
+            after_stop = self._all_deregistered and not self._controls
         if expected or cause is None:
             return
-        logger.warning("Lost the connection to the receiver tracker: %s", cause)
+        if after_stop:
+            logger.info("The receiver tracker closed the connection after the receivers stopped: %s", cause)
+        else:
+            logger.warning("Lost the connection to the receiver tracker: %s", cause)
         if self._on_lost is not None:
             # The loss may be noticed inside add_block on a receiving thread; stopping the
             # supervisor there would make that thread wait for itself.

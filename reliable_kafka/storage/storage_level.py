@@ -1,4 +1,11 @@
-"""Spark's ``StorageLevel``: where a block may live (memory, local disk) and how many copies."""
+"""Spark's ``StorageLevel``: where a block may live (memory, local disk) and how many copies.
+
+The constants carry Scala's flags (``MEMORY_AND_DISK`` is deserialized). A level given by name is
+read as pyspark spells it, since the names come from PySpark apps: ``"MEMORY_AND_DISK"`` is
+``pyspark.StorageLevel.MEMORY_AND_DISK`` (serialized, as all of pyspark's levels but ``_DESER``),
+so a name and the pyspark constant of that name are the same level. Scala-only names
+(``MEMORY_AND_DISK_SER_2``...) keep their meaning, which pyspark's names share.
+"""
 
 from __future__ import annotations
 
@@ -88,11 +95,11 @@ class StorageLevel:
         if isinstance(level, StorageLevel):
             return level
         if isinstance(level, str):
-            found = _LEVELS_BY_NAME.get(level.strip().upper())
+            name = level.strip().upper()
+            found = _PYSPARK_LEVELS_BY_NAME.get(name) or _LEVELS_BY_NAME.get(name)
             if found is None:
-                raise ValueError(
-                    f"unknown storage level {level!r}; expected one of {sorted(_LEVELS_BY_NAME)}"
-                )
+                known = sorted({*_LEVELS_BY_NAME, *_PYSPARK_LEVELS_BY_NAME})
+                raise ValueError(f"unknown storage level {level!r}; expected one of {known}")
             return found
         if all(hasattr(level, attribute) for attribute in _PYSPARK_ATTRIBUTES):
             if level.useOffHeap:
@@ -120,6 +127,17 @@ _LEVELS_BY_NAME: dict[str, StorageLevel] = {
     "MEMORY_AND_DISK_SER_2": StorageLevel(True, True, False, 2),
     "DISK_ONLY": StorageLevel(True, False, False, 1),
     "DISK_ONLY_2": StorageLevel(True, False, False, 2),
+}
+# pyspark.StorageLevel's constants: Python data is always serialized, so only _DESER is not.
+_PYSPARK_LEVELS_BY_NAME: dict[str, StorageLevel] = {
+    "MEMORY_ONLY": StorageLevel(False, True, False, 1),
+    "MEMORY_ONLY_2": StorageLevel(False, True, False, 2),
+    "MEMORY_AND_DISK": StorageLevel(True, True, False, 1),
+    "MEMORY_AND_DISK_2": StorageLevel(True, True, False, 2),
+    "MEMORY_AND_DISK_DESER": StorageLevel(True, True, True, 1),
+    "DISK_ONLY": StorageLevel(True, False, False, 1),
+    "DISK_ONLY_2": StorageLevel(True, False, False, 2),
+    "DISK_ONLY_3": StorageLevel(True, False, False, 3),
 }
 _NAMES_BY_LEVEL: dict[StorageLevel, str] = {level: name for name, level in _LEVELS_BY_NAME.items()}
 for _name, _level in _LEVELS_BY_NAME.items():

@@ -19,11 +19,13 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from kazoo.client import KazooClient
 
-from reliable_kafka.kafka.zk.broker_discovery import discover_bootstrap_servers
+from reliable_kafka.kafka.zk.broker_discovery import discover_bootstrap_servers, legacy_protocol_config
 from reliable_kafka.kafka.zk.paths import TopicAndPartition
 from reliable_kafka.settings import is_secret_key
 from reliable_kafka.ui.group_view import OFFSETS_STORAGES, GroupView, OffsetsStorage
 from reliable_kafka.util.clock import wall_clock_ms
+from reliable_kafka.util.kazoo_log import kazoo_client, stop_kazoo
+from reliable_kafka.util.librdkafka_log import with_logger
 
 logger = logging.getLogger(__name__)
 
@@ -71,7 +73,7 @@ class WatermarkReader:
             if key not in {"group.id", "auto.offset.reset", "enable.auto.commit"}
         }
         config.update({"group.id": "reliable-kafka-lag", "enable.auto.commit": False})
-        self._consumer = Consumer(config)
+        self._consumer = Consumer(with_logger(config))
 
     def log_end_offsets(self, tps: Iterable[TopicAndPartition]) -> dict[TopicAndPartition, int | None]:
         result: dict[TopicAndPartition, int | None] = {}
@@ -178,6 +180,8 @@ def open_group_view(
         if not config.get("bootstrap.servers"):
             assert zk is not None  # LagSource requires bootstrap.servers without ZooKeeper
             config["bootstrap.servers"] = discover_bootstrap_servers(zk)
+        if zk is not None:
+            config.update(legacy_protocol_config(zk, config))
         view = GroupView(source.group, source.offsets_storage, zk=zk, client_config=config)
     except BaseException:
         if zk is not None:
@@ -255,8 +259,9 @@ class LagMonitor:
 
 
 def connect_zookeeper_of(source: LagSource) -> KazooClient:
-    zk = KazooClient(
-        hosts=source.zookeeper_connect,
+    assert source.zookeeper_connect is not None
+    zk = kazoo_client(
+        source.zookeeper_connect,
         timeout=10.0,
         auth_data=[("digest", source.zookeeper_auth)] if source.zookeeper_auth else None,
     )
@@ -265,10 +270,7 @@ def connect_zookeeper_of(source: LagSource) -> KazooClient:
 
 
 def _close_zookeeper(zk: KazooClient) -> None:
-    try:
-        zk.stop()
-    finally:
-        zk.close()
+    stop_kazoo(zk)
 
 
 def close_clients(clients: tuple[GroupView, WatermarkReader]) -> None:

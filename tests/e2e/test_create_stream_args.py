@@ -103,7 +103,12 @@ def test_the_wal_setting_picks_the_receiver(spark_context: Any) -> None:
     assert receiver.params.zookeeper.session_timeout_ms == 4000
     # pyspark 2.4's default connection timeout, unless the caller sets one.
     assert receiver.params.zookeeper.connection_timeout_ms == 10000
-    assert receiver.storage_level == StorageLevel.of(PySparkStorageLevel.MEMORY_AND_DISK_2)
+    # The default, with the write-ahead log as the second copy: one copy, and no warning about it.
+    assert receiver.storage_level == StorageLevel.of(PySparkStorageLevel.MEMORY_AND_DISK)
+    explicit = KafkaUtils.createStream(
+        wal_on, ZK, "g", {"t": 3}, storageLevel=PySparkStorageLevel.MEMORY_AND_DISK_2
+    )
+    assert explicit.get_receiver().storage_level == StorageLevel.of(PySparkStorageLevel.MEMORY_AND_DISK_2)
 
 
 def test_wal_on_from_the_spark_conf(spark_context: Any) -> None:

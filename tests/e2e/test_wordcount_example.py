@@ -11,6 +11,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from reliable_kafka.local import LocalCluster
+from tests.e2e.console import noise
 from tests.e2e.kill_harness import REPO_ROOT
 
 pytestmark = pytest.mark.integration
@@ -35,6 +36,16 @@ def test_wordcount_example_counts_every_word(kafka_version: str) -> None:
     assert f"Kafka {kafka_version}." in result.stdout
     assert "committed offsets /consumers/wordcount/offsets/words/<partition>: 0=" in result.stdout
     assert "Time: " in result.stdout  # pprint's banner
+
+
+@pytest.mark.brokers("3.9", "0.9")
+def test_a_healthy_main_job_prints_no_warning_or_error(kafka_version: str) -> None:
+    """The console of the README's first command, as a new user sees it: nothing to worry about."""
+    command = [sys.executable, "-m", "reliable_kafka.examples.wordcount", "--seconds", "5", "--rate", "40"]
+    command += ["--kafka", kafka_version]
+    result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert noise(result.stdout + result.stderr) == []
 
 
 @pytest.mark.brokers("3.9")

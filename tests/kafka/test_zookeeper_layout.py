@@ -18,7 +18,9 @@ from reliable_kafka.kafka.zk.broker_discovery import (
     broker_address,
     broker_endpoints,
     discover_bootstrap_servers,
+    legacy_protocol_fallback,
     parse_topic_partitions,
+    registration_version,
 )
 from reliable_kafka.kafka.zk.group_membership import new_consumer_id, registration_json, subscription_for
 from reliable_kafka.kafka.zk.paths import TopicAndPartition as TP
@@ -60,6 +62,37 @@ def test_broker_registrations_of_08_and_09() -> None:
     assert broker_address(v09) == "h2:9092"
     assert broker_address(v09, "SSL") == "h2:9093"
     assert broker_address(b"{}") is None
+
+
+# As Kafka 0.9.0.1 and 3.9.2 register themselves (read from LocalCluster's ZooKeeper).
+_REGISTRATION_09 = (
+    b'{"jmx_port":-1,"timestamp":"1795479058260","endpoints":["PLAINTEXT://127.0.0.1:54287"],'
+    b'"host":"127.0.0.1","version":2,"port":54287}'
+)
+_REGISTRATION_39 = (
+    b'{"features":{},"listener_security_protocol_map":{"PLAINTEXT":"PLAINTEXT"},'
+    b'"endpoints":["PLAINTEXT://127.0.0.1:35159"],"jmx_port":-1,"port":35159,"host":"127.0.0.1",'
+    b'"version":5,"timestamp":"1795479060515"}'
+)
+_REGISTRATION_0100 = json.dumps(
+    {"version": 3, "host": "h", "port": 9092, "endpoints": ["PLAINTEXT://h:9092"], "rack": None}
+).encode()
+
+
+def test_pre_010_brokers_get_a_protocol_fallback_from_their_registration_version() -> None:
+    assert registration_version(_REGISTRATION_09) == 2
+    assert registration_version(_REGISTRATION_39) == 5
+    assert registration_version(b"not json") is None
+    assert registration_version(b'{"version": true}') is None
+    assert legacy_protocol_fallback({"0": _REGISTRATION_09}) == "0.9.0.1"
+    assert legacy_protocol_fallback({"0": json.dumps({"version": 1, "host": "h", "port": 1}).encode()}) == (
+        "0.8.2.2"
+    )
+    # 0.10.0 answers ApiVersionRequest: nothing to fall back to.
+    assert legacy_protocol_fallback({"0": _REGISTRATION_0100, "1": _REGISTRATION_39}) is None
+    assert legacy_protocol_fallback({}) is None
+    # A rolling upgrade: the oldest broker decides.
+    assert legacy_protocol_fallback({"0": _REGISTRATION_39, "1": _REGISTRATION_09}) == "0.9.0.1"
 
 
 def test_topic_partitions_sorted_numerically() -> None:

@@ -31,6 +31,18 @@ def test_of_accepts_a_level_a_name_or_a_pyspark_level() -> None:
     assert StorageLevel.of(pyspark.StorageLevel.MEMORY_AND_DISK_DESER) == StorageLevel.MEMORY_AND_DISK
 
 
+def test_a_name_means_what_pysparks_constant_of_that_name_means() -> None:
+    import pyspark
+
+    for name in ("MEMORY_ONLY", "MEMORY_ONLY_2", "MEMORY_AND_DISK", "MEMORY_AND_DISK_2", "DISK_ONLY_3"):
+        assert StorageLevel.of(name) == StorageLevel.of(getattr(pyspark.StorageLevel, name)), name
+    assert StorageLevel.of("memory_and_disk_deser") == StorageLevel.of(
+        pyspark.StorageLevel.MEMORY_AND_DISK_DESER
+    )
+    # Scala-only names keep Scala's meaning.
+    assert StorageLevel.of("MEMORY_AND_DISK_SER_2") == StorageLevel.MEMORY_AND_DISK_SER_2
+
+
 def test_of_rejects_anything_else_clearly() -> None:
     import pyspark
 

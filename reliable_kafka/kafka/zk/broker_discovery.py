@@ -4,6 +4,12 @@ Brokers write ``/brokers/ids/<id>``: JSON with ``host``/``port`` (0.8), ``endpoi
 (``"<listener>://host:port"``; in 0.9 the listener name is the security protocol), and from 0.10.2
 on ``listener_security_protocol_map`` from listener names (``INTERNAL``, ``EXTERNAL``...) to
 protocols. The controller writes ``/brokers/topics/<topic>`` (``{"partitions": {"0": [replicas]}}``).
+
+A registration's ``version`` tells the broker's protocol generation: 1 is 0.8 (``host``/``port``
+only), 2 is 0.9 (``endpoints``), 3 is 0.10.0 (``rack``), 4 is 0.10.2 (listener names), 5 is 2.7+
+(``features``). Brokers before 0.10 do not answer librdkafka's ``ApiVersionRequest`` (a 0.9 broker
+fails on it and the request times out), so clients of them need ``api.version.request=false`` and a
+``broker.version.fallback``; :func:`legacy_protocol_config` derives both from the registrations.
 """
 
 from __future__ import annotations
@@ -11,8 +17,10 @@ from __future__ import annotations
 import json
 import logging
 import socket
-from collections.abc import Callable, Iterable
+import threading
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
@@ -25,6 +33,15 @@ logger = logging.getLogger(__name__)
 # listeners with the same security protocol (one for inside a network, one for outside).
 LISTENER_NAME_PARAM = "broker.listener.name"
 _PROBE_TIMEOUT_S = 3.0
+
+# librdkafka's settings for brokers without ApiVersionRequest; a user who sets either one decides.
+API_VERSION_REQUEST = "api.version.request"
+BROKER_VERSION_FALLBACK = "broker.version.fallback"
+# Registration version -> the newest release that writes it (all of a release line speak the same
+# protocol). Version 3 (0.10.0) and later answer ApiVersionRequest.
+_PRE_010_FALLBACKS = {1: "0.8.2.2", 2: "0.9.0.1"}
+_announced_fallbacks: set[str] = set()
+_announced_lock = threading.Lock()
 
 
 class NoBrokersError(RuntimeError):
@@ -125,16 +142,9 @@ def discover_bootstrap_servers(
     """
     addresses: list[str] = []
     problems: list[str] = []
-    try:
-        broker_ids = zk.get_children(BROKER_IDS_PATH)
-    except NoNodeError:
-        broker_ids = []
-    for broker_id in sorted(broker_ids, key=lambda b: (len(b), b)):
-        try:
-            data, _ = zk.get(broker_path(broker_id))
-        except NoNodeError:
-            continue  # deregistered between the listing and the read
-        registered = broker_endpoints(data)
+    registrations = broker_registrations(zk)
+    for broker_id in sorted(registrations, key=lambda b: (len(b), b)):
+        registered = broker_endpoints(registrations[broker_id])
         candidates = matching_endpoints(registered, security_protocol, listener_name)
         if not candidates:
             problems.append(
@@ -164,6 +174,67 @@ def discover_bootstrap_servers(
             "'security.protocol', or give 'bootstrap.servers'."
         )
     return ",".join(addresses)
+
+
+def registration_version(registration: bytes) -> int | None:
+    """The ``version`` field of a broker registration (None when unreadable)."""
+    try:
+        info = json.loads(registration.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return None
+    version = info.get("version") if isinstance(info, dict) else None
+    return version if isinstance(version, int) and not isinstance(version, bool) else None
+
+
+def broker_registrations(zk: KazooClient) -> dict[str, bytes]:
+    """``{broker id: registration}`` of every live broker."""
+    try:
+        broker_ids = zk.get_children(BROKER_IDS_PATH)
+    except NoNodeError:
+        return {}
+    registrations: dict[str, bytes] = {}
+    for broker_id in broker_ids:
+        try:
+            registrations[broker_id], _ = zk.get(broker_path(broker_id))
+        except NoNodeError:
+            continue  # deregistered between the listing and the read
+    return registrations
+
+
+def legacy_protocol_fallback(registrations: Mapping[str, bytes]) -> str | None:
+    """The ``broker.version.fallback`` the oldest pre-0.10 broker needs; None when all are 0.10+.
+
+    During a rolling upgrade the oldest broker decides: a client speaks one protocol to all.
+    """
+    versions = [registration_version(data) for data in registrations.values()]
+    legacy = sorted(v for v in versions if v is not None and v in _PRE_010_FALLBACKS)
+    return _PRE_010_FALLBACKS[legacy[0]] if legacy else None
+
+
+def legacy_protocol_config(zk: KazooClient, client_config: Mapping[str, Any]) -> dict[str, Any]:
+    """librdkafka settings a client of the registered brokers needs on top of ``client_config``.
+
+    Empty unless a registered broker is older than 0.10 and ``client_config`` sets neither
+    ``api.version.request`` nor ``broker.version.fallback``: an unchanged pyspark 2.4 app against a
+    0.9 cluster would otherwise receive nothing, its requests timing out in silence.
+    """
+    if API_VERSION_REQUEST in client_config or BROKER_VERSION_FALLBACK in client_config:
+        return {}
+    fallback = legacy_protocol_fallback(broker_registrations(zk))
+    if fallback is None:
+        return {}
+    with _announced_lock:
+        first = fallback not in _announced_fallbacks
+        _announced_fallbacks.add(fallback)
+    if first:
+        logger.info(
+            "ZooKeeper registers brokers older than 0.10: using %s=false and %s=%s for them "
+            "(set either key in kafkaParams to decide yourself)",
+            API_VERSION_REQUEST,
+            BROKER_VERSION_FALLBACK,
+            fallback,
+        )
+    return {API_VERSION_REQUEST: False, BROKER_VERSION_FALLBACK: fallback}
 
 
 def parse_topic_partitions(data: bytes | None) -> list[int]:

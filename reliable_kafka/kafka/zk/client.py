@@ -28,6 +28,7 @@ from tenacity import (
 from tenacity.stop import stop_base
 
 from reliable_kafka.kafka.params import ZooKeeperParams
+from reliable_kafka.util.kazoo_log import KazooLog, stop_kazoo
 
 logger = logging.getLogger(__name__)
 
@@ -64,13 +65,13 @@ kazoo_logger = logging.getLogger("kazoo.client.masked")
 kazoo_logger.addFilter(MaskZooKeeperSecrets())
 
 
-class _ServerAddressLog(logging.LoggerAdapter):  # type: ignore[type-arg]
+class _ServerAddressLog(KazooLog):
     """kazoo's logger for one client: its connection warnings ("Connection dropped: socket
     connection error: Connection refused") name no server, so this appends the one it was
     connecting to, which kazoo logs (at INFO) just before each attempt."""
 
     def __init__(self, logger: logging.Logger, servers: str) -> None:
-        super().__init__(logger, {})
+        super().__init__(logger)
         self._servers = servers
         self._server: str | None = None
 
@@ -126,10 +127,7 @@ def connect_zookeeper(params: ZooKeeperParams) -> KazooClient:
 
 
 def close_zookeeper(client: KazooClient) -> None:
-    try:
-        client.stop()
-    finally:
-        client.close()
+    stop_kazoo(client)
 
 
 def ensure_connected(client: KazooClient) -> None:

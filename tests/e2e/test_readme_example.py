@@ -1,0 +1,123 @@
+"""The README's "Using it" example, run as written against a local cluster.
+
+Only what the README says is the reader's own is replaced: the ZooKeeper quorum and the checkpoint
+directory. The app runs in its own process, as ``python app.py`` would (a local master), and is
+stopped by SIGTERM with ``stopGracefullyOnShutdown`` set through the environment, as a service
+manager would stop it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from reliable_kafka.local import LocalCluster
+from reliable_kafka.util.librdkafka_log import with_logger
+from tests.e2e.console import noise
+from tests.e2e.kill_harness import REPO_ROOT
+
+pytestmark = pytest.mark.integration
+
+README_QUORUM = "zk1:2181,zk2:2181"
+README_CHECKPOINT = "/data/checkpoints/wordcount"
+
+
+def readme_example() -> str:
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Using it\n", 1)[1]
+    match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
+    assert match is not None, "no python block in the README's Using it section"
+    return match.group(1)
+
+
+class Output:
+    """A child's stdout and stderr, collected as they come."""
+
+    def __init__(self, process: subprocess.Popen[str]) -> None:
+        self.lines: list[str] = []
+        self._lock = threading.Lock()
+        for stream in (process.stdout, process.stderr):
+            threading.Thread(target=self._read, args=(stream,), daemon=True).start()
+
+    def _read(self, stream: object) -> None:
+        for line in stream:  # type: ignore[attr-defined]
+            with self._lock:
+                self.lines.append(line)
+
+    def text(self) -> str:
+        with self._lock:
+            return "".join(self.lines)
+
+
+@pytest.mark.brokers("3.9", "0.9")
+def test_the_readme_example_runs_as_written(tmp_path: Path, kafka_version: str) -> None:
+    """On 0.9 too: the example sets no protocol key, the receiver reads the broker's version."""
+    code = readme_example()
+    assert README_QUORUM in code and README_CHECKPOINT in code
+    with LocalCluster(tmp_path / "cluster", kafka=kafka_version) as cluster:
+        cluster.create_topic("words", partitions=2)
+        app = tmp_path / "app.py"
+        app.write_text(
+            code.replace(README_QUORUM, cluster.zookeeper_connect).replace(
+                README_CHECKPOINT, str(tmp_path / "checkpoint")
+            ),
+            encoding="utf-8",
+        )
+        env = {
+            **os.environ,
+            "PYTHONUNBUFFERED": "1",
+            # What the README asks of the executors' interpreter.
+            "PYSPARK_PYTHON": sys.executable,
+            "RELIABLE_KAFKA_JOBS__STOP_GRACEFULLY_ON_SHUTDOWN": "true",
+            # This machine's host name resolves to loopback, which Spark warns about (and says to
+            # set this): a fact of the machine, not of the example.
+            "SPARK_LOCAL_IP": "127.0.0.1",
+        }
+        process = subprocess.Popen(
+            [sys.executable, str(app)],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
+        output = Output(process)
+        try:
+            counted = produce_until_counted(cluster, process, output)
+        finally:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(120)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+    console = output.text()
+    assert counted, console[-4000:]
+    # The graceful stop passes SIGTERM on once it is done.
+    assert process.returncode in (0, -signal.SIGTERM), console[-4000:]
+    assert noise(console, spark_startup=True) == [], console[-4000:]
+
+
+def produce_until_counted(cluster: LocalCluster, process: subprocess.Popen[str], output: Output) -> bool:
+    """auto.offset.reset is largest: lines count once the stream runs, so keep producing until one
+    batch prints the word."""
+    producer = Producer(with_logger({**cluster.client_config(), "linger.ms": 5}))
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and process.poll() is None:
+        if "('reliable', " in output.text():
+            return True
+        if "Time: " in output.text():
+            producer.produce("words", b"reliable kafka reliable")
+            producer.flush(10)
+        time.sleep(1)
+    return False
