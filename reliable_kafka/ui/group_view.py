@@ -27,6 +27,7 @@ from kazoo.exceptions import NoNodeError
 from reliable_kafka.kafka.group.offset_store import KafkaOffsetStore
 from reliable_kafka.kafka.zk.broker_discovery import topic_partitions
 from reliable_kafka.kafka.zk.paths import TopicAndPartition, group_dir, offset_path, owner_path
+from reliable_kafka.util.librdkafka_log import with_logger
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +100,7 @@ class GroupView:
         if zk is None or offsets_storage != "zookeeper":
             if not client_config.get("bootstrap.servers"):
                 raise ValueError(f"offsets storage {offsets_storage} needs bootstrap.servers")
-            self._admin = AdminClient(_admin_config(client_config))
+            self._admin = AdminClient(with_logger(_admin_config(client_config)))
         if offsets_storage != "zookeeper":
             self._kafka = KafkaOffsetStore.standalone(
                 client_config, group, owns=_owns_nothing, retry_for_s=ADMIN_TIMEOUT_S

@@ -33,6 +33,7 @@ from tenacity import Retrying, before_sleep_log, retry_if_exception_type, stop_a
 from reliable_kafka.kafka.offset_store import REFUSED, CommitResult
 from reliable_kafka.kafka.zk.paths import TopicAndPartition
 from reliable_kafka.util import instruments
+from reliable_kafka.util.librdkafka_log import with_logger
 
 logger = logging.getLogger(__name__)
 
@@ -118,7 +119,7 @@ class KafkaOffsetStore:
             "enable.auto.offset.store": False,
             "session.timeout.ms": attempt_ms,
         }
-        store = cls(Consumer(config), group_id, owns=owns, retry_for_s=retry_for_s)
+        store = cls(Consumer(with_logger(config)), group_id, owns=owns, retry_for_s=retry_for_s)
         store._closes_consumer = True
         return store
 
