@@ -8,6 +8,7 @@ so its clients log through a logger that masks them.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import re
 import threading
@@ -28,6 +29,7 @@ from tenacity import (
 from tenacity.stop import stop_base
 
 from reliable_kafka.kafka.params import ZooKeeperParams
+from reliable_kafka.util.bounded_stop import stop_within
 
 logger = logging.getLogger(__name__)
 
@@ -116,20 +118,34 @@ def connect_zookeeper(params: ZooKeeperParams) -> KazooClient:
     try:
         client.start(timeout=params.connection_timeout_ms / 1000.0)
     except KazooTimeoutError as exc:
-        client.stop()
-        client.close()
+        close_zookeeper(client)
         raise ConnectionError(
             f"could not connect to ZooKeeper at {params.connect} within "
             f"{params.connection_timeout_ms} ms (zookeeper.connection.timeout.ms)"
         ) from exc
+    # kazoo's handler registered an exit hook that joins its callback thread without a bound; a
+    # watch callback retrying against a ZooKeeper that is gone never lets that join end, and the
+    # interpreter hung at exit. close_zookeeper stops the client within a bound instead, and an
+    # abandoned client's threads are daemons.
+    atexit.unregister(client.handler.stop)
     return client
 
 
-def close_zookeeper(client: KazooClient) -> None:
-    try:
-        client.stop()
-    finally:
-        client.close()
+# kazoo waits as long for its own connection thread on stop (the session timeout, at least 10 s).
+CLOSE_TIMEOUT_S = 10.0
+
+
+def close_zookeeper(client: KazooClient, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
+    """Stop and close ``client`` within ``timeout_s``: kazoo's stop first joins its watch callback
+    thread, which does not end while a watch retries against a ZooKeeper that is gone."""
+
+    def stop_and_close() -> None:
+        try:
+            client.stop()
+        finally:
+            client.close()
+
+    stop_within("the ZooKeeper client", stop_and_close, timeout_s)
 
 
 def ensure_connected(client: KazooClient) -> None:
