@@ -9,8 +9,9 @@ output records it injects ``--fault`` (SIGKILL ZooKeeper or the broker; ``sc.sto
 running context), then ends as ``--end`` says: ``ssc.stop()`` (not graceful or graceful), an
 exception raised out of the ``with`` block (the context is left to the exit-time hook), or a wait
 for SIGTERM (``stopGracefullyOnShutdown`` on). Appends JSON lines to ``--output``, fsync'ed:
-``{"batch": n}`` per batch with records, ``{"event": "faulted" | "stopping" | "stopped"}``, and
-prints ``started``, then ``stopping`` just before it ends. The test times the rest.
+``{"begin": n}`` and ``{"end": n}`` around each batch of n > 0 records, and
+``{"event": "faulted" | "stopping" | "stopped"}``; prints ``started``, then ``stopping`` just
+before it stops (``waiting`` before it waits for SIGTERM). The test times the rest.
 """
 
 from __future__ import annotations
@@ -44,6 +45,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--checkpoint", required=True)
     parser.add_argument("--placement", choices=("executors", "driver"), default="driver")
     parser.add_argument("--stop-timeout", default="10s")
+    parser.add_argument("--kafka", default="3.9")
+    # A slow sink, so that a stop (and a SIGTERM during it) lands inside a batch.
+    parser.add_argument("--sink-delay-ms", type=int, default=0)
     return parser.parse_args(argv)
 
 
@@ -74,9 +78,11 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(
         level=logging.WARNING, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
-    logging.getLogger("reliable_kafka.util.bounded_stop").setLevel(logging.INFO)
+    # What the test waits for (the stop began) and what a failed run's log must explain.
+    for name in ("reliable_kafka.context", "reliable_kafka.scheduler.job_generator", "reliable_kafka.util"):
+        logging.getLogger(name).setLevel(logging.INFO)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    with LocalCluster() as cluster:
+    with LocalCluster(kafka=args.kafka) as cluster:
         cluster.create_topic(TOPIC, partitions=2)
         produce(cluster, 200)
         conf = (
@@ -107,8 +113,10 @@ def main(argv: list[str]) -> int:
         def write_batch(rdd: Any) -> None:
             count = rdd.count()
             if count:
-                append(args.output, {"batch": count})
+                append(args.output, {"begin": count})
                 first_batch.set()
+                time.sleep(args.sink_delay_ms / 1000)
+                append(args.output, {"end": count})
 
         stream.foreachRDD(write_batch)
         ssc.start()
