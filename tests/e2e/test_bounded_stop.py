@@ -124,26 +124,30 @@ def assert_nothing_left(child: Child) -> None:
     )
 
 
+# Driver placement keeps the receivers' kazoo clients in the process that exits; executor
+# placement (local[4]: Python workers of the same host) stops them through the tracker.
 @pytest.mark.parametrize(
-    ("fault", "end"),
+    ("fault", "end", "placement"),
     [
-        ("zookeeper", "stop"),
-        ("zookeeper", "graceful"),
-        ("zookeeper", "raise"),
-        ("broker", "stop"),
-        ("broker", "raise"),
-        ("spark", "stop"),
+        ("zookeeper", "stop", "driver"),
+        ("zookeeper", "graceful", "driver"),
+        ("zookeeper", "raise", "driver"),
+        ("zookeeper", "graceful", "executors"),
+        ("zookeeper", "raise", "executors"),
+        ("broker", "stop", "driver"),
+        ("broker", "raise", "driver"),
+        ("spark", "stop", "driver"),
     ],
 )
 def test_stop_ends_within_the_bound_after_a_fault(
-    tmp_path: Path, kafka_version: str, reap: Any, fault: str, end: str
+    tmp_path: Path, kafka_version: str, reap: Any, fault: str, end: str, placement: str
 ) -> None:
-    child = start_child(tmp_path, kafka_version, fault, end)
+    child = start_child(tmp_path, kafka_version, fault, end, "--placement", placement)
     reap(child)
     child.wait_for_line("stopping")
     took_s = child.wait_for_exit()
     log = child.log()
-    print(f"{fault}/{end}: exited {took_s:.1f} s after the stop began")
+    print(f"{fault}/{end}/{placement}: exited {took_s:.1f} s after the stop began")
     # "raise": the exception leaves the with block, the exit-time hook stops the context.
     assert child.process.returncode == (1 if end == "raise" else 0), log
     assert "AppFailed" in log if end == "raise" else {"event": "stopped"} in strip_times(child.entries())
@@ -155,15 +159,19 @@ def strip_times(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [{k: v for k, v in entry.items() if k != "at"} for entry in entries]
 
 
-@pytest.mark.parametrize("stop_on", ["sigterm", "graceful"])
+@pytest.mark.parametrize(
+    ("stop_on", "placement"), [("sigterm", "driver"), ("sigterm", "executors"), ("graceful", "driver")]
+)
 def test_sigterm_during_a_stop_lets_that_stop_finish(
-    tmp_path: Path, kafka_version: str, reap: Any, stop_on: str
+    tmp_path: Path, kafka_version: str, reap: Any, stop_on: str, placement: str
 ) -> None:
     """``sigterm``: SIGTERM starts a graceful stop (stopGracefullyOnShutdown), a second one comes
     during it. ``graceful``: the application's own ``stop(stopGraceFully=True)`` is running (no
     handler of ours installed at start) when two SIGTERMs come. Either way the batch in progress
     (a slow sink) ends, every record received is output, and then the signal ends the process."""
-    child = start_child(tmp_path, kafka_version, "none", stop_on, "--sink-delay-ms", "8000")
+    child = start_child(
+        tmp_path, kafka_version, "none", stop_on, "--sink-delay-ms", "8000", "--placement", placement
+    )
     reap(child)
     child.wait_for_line("waiting" if stop_on == "sigterm" else "stopping")
     if stop_on == "sigterm":
@@ -173,7 +181,7 @@ def test_sigterm_during_a_stop_lets_that_stop_finish(
     child.process.send_signal(signal.SIGTERM)
     child.process.send_signal(signal.SIGTERM)
     took_s = child.wait_for_exit()
-    print(f"{stop_on}: exited {took_s:.1f} s after the SIGTERMs")
+    print(f"{stop_on}/{placement}: exited {took_s:.1f} s after the SIGTERMs")
     log = child.log()
     assert child.process.returncode == -signal.SIGTERM, log
     entries = strip_times(child.entries())
