@@ -119,6 +119,7 @@ class StreamingContext:
         self._waiter = ContextWaiter()
         # The thread running stop(), while it runs: a SIGTERM then waits for that stop.
         self._stopping_thread: threading.Thread | None = None
+        self._stop_finished = threading.Event()
         self._handling_sigterm = False
         self._sigterm_after_stop: tuple[Callable[[int, FrameType | None], Any] | int, int] | None = None
         self._sigterm_handler: Callable[[int, FrameType | None], None] | None = None
@@ -265,18 +266,30 @@ class StreamingContext:
             ).start()
             return
         stop_timeout_s = self.settings.jobs.stop_timeout_ms / 1000
-        with self._lock:
-            if self._state is StreamingContextState.INITIALIZED:
-                logger.warning("StreamingContext has not been started yet")
-            elif self._state is StreamingContextState.STOPPED:
-                logger.warning("StreamingContext has already been stopped")
-            else:
-                self._stop_scheduler(stopGraceFully, stop_timeout_s)
-            self._state = StreamingContextState.STOPPED
-            self._restore_sigterm_handler()
-        # Even when already stopped: stop(False) then stop(True) must still stop Spark.
-        if stopSparkContext:
-            stop_within("the SparkContext", self._sc.stop, stop_timeout_s)
+        # Marked for the whole stop, Spark's included: a SIGTERM meanwhile waits for all of it. Its
+        # handler may run late, when the main thread wakes from a wait, so the mark must outlast that.
+        outermost = self._stopping_thread is None
+        if outermost:
+            self._stopping_thread = threading.current_thread()
+            self._stop_finished.clear()
+        try:
+            with self._lock:
+                if self._state is StreamingContextState.INITIALIZED:
+                    logger.warning("StreamingContext has not been started yet")
+                elif self._state is StreamingContextState.STOPPED:
+                    logger.warning("StreamingContext has already been stopped")
+                else:
+                    self._defer_sigterm_while_stopping()
+                    self._stop_scheduler(stopGraceFully, stop_timeout_s)
+                self._state = StreamingContextState.STOPPED
+            # Even when already stopped: stop(False) then stop(True) must still stop Spark.
+            if stopSparkContext:
+                stop_within("the SparkContext", self._sc.stop, stop_timeout_s)
+        finally:
+            if outermost:
+                self._stopping_thread = None
+                self._stop_finished.set()
+        self._restore_sigterm_handler()
         self._deliver_sigterm_received_while_stopping()
 
     def _stop_scheduler(self, graceful: bool, stop_timeout_s: float) -> None:
@@ -284,8 +297,6 @@ class StreamingContext:
         bound_s = stop_timeout_s
         if graceful:
             bound_s += graceful_stop_timeout_ms(self.settings.jobs, self.batch_duration_ms) / 1000
-        self._stopping_thread = threading.current_thread()
-        self._defer_sigterm_while_stopping()
         try:
             if not stop_within("the job scheduler", lambda: self.scheduler.stop(graceful), bound_s):
                 logger.warning(
@@ -295,8 +306,6 @@ class StreamingContext:
                 )
         except Exception:
             logger.exception("Error stopping the job scheduler")
-        finally:
-            self._stopping_thread = None
         with StreamingContext._activation_lock:
             if StreamingContext._active_context is self:
                 StreamingContext._active_context = None
@@ -385,9 +394,7 @@ class StreamingContext:
         try:
             if stopping is not None:
                 logger.warning("SIGTERM while stopping: waiting for the stop under way to finish")
-                # That stop holds the lock until it is done, and it is bounded.
-                with self._lock:
-                    pass
+                self._stop_finished.wait()  # bounded: that stop is
             elif (
                 self._state is StreamingContextState.ACTIVE and self.settings.jobs.stop_gracefully_on_shutdown
             ):
