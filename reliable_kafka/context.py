@@ -22,6 +22,7 @@ restart, from ``initialRDD`` where one is given.
 
 from __future__ import annotations
 
+import atexit
 import enum
 import functools
 import itertools
@@ -520,9 +521,7 @@ def _register_exit_hook() -> None:
         if _exit_hook_registered:
             return
         register = getattr(threading, "_register_atexit", None)
-        if register is None:
-            import atexit  # noqa: PLC0415
-
+        if register is None:  # not in the language: CPython's, since 3.9
             atexit.register(StreamingContext._stop_active_at_exit)
         else:
             register(StreamingContext._stop_active_at_exit)
