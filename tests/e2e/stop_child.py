@@ -1,7 +1,7 @@
 """A Kafka streaming application that a test stops after a fault, in a process of its own.
 
     python -m tests.e2e.stop_child --fault zookeeper|broker|spark|none --end stop|graceful|raise|sigterm
-        --output FILE [--placement driver|executors]
+        --output FILE --checkpoint DIR [--placement driver|executors] [--sink-delay-ms N] [--kafka 3.9]
 
 Starts its own ``LocalCluster`` (ZooKeeper mode) and, inside ``with LocalCluster()``, a
 ``KafkaUtils.createStream`` context with checkpointing and the receiver WAL on. Once a batch has
@@ -11,7 +11,8 @@ exception raised out of the ``with`` block (the context is left to the exit-time
 for SIGTERM (``stopGracefullyOnShutdown`` on). Appends JSON lines to ``--output``, fsync'ed:
 ``{"begin": n}`` and ``{"end": n}`` around each batch of n > 0 records, and
 ``{"event": "faulted" | "stopping" | "stopped"}``; prints ``started``, then ``stopping`` just
-before it stops (``waiting`` before it waits for SIGTERM). The test times the rest.
+before it stops (``waiting`` before it waits for SIGTERM). The test times the rest. SIGUSR1
+dumps every thread's stack to stderr (a test that times it out sends one first).
 """
 
 from __future__ import annotations
