@@ -42,9 +42,11 @@ from reliable_kafka.dstream.functions import duration_ms
 from reliable_kafka.dstream.queue_input_dstream import QueueInputDStream
 from reliable_kafka.dstream.transformed_dstream import TransformedDStream
 from reliable_kafka.dstream.union_dstream import UnionDStream
+from reliable_kafka.scheduler.job_generator import graceful_stop_timeout_ms
 from reliable_kafka.scheduler.job_scheduler import JobScheduler, ReceiverTrackerFactory
 from reliable_kafka.scheduler.listener import StreamingListener, StreamingListenerStreamingStarted
 from reliable_kafka.settings import StreamingSettings
+from reliable_kafka.util.bounded_stop import stop_within
 from reliable_kafka.util.clock import Clock, SystemClock, wall_clock_ms
 from reliable_kafka.util.worker_python import default_workers_to_this_python
 
@@ -116,7 +118,11 @@ class StreamingContext:
         self._lock = threading.RLock()
         self._state = StreamingContextState.INITIALIZED
         self._waiter = ContextWaiter()
-        self._shutdown_hook_registered = False
+        # The thread running stop(), while it runs: a SIGTERM then waits for that stop.
+        self._stopping_thread: threading.Thread | None = None
+        self._stop_finished = threading.Event()
+        self._handling_sigterm = False
+        self._sigterm_after_stop: tuple[Callable[[int, FrameType | None], Any] | int, int] | None = None
         self._sigterm_handler: Callable[[int, FrameType | None], None] | None = None
         self._previous_sigterm_handler: Callable[[int, FrameType | None], Any] | int | None = None
         self.scheduler = JobScheduler(self, receiver_tracker_factory)
@@ -241,9 +247,9 @@ class StreamingContext:
                 self._state = StreamingContextState.ACTIVE
                 StreamingContext._active_context = self
             self.scheduler.listener_bus.post(StreamingListenerStreamingStarted(wall_clock_ms()))
-            atexit.register(self._stop_on_shutdown)
-            self._shutdown_hook_registered = True
-            self._install_sigterm_handler()
+            _register_exit_hook()
+            if self.settings.jobs.stop_gracefully_on_shutdown:
+                self._install_sigterm_handler()
         logger.info("StreamingContext started")
 
     def stop(self, stopSparkContext: bool = True, stopGraceFully: bool = False) -> None:
@@ -260,29 +266,52 @@ class StreamingContext:
                 target=self.stop, args=(stopSparkContext, False), name="streaming-stop", daemon=True
             ).start()
             return
-        with self._lock:
-            if self._state is StreamingContextState.INITIALIZED:
-                logger.warning("StreamingContext has not been started yet")
-            elif self._state is StreamingContextState.STOPPED:
-                logger.warning("StreamingContext has already been stopped")
-            else:
-                try:
-                    self.scheduler.stop(stopGraceFully)
-                except Exception:
-                    logger.exception("Error stopping the job scheduler")
-                with StreamingContext._activation_lock:
-                    if StreamingContext._active_context is self:
-                        StreamingContext._active_context = None
-                self._waiter.notify_stop()
-                logger.info("StreamingContext stopped successfully")
-            self._state = StreamingContextState.STOPPED
-            if self._shutdown_hook_registered:
-                atexit.unregister(self._stop_on_shutdown)
-                self._shutdown_hook_registered = False
-            self._restore_sigterm_handler()
-        # Even when already stopped: stop(False) then stop(True) must still stop Spark.
-        if stopSparkContext:
-            self._sc.stop()
+        stop_timeout_s = self.settings.jobs.stop_timeout_ms / 1000
+        # Marked for the whole stop, Spark's included: a SIGTERM meanwhile waits for all of it. Its
+        # handler may run late, when the main thread wakes from a wait, so the mark must outlast that.
+        outermost = self._stopping_thread is None
+        if outermost:
+            self._stopping_thread = threading.current_thread()
+            self._stop_finished.clear()
+        try:
+            with self._lock:
+                if self._state is StreamingContextState.INITIALIZED:
+                    logger.warning("StreamingContext has not been started yet")
+                elif self._state is StreamingContextState.STOPPED:
+                    logger.warning("StreamingContext has already been stopped")
+                else:
+                    self._defer_sigterm_while_stopping()
+                    self._stop_scheduler(stopGraceFully, stop_timeout_s)
+                self._state = StreamingContextState.STOPPED
+            # Even when already stopped: stop(False) then stop(True) must still stop Spark.
+            if stopSparkContext:
+                stop_within("the SparkContext", self._sc.stop, stop_timeout_s)
+        finally:
+            if outermost:
+                self._stopping_thread = None
+                self._stop_finished.set()
+        self._restore_sigterm_handler()
+        self._deliver_sigterm_received_while_stopping()
+
+    def _stop_scheduler(self, graceful: bool, stop_timeout_s: float) -> None:
+        """Stop receiving and generating, within the graceful drain's bound plus the stop bound."""
+        bound_s = stop_timeout_s
+        if graceful:
+            bound_s += graceful_stop_timeout_ms(self.settings.jobs, self.batch_duration_ms) / 1000
+        try:
+            if not stop_within("the job scheduler", lambda: self.scheduler.stop(graceful), bound_s):
+                logger.warning(
+                    "StreamingContext stopped without waiting for the rest of its scheduler "
+                    "(spark.streaming.stopTimeout %d ms)",
+                    self.settings.jobs.stop_timeout_ms,
+                )
+        except Exception:
+            logger.exception("Error stopping the job scheduler")
+        with StreamingContext._activation_lock:
+            if StreamingContext._active_context is self:
+                StreamingContext._active_context = None
+        self._waiter.notify_stop()
+        logger.info("StreamingContext stopped successfully")
 
     def awaitTermination(self, timeout: float | None = None) -> None:
         """Wait for the context to stop (at most ``timeout`` seconds); raises a job's error."""
@@ -297,6 +326,12 @@ class StreamingContext:
         logger.info("Invoking stop(stopGracefully=%s) from shutdown hook", graceful)
         self.stop(stopSparkContext=False, stopGraceFully=graceful)
 
+    @classmethod
+    def _stop_active_at_exit(cls) -> None:
+        active = cls._active_context
+        if active is not None:
+            active._stop_on_shutdown()
+
     # ------------------------------------------------------------ SIGTERM
 
     def _install_sigterm_handler(self) -> None:
@@ -308,8 +343,6 @@ class StreamingContext:
         handler set from Python code that is not ours is kept and called after the stop (chained),
         and one that is not Python's (None) or SIG_IGN is left alone.
         """
-        if not self.settings.jobs.stop_gracefully_on_shutdown:
-            return
         if threading.current_thread() is not threading.main_thread():
             logger.info("Not on the main thread: SIGTERM will not stop the context gracefully")
             return
@@ -335,6 +368,13 @@ class StreamingContext:
             return
         self._sigterm_handler = self._previous_sigterm_handler = None
 
+    def _defer_sigterm_while_stopping(self) -> None:
+        """Without ``stop_gracefully_on_shutdown`` no handler is installed at start, and SIGTERM's
+        default action would end the process in the middle of this stop: hold it until the stop
+        is done (only the main thread can; a stop elsewhere keeps the default)."""
+        if self._sigterm_handler is None and threading.current_thread() is threading.main_thread():
+            self._install_sigterm_handler()
+
     def _on_sigterm(
         self,
         previous: Callable[[int, FrameType | None], Any] | int,
@@ -342,9 +382,39 @@ class StreamingContext:
         frame: FrameType | None,
     ) -> None:
         logger.info("Received SIGTERM")
-        if self._state is StreamingContextState.ACTIVE:
-            self._stop_on_shutdown()
+        stopping = self._stopping_thread
+        if stopping is threading.current_thread():
+            # This handler interrupted the very stop it would wait for, on the main thread: the
+            # stop delivers the signal when it is done. When an earlier SIGTERM's handler is the
+            # one stopping, that handler passes it on; a second one must not.
+            if not self._handling_sigterm:
+                logger.warning("SIGTERM while stopping: the process ends once the stop is done")
+                self._sigterm_after_stop = (previous, signum)
+            return
+        self._handling_sigterm = True
+        try:
+            if stopping is not None:
+                logger.warning("SIGTERM while stopping: waiting for the stop under way to finish")
+                self._stop_finished.wait()  # bounded: that stop is
+            elif (
+                self._state is StreamingContextState.ACTIVE and self.settings.jobs.stop_gracefully_on_shutdown
+            ):
+                self._stop_on_shutdown()
+        finally:
+            self._handling_sigterm = False
         self._restore_sigterm_handler()
+        self._chain_sigterm(previous, signum, frame)
+
+    def _deliver_sigterm_received_while_stopping(self) -> None:
+        pending, self._sigterm_after_stop = self._sigterm_after_stop, None
+        if pending is not None:
+            previous, signum = pending
+            self._chain_sigterm(previous, signum, None)
+
+    @staticmethod
+    def _chain_sigterm(
+        previous: Callable[[int, FrameType | None], Any] | int, signum: int, frame: FrameType | None
+    ) -> None:
         # Chain: the previous handler now gets the signal. Called directly, not by raising the
         # signal again: a handler installed over ours that chains to ours would get it again,
         # call us again, and so on until the recursion limit.
@@ -430,6 +500,32 @@ class StreamingContext:
             checkpoint.last_generated_batch_time_ms,
             list(checkpoint.pending_times_ms),
         )
+
+
+_exit_hook_lock = threading.Lock()
+_exit_hook_registered = False
+
+
+def _register_exit_hook() -> None:
+    """Stop the active context when the interpreter starts to exit, before anything else goes.
+
+    Not ``atexit``: its hooks run only after ``concurrent.futures`` refused new work (a WAL
+    clean then fails every batch) and after hooks registered later than ours, such as the one
+    every kazoo client registers on start, which joins a watch callback that retries against a
+    ZooKeeper that may be gone: the exit hung there. ``threading``'s exit hooks run first, on
+    the main thread, while the interpreter still works (``concurrent.futures`` uses the same).
+    One hook for the process: only one context is active at a time.
+    """
+    global _exit_hook_registered
+    with _exit_hook_lock:
+        if _exit_hook_registered:
+            return
+        register = getattr(threading, "_register_atexit", None)
+        if register is None:  # not in the language: CPython's, since 3.9
+            atexit.register(StreamingContext._stop_active_at_exit)
+        else:
+            register(StreamingContext._stop_active_at_exit)
+        _exit_hook_registered = True
 
 
 def _warn_if_block_interval_exceeds_batch(ssc: StreamingContext) -> None:

@@ -185,6 +185,9 @@ class JobSettings(_Section):
     unpersist: bool = Field(True, description="spark.streaming.unpersist")
     stop_gracefully_on_shutdown: bool = False
     graceful_stop_timeout_ms: int | None = Field(None, gt=0, description="default: 10 batch durations")
+    # Ours, not Spark's (the JVM's shutdown hooks have their own timeout): how long stop() waits
+    # for receivers, connectors, WAL and Spark after any graceful drain before abandoning them.
+    stop_timeout_ms: int = Field(20_000, gt=0, description="spark.streaming.stopTimeout")
 
 
 class UISettings(_Section):
@@ -256,6 +259,7 @@ _SPARK_KEYS: dict[str, tuple[str, str, Any]] = {
         "graceful_stop_timeout_ms",
         lambda v: parse_time_ms(v, "ms"),
     ),
+    "spark.streaming.stopTimeout": ("jobs", "stop_timeout_ms", lambda v: parse_time_ms(v, "ms")),
     "spark.streaming.ui.enabled": ("ui", "enabled", _parse_bool),
     "spark.streaming.ui.port": ("ui", "port", int),
     "spark.streaming.ui.host": ("ui", "host", str),

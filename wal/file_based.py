@@ -91,6 +91,7 @@ class FileBasedWriteAheadLog(WriteAheadLog):
         self._last_start_ms = -1
         self._closed = False
         self._cleaner: ThreadPoolExecutor | None = None
+        self._clean_refused = False
         self._write_failures = FailureLog(logger, f"write-ahead log write to {self.log_directory}")
 
     @property
@@ -254,7 +255,18 @@ class FileBasedWriteAheadLog(WriteAheadLog):
                 return
             if self._cleaner is None:
                 self._cleaner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="wal-clean")
-            task: Future[None] = self._cleaner.submit(self._delete_older_than, thresh_time_ms)
+            try:
+                task: Future[None] = self._cleaner.submit(self._delete_older_than, thresh_time_ms)
+            except RuntimeError:
+                # concurrent.futures takes no new work once the interpreter exits; a writer still
+                # running then (its owner did not close it) must not fail every batch for it.
+                # Dropped as a clean racing with close is: the next process deletes the same files.
+                if not self._clean_refused:
+                    logger.warning(
+                        "write-ahead log %s: cleaning refused, the interpreter is exiting", self.log_directory
+                    )
+                    self._clean_refused = True
+                return
         if wait_for_completion:
             task.result()
 

@@ -35,6 +35,8 @@ from reliable_kafka.checkpoint import Checkpoint, CheckpointWriter, InputStreamR
 from reliable_kafka.dstream.batch_rdd import BlockRDD
 from reliable_kafka.scheduler.batch_input_info import input_infos_of_batch
 from reliable_kafka.scheduler.job import JobSet
+from reliable_kafka.settings import JobSettings
+from reliable_kafka.util.bounded_stop import join_within
 from reliable_kafka.util.clock import wall_clock_ms
 from reliable_kafka.util.recurring_timer import RecurringTimer
 
@@ -47,6 +49,13 @@ logger = logging.getLogger(__name__)
 _DEFAULT_GRACEFUL_TIMEOUT_BATCHES = 10
 _MAX_POLL_S = 0.1
 _CHECKPOINT_ALL_MARKED_ANCESTORS = "spark.checkpoint.checkpointAllMarkedAncestors"
+
+
+def graceful_stop_timeout_ms(jobs: JobSettings, batch_duration_ms: int) -> int:
+    """``spark.streaming.gracefulStopTimeout``, ten batch durations unless set (Spark's default)."""
+    if jobs.graceful_stop_timeout_ms is not None:
+        return jobs.graceful_stop_timeout_ms
+    return _DEFAULT_GRACEFUL_TIMEOUT_BATCHES * batch_duration_ms
 
 
 # ---------------------------------------------------------------- events
@@ -136,14 +145,16 @@ class JobGenerator:
             self.graph.stop()
         self._events.put(_STOP)
         if self._thread is not threading.current_thread():
-            self._thread.join()
+            # A batch stuck in a checkpoint or a metadata log write on dead storage must not hold
+            # the stop: the thread is a daemon and is left behind.
+            stop_timeout_s = self.ssc.settings.jobs.stop_timeout_ms / 1000
+            if not join_within(self._thread, stop_timeout_s):
+                return
         logger.info("Stopped JobGenerator")
 
     def _stop_gracefully(self) -> None:
         logger.info("Stopping JobGenerator gracefully")
-        timeout_ms = self.ssc.settings.jobs.graceful_stop_timeout_ms
-        if timeout_ms is None:
-            timeout_ms = _DEFAULT_GRACEFUL_TIMEOUT_BATCHES * self.batch_duration_ms
+        timeout_ms = graceful_stop_timeout_ms(self.ssc.settings.jobs, self.batch_duration_ms)
         deadline = time.monotonic() + timeout_ms / 1000
         poll_s = min(_MAX_POLL_S, self.batch_duration_ms / 1000 / 10)
         tracker = self.job_scheduler.receiver_tracker

@@ -218,7 +218,10 @@ class ReceiverTracker:
     def stop(self, graceful: bool) -> None:
         """Stop every receiver (their last blocks are still added), then close the metadata log.
 
-        Waits up to :data:`STOP_WAIT_S` for the receivers, or until they are all done if ``graceful``.
+        Waits up to :data:`STOP_WAIT_S` for the receivers, or ``spark.streaming.stopTimeout`` if
+        ``graceful`` (their last blocks take longer to store than a stop without them). Spark waits
+        for ever there; a receiver stuck on a ZooKeeper or broker that is gone would then keep the
+        job generator, which stops after this, running.
         """
         with self._lock:
             if self._state is TrackerState.STOPPED:
@@ -236,7 +239,8 @@ class ReceiverTracker:
             ]
             for thread in stoppers:
                 thread.start()
-            deadline = None if graceful else time.monotonic() + STOP_WAIT_S
+            wait_s = self.settings.jobs.stop_timeout_ms / 1000 if graceful else STOP_WAIT_S
+            deadline = time.monotonic() + wait_s
             if graceful:
                 logger.info("Waiting for receiver job to terminate gracefully")
             for thread in stoppers:

@@ -12,7 +12,11 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
+from reliable_kafka.util.bounded_stop import stop_within
+
 _DROPPED = "Connection dropped"
+# kazoo waits as long for its own connection thread on stop (the session timeout, at least 10 s).
+CLOSE_TIMEOUT_S = 10.0
 
 
 class KazooLog(logging.LoggerAdapter):  # type: ignore[type-arg]
@@ -34,11 +38,18 @@ def kazoo_client(hosts: str, **kwargs: Any) -> KazooClient:
     return KazooClient(hosts=hosts, **kwargs)
 
 
-def stop_kazoo(client: KazooClient) -> None:
-    """Stop and close ``client``; a connection drop while doing so is not warned about."""
+def stop_kazoo(client: KazooClient, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
+    """Stop and close ``client`` within ``timeout_s``; a connection drop while doing so is not
+    warned about. kazoo's stop first joins its watch callback thread, which does not end while a
+    watch retries against a ZooKeeper that is gone: past the bound the client is abandoned (its
+    threads are daemons) and the log says where it was stuck."""
     if isinstance(client.logger, KazooLog):
         client.logger.closing = True
-    try:
-        client.stop()
-    finally:
-        client.close()
+
+    def stop_and_close() -> None:
+        try:
+            client.stop()
+        finally:
+            client.close()
+
+    stop_within("the ZooKeeper client", stop_and_close, timeout_s)

@@ -8,6 +8,7 @@ so its clients log through a logger that masks them.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import re
 import threading
@@ -117,16 +118,21 @@ def connect_zookeeper(params: ZooKeeperParams) -> KazooClient:
     try:
         client.start(timeout=params.connection_timeout_ms / 1000.0)
     except KazooTimeoutError as exc:
-        client.stop()
-        client.close()
+        close_zookeeper(client)
         raise ConnectionError(
             f"could not connect to ZooKeeper at {params.connect} within "
             f"{params.connection_timeout_ms} ms (zookeeper.connection.timeout.ms)"
         ) from exc
+    # kazoo's handler registered an exit hook that joins its callback thread without a bound; a
+    # watch callback retrying against a ZooKeeper that is gone never lets that join end, and the
+    # interpreter hung at exit. close_zookeeper stops the client within a bound instead, and an
+    # abandoned client's threads are daemons.
+    atexit.unregister(client.handler.stop)
     return client
 
 
 def close_zookeeper(client: KazooClient) -> None:
+    """Stop and close ``client`` within a bound (see :func:`stop_kazoo`)."""
     stop_kazoo(client)
 
 

@@ -1,0 +1,194 @@
+"""Every stop path ends within a bound, whatever ZooKeeper, Kafka or Spark are doing (issue 14), and a
+SIGTERM during a stop lets that stop finish (issue 16).
+
+Each case runs the application of ``stop_child.py`` in a process (and session) of its own, with its
+own ZooKeeper and broker: it faults one of them, then stops; the test times the stop to the exit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+
+from tests.e2e.helpers import wait_until
+from tests.e2e.processes import describe, session_processes
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+# Issue 14's acceptance bound from stop() (or the exception) to the process's exit.
+STOP_BOUND_S = 30.0
+# Starting ZooKeeper, a broker and Spark, and the first batch, on a loaded two-core machine.
+START_TIMEOUT_S = 300.0
+PRODUCED = 200
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Child:
+    process: subprocess.Popen[str]
+    output: Path
+    stderr: Path
+    lines: queue.Queue[str]
+
+    def wait_for_line(self, expected: str) -> None:
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=1)
+            except queue.Empty:
+                if self.process.poll() is not None:
+                    code = self.process.returncode
+                    pytest.fail(f"the child exited ({code}) before {expected!r}: {self.log()}")
+                continue
+            if line == expected:
+                return
+        pytest.fail(f"no {expected!r} from the child within {START_TIMEOUT_S} s: {self.log()}")
+
+    def wait_for_exit(self) -> float:
+        """Seconds until the child exits; fails (after a thread dump) past the bound."""
+        started = time.monotonic()
+        try:
+            self.process.wait(timeout=STOP_BOUND_S)
+        except subprocess.TimeoutExpired:
+            self.process.send_signal(signal.SIGUSR1)  # stop_child dumps its threads: where it hangs
+            time.sleep(2)
+            pytest.fail(f"the child did not exit within {STOP_BOUND_S} s: {self.log()}")
+        return time.monotonic() - started
+
+    def entries(self) -> list[dict[str, Any]]:
+        lines = self.output.read_text().splitlines() if self.output.exists() else []
+        return [json.loads(line) for line in lines]
+
+    def log(self) -> str:
+        return self.stderr.read_text(errors="replace")[-12_000:]
+
+
+def start_child(tmp_path: Path, kafka: str, fault: str, end: str, *extra: str) -> Child:
+    output, stderr = tmp_path / "out.jsonl", tmp_path / "stderr.log"
+    with stderr.open("w") as err:
+        process = subprocess.Popen(
+            [
+                *(sys.executable, "-m", "tests.e2e.stop_child", "--kafka", kafka),
+                *("--fault", fault, "--end", end, "--output", str(output)),
+                *("--checkpoint", str(tmp_path / "checkpoint"), *extra),
+            ],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            text=True,
+            start_new_session=True,
+        )
+    lines: queue.Queue[str] = queue.Queue()
+    assert process.stdout is not None
+    threading.Thread(target=_read_lines, args=(process.stdout, lines), daemon=True).start()
+    return Child(process, output, stderr, lines)
+
+
+def _read_lines(stream: IO[str], lines: queue.Queue[str]) -> None:
+    for line in stream:
+        lines.put(line.strip())
+
+
+@pytest.fixture
+def reap() -> Any:
+    """Kills what a failed case leaves of a child's session (JVMs of its cluster and of Spark)."""
+    children: list[Child] = []
+    yield children.append
+    for child in children:
+        if child.process.poll() is None:
+            child.process.kill()
+            child.process.wait()
+        for pid in session_processes(child.process.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+def assert_nothing_left(child: Child) -> None:
+    """The child's exit took its ZooKeeper, broker and Spark JVMs with it."""
+    wait_until(
+        lambda: not session_processes(child.process.pid),
+        timeout_s=30,
+        what=f"the child's processes to go: {describe(session_processes(child.process.pid))}",
+    )
+
+
+# Driver placement keeps the receivers' kazoo clients in the process that exits; executor
+# placement (local[4]: Python workers of the same host) stops them through the tracker.
+@pytest.mark.parametrize(
+    ("fault", "end", "placement"),
+    [
+        ("zookeeper", "stop", "driver"),
+        ("zookeeper", "graceful", "driver"),
+        ("zookeeper", "raise", "driver"),
+        ("zookeeper", "graceful", "executors"),
+        ("zookeeper", "raise", "executors"),
+        ("broker", "stop", "driver"),
+        ("broker", "raise", "driver"),
+        ("spark", "stop", "driver"),
+    ],
+)
+def test_stop_ends_within_the_bound_after_a_fault(
+    tmp_path: Path, kafka_version: str, reap: Any, fault: str, end: str, placement: str
+) -> None:
+    child = start_child(tmp_path, kafka_version, fault, end, "--placement", placement)
+    reap(child)
+    child.wait_for_line("stopping")
+    took_s = child.wait_for_exit()
+    log = child.log()
+    print(f"{fault}/{end}/{placement}: exited {took_s:.1f} s after the stop began")
+    # "raise": the exception leaves the with block, the exit-time hook stops the context.
+    assert child.process.returncode == (1 if end == "raise" else 0), log
+    assert "AppFailed" in log if end == "raise" else {"event": "stopped"} in strip_times(child.entries())
+    assert "cannot schedule new futures" not in log
+    assert_nothing_left(child)
+
+
+def strip_times(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in entry.items() if k != "at"} for entry in entries]
+
+
+@pytest.mark.parametrize(
+    ("stop_on", "placement"), [("sigterm", "driver"), ("sigterm", "executors"), ("graceful", "driver")]
+)
+def test_sigterm_during_a_stop_lets_that_stop_finish(
+    tmp_path: Path, kafka_version: str, reap: Any, stop_on: str, placement: str
+) -> None:
+    """``sigterm``: SIGTERM starts a graceful stop (stopGracefullyOnShutdown), a second one comes
+    during it. ``graceful``: the application's own ``stop(stopGraceFully=True)`` is running (no
+    handler of ours installed at start) when two SIGTERMs come. Either way the batch in progress
+    (a slow sink) ends, every record received is output, and then the signal ends the process."""
+    child = start_child(
+        tmp_path, kafka_version, "none", stop_on, "--sink-delay-ms", "8000", "--placement", placement
+    )
+    reap(child)
+    child.wait_for_line("waiting" if stop_on == "sigterm" else "stopping")
+    if stop_on == "sigterm":
+        child.process.send_signal(signal.SIGTERM)
+    # The receivers are stopped, the generator waits for the batch in the slow sink.
+    wait_until(lambda: "Stopping JobGenerator gracefully" in child.log(), timeout_s=60, what="the stop")
+    child.process.send_signal(signal.SIGTERM)
+    child.process.send_signal(signal.SIGTERM)
+    took_s = child.wait_for_exit()
+    print(f"{stop_on}/{placement}: exited {took_s:.1f} s after the SIGTERMs")
+    log = child.log()
+    assert child.process.returncode == -signal.SIGTERM, log
+    entries = strip_times(child.entries())
+    begun = [e["begin"] for e in entries if "begin" in e]
+    ended = [e["end"] for e in entries if "end" in e]
+    assert begun == ended, entries
+    assert sum(ended) == PRODUCED, entries
+    assert "StreamingContext stopped successfully" in log
+    assert {"event": "stopped"} not in entries  # the signal ended it, after the stop
+    assert_nothing_left(child)
