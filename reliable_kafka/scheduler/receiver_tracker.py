@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo, ReceiverControl
 from reliable_kafka.receiver.wal_block_handler import RECEIVER_WAL_WITHOUT_CHECKPOINT
 from reliable_kafka.scheduler.driver_receiver_runner import DriverReceiverRunner
+from reliable_kafka.scheduler.job_generator import graceful_stop_timeout_ms
 from reliable_kafka.scheduler.listener import (
     ReceiverInfo,
     StreamingListenerReceiverError,
@@ -218,9 +219,10 @@ class ReceiverTracker:
     def stop(self, graceful: bool) -> None:
         """Stop every receiver (their last blocks are still added), then close the metadata log.
 
-        Waits up to :data:`STOP_WAIT_S` for the receivers, or ``spark.streaming.stopTimeout`` if
-        ``graceful`` (their last blocks take longer to store than a stop without them). Spark waits
-        for ever there; a receiver stuck on a ZooKeeper or broker that is gone would then keep the
+        Waits up to :data:`STOP_WAIT_S` for the receivers, or if ``graceful`` (their last blocks
+        take longer to store than a stop without them) the longer of ``spark.streaming.stopTimeout``
+        and ``spark.streaming.gracefulStopTimeout``. Spark waits for ever there; a receiver stuck on
+        a ZooKeeper or broker that is gone would then keep the
         job generator, which stops after this, running.
         """
         with self._lock:
@@ -239,7 +241,14 @@ class ReceiverTracker:
             ]
             for thread in stoppers:
                 thread.start()
-            wait_s = self.settings.jobs.stop_timeout_ms / 1000 if graceful else STOP_WAIT_S
+            jobs = self.settings.jobs
+            # A graceful stop lets the receivers store their last blocks: as long as the user
+            # gave the drain (gracefulStopTimeout) when that is longer than the stop bound.
+            wait_s = (
+                max(jobs.stop_timeout_ms, graceful_stop_timeout_ms(jobs, self.ssc.batch_duration_ms)) / 1000
+                if graceful
+                else STOP_WAIT_S
+            )
             deadline = time.monotonic() + wait_s
             if graceful:
                 logger.info("Waiting for receiver job to terminate gracefully")
