@@ -29,7 +29,7 @@ from tenacity import (
 from tenacity.stop import stop_base
 
 from reliable_kafka.kafka.params import ZooKeeperParams
-from reliable_kafka.util.kazoo_log import KazooLog, stop_kazoo
+from reliable_kafka.util.kazoo_log import CLOSE_TIMEOUT_S, KazooLog, stop_kazoo
 
 logger = logging.getLogger(__name__)
 
@@ -131,9 +131,9 @@ def connect_zookeeper(params: ZooKeeperParams) -> KazooClient:
     return client
 
 
-def close_zookeeper(client: KazooClient) -> None:
-    """Stop and close ``client`` within a bound (see :func:`stop_kazoo`)."""
-    stop_kazoo(client)
+def close_zookeeper(client: KazooClient, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
+    """Stop and close ``client`` within ``timeout_s`` (see :func:`stop_kazoo`)."""
+    stop_kazoo(client, timeout_s)
 
 
 def ensure_connected(client: KazooClient) -> None:
