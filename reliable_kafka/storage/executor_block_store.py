@@ -9,9 +9,10 @@ when the level allows disk, go to the executor's local directory (what Spark giv
 workers as ``SPARK_LOCAL_DIRS``, i.e. the executor's own block manager directory, removed with
 the executor). A level that leaves a block nowhere to go fails with :class:`BlockStoreError`.
 
-Each store owns one directory per tier, named after the application and stream plus a random
-suffix (two receivers, or a restarted receiver next to the remains of its predecessor, never
-share one), created 0o700 on first use and removed by :meth:`ExecutorBlockStore.close`. Files are
+Each store owns one directory per tier, named after the application and stream, its pid and a
+random suffix (two receivers, or a restarted receiver next to the remains of its predecessor, never
+share one), created 0o700 on first use and removed by :meth:`ExecutorBlockStore.close`; those of
+processes that ended without closing are removed when the next store starts on the host. Files are
 0o600 and appear under their final name only when complete (written under a temporary name,
 then renamed). Not durable on purpose (no fsync): this is a cache; the WAL is what survives.
 """
@@ -31,6 +32,7 @@ from reliable_kafka.storage.block_id import StreamBlockId
 from reliable_kafka.storage.block_manager import DEFAULT_MEMORY_BUDGET_BYTES
 from reliable_kafka.storage.block_store import BlockStoreError
 from reliable_kafka.storage.disk_store import DiskStore
+from reliable_kafka.storage.orphan_dirs import owned_prefix, remove_orphans
 from reliable_kafka.storage.storage_level import StorageLevel
 from reliable_kafka.util import instruments
 from reliable_kafka.util.clock import wall_clock_ms
@@ -105,8 +107,10 @@ class ExecutorBlockStore:
         memory_parent = Path(memory_dir) if memory_dir is not None else default_memory_dir(disk_parent)
         prefix = f"reliable-kafka-{_UNSAFE_NAME_CHARACTERS.sub('_', name)}-"
         self.name = name
-        self._memory_dir = DiskStore(memory_parent, prefix + "mem-")
-        self._disk_dir = DiskStore(disk_parent, prefix + "disk-")
+        remove_orphans(memory_parent, "mem")
+        remove_orphans(disk_parent, "disk")
+        self._memory_dir = DiskStore(memory_parent, owned_prefix(prefix + "mem-"))
+        self._disk_dir = DiskStore(disk_parent, owned_prefix(prefix + "disk-"))
         self._memory_budget = memory_budget_bytes
         self._memory_used = 0
         self._now_ms = now_ms
