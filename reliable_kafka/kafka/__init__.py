@@ -1,14 +1,14 @@
 """Kafka input through ZooKeeper consumer groups (Kafka 0.8's high-level consumer protocol).
 
 ``ReliableKafkaReceiver`` (no loss: offsets follow stored blocks) and ``KafkaReceiver``
-(periodic auto commit), both on ``ZookeeperConsumerConnector``: group membership and range
+(periodic auto commit), both on ``ConsumerConnector``: group membership and range
 assignment in ZooKeeper, one confluent-kafka consumer per owned partition.
 """
 
 import importlib
 from typing import Any
 
-from reliable_kafka.kafka.consumer_connector import ZookeeperConsumerConnector
+from reliable_kafka.kafka.consumer_connector import ConsumerConnector
 from reliable_kafka.kafka.kafka_receiver import KafkaReceiver
 from reliable_kafka.kafka.offset_range import OffsetRange, block_metadata, ranges_in_metadata
 from reliable_kafka.kafka.params import KafkaParams, parse_kafka_params
@@ -43,6 +43,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "CommitResult",
+    "ConsumerConnector",
     "ConsumerRebalanceFailedError",
     "CorruptOffsetError",
     "KafkaInputDStream",
@@ -58,7 +59,6 @@ __all__ = [
     "ReliableKafkaReceiver",
     "TopicAndPartition",
     "ZooKeeperOffsetStore",
-    "ZookeeperConsumerConnector",
     "ZookeeperConsumerGroup",
     "block_metadata",
     "parse_kafka_params",

@@ -53,9 +53,11 @@ class LostOffsetsError(BlockRecoveryError):
 
 
 def bootstrap_servers(params: KafkaParams) -> str:
-    """The brokers: as given, else from ZooKeeper's ``/brokers/ids``."""
+    """The brokers: as given (always, without ZooKeeper), else from ZooKeeper's ``/brokers/ids``."""
     if params.bootstrap_servers is not None:
         return params.bootstrap_servers
+    if params.zookeeper is None:
+        raise ValueError("kafka params: neither bootstrap.servers nor zookeeper.connect is given")
     zk = connect_zookeeper(params.zookeeper)
     try:
         protocol = str(params.client_config.get("security.protocol", "PLAINTEXT"))

@@ -28,7 +28,7 @@ _HTML = "text/html; charset=utf-8"
 
 
 def lag_sources_of(ssc: StreamingContext) -> list[LagSource]:
-    """One source per Kafka input stream of the context's graph."""
+    """One source per Kafka input stream of the context's graph whose offsets are in ZooKeeper."""
     return [
         LagSource(
             zookeeper_connect=stream.params.zookeeper.connect,
@@ -39,7 +39,7 @@ def lag_sources_of(ssc: StreamingContext) -> list[LagSource]:
             zookeeper_auth=stream.params.zookeeper.auth,
         )
         for stream in ssc.graph.get_input_streams()
-        if isinstance(stream, KafkaInputDStream)
+        if isinstance(stream, KafkaInputDStream) and stream.params.zookeeper is not None
     ]
 
 

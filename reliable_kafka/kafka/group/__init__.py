@@ -1,0 +1,1 @@
+"""Kafka-native consumer groups: membership and offsets through the group coordinator, no ZooKeeper."""
