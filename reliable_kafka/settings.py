@@ -368,6 +368,14 @@ class ConsumerGroupSettings(_Section):
     rebalance_max_retries: int = Field(4, ge=1)
     rebalance_backoff_ms: int = Field(2000, ge=0)
     auto_commit_interval_ms: int = Field(60000, gt=0, description="the unreliable receiver's commit period")
+    offsets_storage: Literal["zookeeper", "kafka"] | None = Field(
+        None, description="offsets.storage; default zookeeper with a zkQuorum, else kafka"
+    )
+    dual_commit_enabled: bool | None = Field(
+        None,
+        description="dual.commit.enabled: commit to ZooKeeper too; default true when offsets.storage=kafka "
+        "and a zkQuorum is given (Kafka 0.8.2's default)",
+    )
 
 
 class KafkaStreamSettings(BaseSettings):

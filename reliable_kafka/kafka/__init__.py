@@ -1,16 +1,20 @@
-"""Kafka input through ZooKeeper consumer groups (Kafka 0.8's high-level consumer protocol).
+"""Kafka input through consumer groups: Kafka 0.8's ZooKeeper protocol, or Kafka's group coordinator.
 
 ``ReliableKafkaReceiver`` (no loss: offsets follow stored blocks) and ``KafkaReceiver``
-(periodic auto commit), both on ``ConsumerConnector``: group membership and range
-assignment in ZooKeeper, one confluent-kafka consumer per owned partition.
+(periodic auto commit), both on ``ConsumerConnector``: group membership (range assignment in
+ZooKeeper when a zkQuorum is given, else ``KafkaGroupMembership`` through the coordinator), one
+confluent-kafka consumer per owned partition.
 """
 
 import importlib
 from typing import Any
 
 from reliable_kafka.kafka.consumer_connector import ConsumerConnector
+from reliable_kafka.kafka.group.membership import KafkaGroupMembership
+from reliable_kafka.kafka.group.offset_store import KafkaOffsetStore
 from reliable_kafka.kafka.kafka_receiver import KafkaReceiver
 from reliable_kafka.kafka.offset_range import OffsetRange, block_metadata, ranges_in_metadata
+from reliable_kafka.kafka.offset_store import CommitResult, OffsetStore
 from reliable_kafka.kafka.params import KafkaParams, parse_kafka_params
 from reliable_kafka.kafka.partition_consumer import Record
 from reliable_kafka.kafka.reliable_receiver import ReliableKafkaReceiver
@@ -19,7 +23,7 @@ from reliable_kafka.kafka.zk.group_membership import (
     RebalanceListener,
     ZookeeperConsumerGroup,
 )
-from reliable_kafka.kafka.zk.offset_store import CommitResult, CorruptOffsetError, ZooKeeperOffsetStore
+from reliable_kafka.kafka.zk.offset_store import CorruptOffsetError, ZooKeeperOffsetStore
 from reliable_kafka.kafka.zk.paths import TopicAndPartition
 from reliable_kafka.kafka.zk.range_assignor import range_assign
 
@@ -46,13 +50,16 @@ __all__ = [
     "ConsumerConnector",
     "ConsumerRebalanceFailedError",
     "CorruptOffsetError",
+    "KafkaGroupMembership",
     "KafkaInputDStream",
     "KafkaMessageAndMetadata",
+    "KafkaOffsetStore",
     "KafkaParams",
     "KafkaReceiver",
     "KafkaUtils",
     "LostOffsetsError",
     "OffsetRange",
+    "OffsetStore",
     "RebalanceListener",
     "Record",
     "RecordDecodeError",

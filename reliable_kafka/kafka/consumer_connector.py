@@ -1,9 +1,14 @@
-"""Kafka 0.8's ConsumerConnector for one receiver: group membership plus one partition
+"""Kafka 0.8's ZookeeperConsumerConnector for one receiver: group membership plus one partition
 consumer per owned partition, started and stopped as ownership changes.
 
 Membership is the 0.8 protocol in ZooKeeper when a ``zookeeper.connect`` is given, else Kafka's
 group coordinator (``bootstrap.servers``); either tells this connector about ownership through
-the same RebalanceListener calls, so the partition consumers behave alike on both."""
+the same RebalanceListener calls, so the partition consumers behave alike on both.
+
+Offsets go where ``offsets.storage`` / ``dual.commit.enabled`` say: ZooKeeper, Kafka's group
+coordinator, or both; the membership's ownership decides what may be committed in every case.
+Without ZooKeeper they go to the coordinator through the group member itself, so the
+coordinator accepts them (generation, member id) while the group is active."""
 
 from __future__ import annotations
 
@@ -14,7 +19,10 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
+from reliable_kafka.kafka.dual_offset_store import DualOffsetStore
 from reliable_kafka.kafka.group.membership import KafkaGroupMembership
+from reliable_kafka.kafka.group.offset_store import KafkaOffsetStore
+from reliable_kafka.kafka.offset_store import OffsetStore
 from reliable_kafka.kafka.params import KafkaParams
 from reliable_kafka.kafka.partition_consumer import (
     DEFAULT_BATCH_SIZE,
@@ -27,6 +35,7 @@ from reliable_kafka.kafka.zk.broker_discovery import discover_bootstrap_servers
 from reliable_kafka.kafka.zk.client import close_zookeeper, connect_zookeeper, zookeeper_acl
 from reliable_kafka.kafka.zk.group_membership import ZookeeperConsumerGroup
 from reliable_kafka.kafka.zk.offset_store import ZooKeeperOffsetStore
+from reliable_kafka.kafka.zk.ownership import OwnershipGuardedStore, valid_claim
 from reliable_kafka.kafka.zk.paths import TopicAndPartition
 
 logger = logging.getLogger(__name__)
@@ -78,11 +87,11 @@ class ConsumerConnector:
         self._closing = threading.Event()
         self._zk: KazooClient | None = None
         self._group: ZookeeperConsumerGroup | KafkaGroupMembership | None = None
-        self._offsets: ZooKeeperOffsetStore | None = None
+        self._offsets: OffsetStore | None = None
         self._consumer_config: dict[str, Any] = {}
 
     @property
-    def offsets(self) -> ZooKeeperOffsetStore:
+    def offsets(self) -> OffsetStore:
         if self._offsets is None:
             raise RuntimeError("the consumer connector is not started")
         return self._offsets
@@ -115,6 +124,7 @@ class ConsumerConnector:
             consumer_id=self._params.group.consumer_id,
         )
         self._group = member
+        self._offsets = KafkaOffsetStore(member.consumer, self._params.group.group_id, owns=member.owns)
         member.start()
 
     def _join_in_zookeeper(self) -> None:
@@ -136,15 +146,34 @@ class ConsumerConnector:
             acl=acl,
             session_timeout_ms=zk_params.session_timeout_ms,
         )
-        self._offsets = ZooKeeperOffsetStore(
-            self._zk,
-            self._params.group.group_id,
-            self._group,
-            acl=acl,
-            retry_for_s=max(10.0, zk_params.session_timeout_ms / 1000.0),
-            stop_event=None,
-        )
+        self._offsets = self._offset_store(self._zk, self._group, acl, zk_params.session_timeout_ms)
         self._group.start()
+
+    def _offset_store(
+        self, zk: KazooClient, group: ZookeeperConsumerGroup, acl: Any, session_timeout_ms: int
+    ) -> OffsetStore:
+        params = self._params.group
+        retry_for_s = max(10.0, session_timeout_ms / 1000.0)
+        if not params.offsets_in_kafka:
+            return ZooKeeperOffsetStore(zk, params.group_id, group, acl=acl, retry_for_s=retry_for_s)
+
+        def owns(tp: TopicAndPartition) -> bool:
+            client_id = zk.client_id
+            return valid_claim(group, client_id[0] if client_id is not None else None, tp) is not None
+
+        # A committer outside the group's generations, which the coordinator accepts while
+        # the group has no Kafka members: membership stays in ZooKeeper.
+        in_kafka = KafkaOffsetStore.standalone(self._consumer_config, params.group_id, owns=owns)
+        store: OffsetStore = in_kafka
+        if params.offsets_in_zookeeper:
+            in_zookeeper = ZooKeeperOffsetStore(zk, params.group_id, group, acl=acl, retry_for_s=retry_for_s)
+            store = DualOffsetStore(in_zookeeper, in_kafka)
+        logger.info(
+            "group %s commits offsets to %s",
+            params.group_id,
+            "ZooKeeper and Kafka" if params.offsets_in_zookeeper else "Kafka",
+        )
+        return OwnershipGuardedStore(store, group)
 
     def positions(self) -> dict[TopicAndPartition, int]:
         """Next offset to read of every running consumer that has read something."""
@@ -168,6 +197,8 @@ class ConsumerConnector:
         self.stop_consumers()
         if self._group is not None:
             self._group.stop()
+        if self._offsets is not None:
+            self._offsets.close()
         if self._zk is not None:
             close_zookeeper(self._zk)
             self._zk = None
@@ -187,7 +218,7 @@ class ConsumerConnector:
     def on_partitions_assigned(self, partitions: Mapping[TopicAndPartition, str]) -> None:
         if self._closing.is_set():
             return
-        committed = self._start_offsets(self.offsets.read_all(partitions))
+        committed = self._start_offsets(self.offsets.fetch(partitions))
         started: list[PartitionConsumer] = []
         for tp in sorted(partitions):
             consumer = PartitionConsumer(

@@ -51,7 +51,7 @@ class KafkaReceiver(ConsumerGroupReceiver):
         )
         self._committer: threading.Thread | None = None
         self._stop_committing = threading.Event()
-        self._commit_failures = FailureLog(logger, "auto commit of offsets to ZooKeeper")
+        self._commit_failures = FailureLog(logger, "auto commit of offsets")
 
     def on_start(self) -> None:
         self._start_consuming(

@@ -323,6 +323,10 @@ def _from_settings(settings: KafkaStreamSettings) -> tuple[dict[str, Any], dict[
     }
     if group.consumer_id is not None:
         owned["consumer.id"] = group.consumer_id
+    if group.offsets_storage is not None:
+        owned["offsets.storage"] = group.offsets_storage
+    if group.dual_commit_enabled is not None:
+        owned["dual.commit.enabled"] = str(group.dual_commit_enabled).lower()
     if zookeeper is not None:
         owned["zookeeper.connect"] = zookeeper.connect
         owned["zookeeper.session.timeout.ms"] = str(zookeeper.session_timeout_ms)

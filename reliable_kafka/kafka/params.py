@@ -23,6 +23,7 @@ __all__ = [
     "ConsumerGroupParams",
     "KafkaParams",
     "OffsetReset",
+    "OffsetsStorage",
     "ZooKeeperParams",
     "is_secret_key",
     "parse_kafka_params",
@@ -32,6 +33,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 OffsetReset = Literal["smallest", "largest"]
+OffsetsStorage = Literal["zookeeper", "kafka"]
 # What the group coordinator's members may agree on; ZooKeeper groups only know range.
 ASSIGNMENT_STRATEGIES = ("range", "roundrobin", "cooperative-sticky")
 
@@ -54,7 +56,6 @@ _IGNORED_08_KEYS = frozenset(
         "refresh.leader.backoff.ms",
         "num.consumer.fetchers",
         "exclude.internal.topics",
-        "dual.commit.enabled",
         "offsets.channel.backoff.ms",
         "offsets.channel.socket.timeout.ms",
         "offsets.commit.max.retries",
@@ -76,6 +77,7 @@ _OWN_KEYS = frozenset(
         "rebalance.max.retries",
         "rebalance.backoff.ms",
         "offsets.storage",
+        "dual.commit.enabled",
         "partition.assignment.strategy",
         "metadata.broker.list",
         LISTENER_NAME_PARAM,
@@ -83,7 +85,8 @@ _OWN_KEYS = frozenset(
     }
 )
 
-# The receivers own these librdkafka settings: offsets live in ZooKeeper, never in Kafka.
+# The receivers own these librdkafka settings: offsets are committed through the receiver's offset
+# store (ZooKeeper, Kafka or both) for stored blocks only, never by librdkafka on its own.
 _FORCED_CLIENT_CONFIG: dict[str, Any] = {
     "enable.auto.commit": False,
     "enable.auto.offset.store": False,
@@ -122,6 +125,18 @@ class ConsumerGroupParams:
     rebalance_backoff_ms: int = 2000
     auto_commit_set_by_user: bool = False
     assignment_strategy: str = "range"
+    # Kafka 0.8.2's names: where offsets live, and whether ZooKeeper gets them too while a group
+    # moves to Kafka (read from both at start, the larger wins).
+    offsets_storage: OffsetsStorage = "zookeeper"
+    dual_commit_enabled: bool = False
+
+    @property
+    def offsets_in_zookeeper(self) -> bool:
+        return self.offsets_storage == "zookeeper" or self.dual_commit_enabled
+
+    @property
+    def offsets_in_kafka(self) -> bool:
+        return self.offsets_storage == "kafka"
 
 
 @dataclass(frozen=True)
@@ -217,13 +232,35 @@ def _zookeeper_params(params: Mapping[str, Any], connect: Any) -> ZooKeeperParam
     )
 
 
-def _group_params(params: Mapping[str, Any], group: Any) -> ConsumerGroupParams:
+def _offsets_storage(params: Mapping[str, Any], has_zookeeper: bool) -> tuple[OffsetsStorage, bool]:
+    """``offsets.storage`` and ``dual.commit.enabled`` with Kafka 0.8.2's defaults.
+
+    0.8.2 defaulted dual commit to true and used it only with offsets.storage=kafka, so a group
+    that switches storage keeps ZooKeeper current until every member has moved.
+    """
+    storage = str(params.get("offsets.storage", "zookeeper" if has_zookeeper else "kafka")).strip().lower()
+    if storage not in ("zookeeper", "kafka"):
+        raise ValueError(f"kafka param offsets.storage={storage!r}: expected zookeeper or kafka")
+    if storage == "zookeeper":
+        if not has_zookeeper:
+            raise ValueError(
+                "kafka param offsets.storage=zookeeper needs ZooKeeper: no zkQuorum (zookeeper.connect)"
+            )
+        if _boolean("dual.commit.enabled", params.get("dual.commit.enabled", False)):
+            logger.info("kafka param dual.commit.enabled applies to offsets.storage=kafka only; ignored")
+        return "zookeeper", False
+    dual = _boolean("dual.commit.enabled", params.get("dual.commit.enabled", has_zookeeper))
+    if dual and not has_zookeeper:
+        raise ValueError(
+            "kafka param dual.commit.enabled=true needs ZooKeeper: no zkQuorum (zookeeper.connect)"
+        )
+    return "kafka", dual
+
+
+def _group_params(params: Mapping[str, Any], group: Any, *, has_zookeeper: bool) -> ConsumerGroupParams:
     group = _text("group.id", group)
     if "/" in group:
         raise ValueError(f"kafka param group.id={group!r}: must not contain '/'")
-    storage = str(params.get("offsets.storage", "zookeeper")).strip().lower()
-    if storage != "zookeeper":
-        raise ValueError(f"kafka param offsets.storage={storage!r}: only zookeeper is supported")
     strategy = str(params.get("partition.assignment.strategy", "range")).strip().lower()
     if strategy not in ASSIGNMENT_STRATEGIES:
         raise ValueError(
@@ -240,6 +277,7 @@ def _group_params(params: Mapping[str, Any], group: Any) -> ConsumerGroupParams:
         if key in params:
             auto_commit = _boolean(key, params[key])
     consumer_id = params.get("consumer.id")
+    storage, dual = _offsets_storage(params, has_zookeeper)
     return ConsumerGroupParams(
         group_id=group,
         consumer_id=_text("consumer.id", consumer_id) if consumer_id is not None else None,
@@ -252,6 +290,8 @@ def _group_params(params: Mapping[str, Any], group: Any) -> ConsumerGroupParams:
         rebalance_backoff_ms=_integer("rebalance.backoff.ms", params.get("rebalance.backoff.ms", 2000), 0),
         auto_commit_set_by_user=any(key in params for key in _AUTO_COMMIT_KEYS),
         assignment_strategy=strategy,
+        offsets_storage=storage,
+        dual_commit_enabled=dual,
     )
 
 
@@ -294,7 +334,7 @@ def parse_kafka_params(
     group = _same("group.id", group_id, params.get("group.id"))
     if group is None:
         raise ValueError("kafka param group.id is required")
-    group_params = _group_params(params, group)
+    group_params = _group_params(params, group, has_zookeeper=connect is not None)
     if connect is not None and group_params.assignment_strategy != "range":
         raise ValueError(
             f"kafka param partition.assignment.strategy={group_params.assignment_strategy!r}: a ZooKeeper "

@@ -3,7 +3,8 @@
 Each owned partition's consumer adds its batches to this receiver's own block generator, and
 the listener below records, per block, which offsets it holds. A block is stored (block
 manager and, with the WAL on, the write-ahead log) and reported before its offsets are
-committed to ZooKeeper; a block that cannot be stored in ``store_max_attempts`` attempts stops
+committed to the offset store (ZooKeeper, Kafka or both, as ``offsets.storage`` and
+``dual.commit.enabled`` say); a block that cannot be stored in ``store_max_attempts`` attempts stops
 the receiver, and nothing after it is ever committed. A crash therefore re-reads at most the
 block that was stored but not yet committed, per partition.
 """
@@ -30,13 +31,13 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_STORE_MAX_ATTEMPTS = 4
 # On a rebalance, how long to let the revoked partitions' buffered records reach storage (and
-# their offsets ZooKeeper) before giving the partitions up; what misses it is read again by
+# their offsets the offset store) before giving the partitions up; what misses it is read again by
 # the next owner.
 DEFAULT_FLUSH_ON_REVOKE_TIMEOUT_S = 10.0
 
 
 class ReliableKafkaReceiver(ConsumerGroupReceiver):
-    """Receiver-based Kafka input with offsets in ZooKeeper, committed only for stored blocks.
+    """Receiver-based Kafka input whose offsets are committed only for stored blocks.
 
     Arguments as :class:`ConsumerGroupReceiver`'s; auto commit is always off here.
     """
@@ -83,7 +84,7 @@ class ReliableKafkaReceiver(ConsumerGroupReceiver):
         # restarts: what was stored stays stored, so reading it again would only duplicate it.
         self._stored_until: dict[TopicAndPartition, int] = {}
         self._stored_lock = threading.Lock()
-        self._commit_failures = FailureLog(logger, "committing offsets to ZooKeeper")
+        self._commit_failures = FailureLog(logger, "committing offsets")
 
     # -- life cycle ---------------------------------------------------------------------------
 

@@ -174,6 +174,26 @@ def test_kafka_stream_settings(spark_context: Any) -> None:
     assert params.client_config["fetch.wait.max.ms"] == "50"
 
 
+def test_kafka_stream_settings_choose_the_offset_store(spark_context: Any) -> None:
+    ssc = StreamingContext(spark_context, 1)
+
+    def group_params(**group: Any) -> Any:
+        settings = KafkaStreamSettings(
+            zookeeper=ZooKeeperSettings(connect=ZK),
+            group=ConsumerGroupSettings(group_id="g", **group),
+            topics={"t": 1},
+        )
+        return KafkaUtils.createStream(ssc, settings=settings).params.group
+
+    assert (group_params().offsets_storage, group_params().dual_commit_enabled) == ("zookeeper", False)
+    dual = group_params(offsets_storage="kafka")
+    assert (dual.offsets_storage, dual.dual_commit_enabled) == ("kafka", True)
+    kafka_only = group_params(offsets_storage="kafka", dual_commit_enabled=False)
+    assert (kafka_only.offsets_in_kafka, kafka_only.offsets_in_zookeeper) == (True, False)
+    with pytest.raises(ValueError, match="offsets_storage"):
+        ConsumerGroupSettings(group_id="g", offsets_storage="broker")
+
+
 def test_kafka_stream_settings_choose_what_decode_errors_do(spark_context: Any) -> None:
     base = {
         "zookeeper": ZooKeeperSettings(connect=ZK),

@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
@@ -172,6 +172,61 @@ def committed_offset(zk: KazooClient, group: str, topic: str, partition: int) ->
 
 def offsets_reach(zk: KazooClient, group: str, ends: dict[tuple[str, int], int]) -> Callable[[], bool]:
     return lambda: all(committed_offset(zk, group, t, p) == end for (t, p), end in ends.items())
+
+
+# The kafkaParams of each offset store under test; ZooKeeper membership in all three.
+OFFSET_STORES = ("zookeeper", "kafka", "dual")
+STORE_PARAMS: dict[str, dict[str, str]] = {
+    "zookeeper": {},
+    "kafka": {"offsets.storage": "kafka", "dual.commit.enabled": "false"},
+    "dual": {"offsets.storage": "kafka"},  # dual commit is Kafka 0.8.2's default there
+}
+
+
+class CommittedOffsets:
+    """A group's committed offsets where the store under test keeps them (both, for dual)."""
+
+    def __init__(self, store: str, zk: KazooClient, client_config: dict[str, Any], group: str) -> None:
+        self.store = store
+        self._zk = zk
+        self._group = group
+        self._kafka: Consumer | None = None
+        if store != "zookeeper":
+            self._kafka = Consumer({**client_config, "group.id": group, "enable.auto.commit": False})
+
+    def in_kafka(self, topic: str, partition: int) -> int | None:
+        assert self._kafka is not None, "this store keeps nothing in Kafka"
+        (answer,) = self._kafka.committed([TopicPartition(topic, partition)], timeout=10)
+        assert answer.error is None, answer.error
+        return answer.offset if answer.offset >= 0 else None
+
+    def values(self, topic: str, partition: int) -> list[int | None]:
+        """One value per store in use: ZooKeeper's first."""
+        found: list[int | None] = []
+        if self.store != "kafka":
+            found.append(committed_offset(self._zk, self._group, topic, partition))
+        if self.store != "zookeeper":
+            found.append(self.in_kafka(topic, partition))
+        return found
+
+    def highest(self, topic: str, partition: int) -> int | None:
+        """Where a new member starts (dual: the larger of the two)."""
+        known = [value for value in self.values(topic, partition) if value is not None]
+        return max(known) if known else None
+
+    def reach(self, ends: dict[tuple[str, int], int]) -> Callable[[], bool]:
+        """Every store in use holds exactly these offsets."""
+        return lambda: all(set(self.values(t, p)) == {end} for (t, p), end in ends.items())
+
+    def assert_nothing_outside_the_store(self, topic: str, partitions: Iterable[int]) -> None:
+        if self.store == "kafka":
+            assert all(committed_offset(self._zk, self._group, topic, p) is None for p in partitions), (
+                "offsets.storage=kafka without dual commit wrote to ZooKeeper"
+            )
+
+    def close(self) -> None:
+        if self._kafka is not None:
+            self._kafka.close()
 
 
 def assert_exactly_once(records: Iterable[KafkaRecord], expected: dict[tuple[str, int], list[bytes]]) -> None:

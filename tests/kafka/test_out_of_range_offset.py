@@ -9,12 +9,21 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
 from reliable_kafka.kafka import ReliableKafkaReceiver
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.storage import StorageLevel
 from tests.cluster_backends import unique_name
-from tests.kafka.harness import RunningReceiver, committed_offset, produce, wait_for
+from tests.kafka.harness import (
+    OFFSET_STORES,
+    STORE_PARAMS,
+    CommittedOffsets,
+    RunningReceiver,
+    committed_offset,
+    produce,
+    wait_for,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -30,31 +39,48 @@ def admin_zk(local_cluster: LocalCluster) -> Iterator[Any]:
     zk.close()
 
 
-def start(cluster: LocalCluster, group: str, topic: str, reset: str) -> RunningReceiver:
+def start(
+    cluster: LocalCluster, group: str, topic: str, reset: str, store: str = "zookeeper"
+) -> RunningReceiver:
     receiver = ReliableKafkaReceiver(
         cluster.zookeeper_connect,
         group,
         {topic: 1},
-        {**cluster.client_config(), **FAST_GROUP_PARAMS, "auto.offset.reset": reset},
+        {**cluster.client_config(), **FAST_GROUP_PARAMS, **STORE_PARAMS[store], "auto.offset.reset": reset},
         StorageLevel.MEMORY_AND_DISK_SER,
     )
     return RunningReceiver(receiver, None)
 
 
+def commit_in_kafka(cluster: LocalCluster, group: str, topic: str, offset: int) -> None:
+    consumer = Consumer({**cluster.client_config(), "group.id": group, "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize("store", OFFSET_STORES)
 def test_an_offset_beyond_the_log_end_is_replaced_by_the_smallest_offset_and_commits_go_on(
-    local_cluster: LocalCluster, admin_zk: Any, caplog: pytest.LogCaptureFixture
+    local_cluster: LocalCluster, admin_zk: Any, caplog: pytest.LogCaptureFixture, store: str
 ) -> None:
     topic, group = unique_name("oor-small"), unique_name("oor-small")
     local_cluster.create_topic(topic, partitions=1)
     sent = produce(local_cluster.client_config(), topic, 1, 10)
-    admin_zk.create(f"/consumers/{group}/offsets/{topic}/0", str(BEYOND_THE_LOG).encode(), makepath=True)
+    # Where the store reads it: for dual, one store beyond the log is enough (the larger wins).
+    if store == "kafka":
+        commit_in_kafka(local_cluster, group, topic, BEYOND_THE_LOG)
+    else:
+        admin_zk.create(f"/consumers/{group}/offsets/{topic}/0", str(BEYOND_THE_LOG).encode(), makepath=True)
+    committed = CommittedOffsets(store, admin_zk, local_cluster.client_config(), group)
     caplog.set_level(logging.WARNING, logger="reliable_kafka.kafka")
-    run = start(local_cluster, group, topic, "smallest")
+    run = start(local_cluster, group, topic, "smallest", store)
     try:
-        wait_for(lambda: committed_offset(admin_zk, group, topic, 0) == 10, 60, "commits past the reset")
+        wait_for(committed.reach({(topic, 0): 10}), 60, "commits past the reset")
         assert [r[1] for r in run.records()] == sent[0]
     finally:
         run.stop()
+        committed.close()
     repaired = [r.getMessage() for r in caplog.records if "out of range" in r.getMessage()]
     assert repaired, "the repair is logged"
     assert str(BEYOND_THE_LOG) in repaired[0] and "reset offset 0" in repaired[0]

@@ -60,7 +60,8 @@ def test_a_partition_that_fell_behind_is_fetched_again_soon_unless_the_user_says
         ("rebalance.max.retries", "0"),
         ("rebalance.backoff.ms", "x"),
         ("zookeeper.connect", "nohostport"),
-        ("offsets.storage", "kafka"),
+        ("offsets.storage", "broker"),
+        ("dual.commit.enabled", "both"),
         ("partition.assignment.strategy", "roundrobin"),
         ("group.id", "a/b"),
     ],
@@ -92,6 +93,33 @@ def test_zookeeper_auth_is_never_echoed(caplog: pytest.LogCaptureFixture) -> Non
     assert "s3cret" not in str(info.value)
     assert "s3cret" not in caplog.text
     assert redacted({"sasl.password": "p", "client.id": "c"}) == {"sasl.password": "***", "client.id": "c"}
+
+
+def test_offsets_storage_and_dual_commit_follow_kafka_082_defaults() -> None:
+    base = {"zookeeper.connect": "zk:2181", "group.id": "g"}
+
+    def choice(**params: str) -> tuple[str, bool]:
+        group = parse_kafka_params({**base, **{k.replace("_", "."): v for k, v in params.items()}}).group
+        return group.offsets_storage, group.dual_commit_enabled
+
+    assert choice() == ("zookeeper", False)
+    assert choice(offsets_storage="kafka") == ("kafka", True)  # 0.8.2: dual commit on by default
+    assert choice(offsets_storage="kafka", dual_commit_enabled="false") == ("kafka", False)
+    assert choice(offsets_storage="ZooKeeper", dual_commit_enabled="true") == ("zookeeper", False)
+    parsed = parse_kafka_params({**base, "offsets.storage": "kafka"})
+    assert parsed.group.offsets_in_zookeeper and parsed.group.offsets_in_kafka
+    # Both are the receiver's, never librdkafka's.
+    assert "offsets.storage" not in parsed.client_config
+    assert "dual.commit.enabled" not in parsed.client_config
+
+
+def test_offsets_in_zookeeper_without_a_zk_quorum_name_what_is_missing() -> None:
+    for params in (
+        {"offsets.storage": "zookeeper"},
+        {"offsets.storage": "kafka", "dual.commit.enabled": "true"},
+    ):
+        with pytest.raises(ValueError, match=r"needs ZooKeeper: no zkQuorum \(zookeeper\.connect\)"):
+            parse_kafka_params({"group.id": "g", "bootstrap.servers": "b:9092", **params})
 
 
 def test_08_only_keys_are_dropped_and_metadata_broker_list_maps_to_bootstrap() -> None:

@@ -18,14 +18,20 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
+from kazoo.exceptions import NoNodeError
 
 from reliable_kafka.kafka import ReliableKafkaReceiver, range_assign
+from reliable_kafka.kafka.group.offset_store import KafkaOffsetStore
+from reliable_kafka.kafka.zk.paths import TopicAndPartition, owner_path
 from reliable_kafka.kafka.zk.range_assignor import consumer_threads_per_topic
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.receiver import ReceivedBlockInfo
 from reliable_kafka.storage import StorageLevel, decode_block
 from tests.cluster_backends import unique_name
 from tests.kafka.harness import (
+    OFFSET_STORES,
+    STORE_PARAMS,
+    CommittedOffsets,
     RecordingTracker,
     RunningReceiver,
     assert_exactly_once,
@@ -73,9 +79,15 @@ def reliable_receiver(
 
 
 def start_child(
-    cluster: LocalCluster, group: str, topic: str, checkpoint: Path, max_rate: int, report_delay_ms: int = 0
+    cluster: LocalCluster,
+    group: str,
+    topic: str,
+    checkpoint: Path,
+    max_rate: int,
+    report_delay_ms: int = 0,
+    extra: Mapping[str, Any] | None = None,
 ) -> subprocess.Popen[str]:
-    params = json.dumps({**cluster.client_config(), **FAST_GROUP_PARAMS})
+    params = json.dumps({**cluster.client_config(), **FAST_GROUP_PARAMS, **(extra or {})})
     child = subprocess.Popen(
         [
             sys.executable,
@@ -101,37 +113,47 @@ def start_child(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("store", OFFSET_STORES)
 def test_sigkill_mid_stream_then_a_new_receiver_loses_nothing_and_duplicates_at_most_one_block(
-    local_cluster: LocalCluster, admin_zk: Any, tmp_path: Path
+    local_cluster: LocalCluster, admin_zk: Any, tmp_path: Path, store: str
 ) -> None:
     topic, group = unique_name("kill"), unique_name("g")
     local_cluster.create_topic(topic, 2)
     sent = produce(local_cluster.client_config(), topic, 2, 15_000)
     total = sum(len(v) for v in sent.values())
+    committed = CommittedOffsets(store, admin_zk, local_cluster.client_config(), group)
+    store_params = STORE_PARAMS[store]
 
     # Blocks wait 150 ms between storing and committing: the kill most likely lands in that
     # window, leaving the one stored-but-uncommitted block the bound allows.
-    first = start_child(local_cluster, group, topic, tmp_path / "run1", max_rate=6000, report_delay_ms=150)
+    first = start_child(
+        local_cluster, group, topic, tmp_path / "run1", max_rate=6000, report_delay_ms=150, extra=store_params
+    )
     try:
 
         def some_committed() -> bool:
-            offsets = [committed_offset(admin_zk, group, topic, p) or 0 for p in (0, 1)]
+            offsets = [committed.highest(topic, p) or 0 for p in (0, 1)]
             return all(o > 0 for o in offsets) and sum(offsets) >= total // 4
 
         wait_for(some_committed, 30, "the first receiver to commit a quarter of the data")
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait(10)
-    at_kill = [committed_offset(admin_zk, group, topic, p) for p in (0, 1)]
+    at_kill = [committed.highest(topic, p) for p in (0, 1)]
     assert sum(o or 0 for o in at_kill) < total, "killed too late to be mid-stream"
 
-    second = start_child(local_cluster, group, topic, tmp_path / "run2", max_rate=0)
+    second = start_child(local_cluster, group, topic, tmp_path / "run2", max_rate=0, extra=store_params)
+    ends = {(topic, p): len(values) for p, values in sent.items()}
     try:
-        ends = {(topic, p): len(values) for p, values in sent.items()}
-        wait_for(offsets_reach(admin_zk, group, ends), 60, "the second receiver to reach the log end")
+        wait_for(committed.reach(ends), 60, "the second receiver to reach the log end")
     finally:
         second.send_signal(signal.SIGTERM)
         assert second.wait(30) == 0
+    try:
+        assert committed.reach(ends)(), "a graceful stop left offsets short of the log end"
+        committed.assert_nothing_outside_the_store(topic, sent)
+    finally:
+        committed.close()
 
     run1, run2 = wal_blocks(tmp_path / "run1"), wal_blocks(tmp_path / "run2")
     seen: dict[tuple[str, int], list[int]] = {}
@@ -153,14 +175,37 @@ def test_sigkill_mid_stream_then_a_new_receiver_loses_nothing_and_duplicates_at_
         assert min(second_run) == (at_kill[p] or 0)
 
 
+def record_kafka_commits(
+    monkeypatch: pytest.MonkeyPatch, zk: Any, group: str
+) -> list[tuple[int, TopicAndPartition, str | None]]:
+    """Every OffsetCommit a KafkaOffsetStore sends: (store, partition, owner thread in ZooKeeper then)."""
+    sent: list[tuple[int, TopicAndPartition, str | None]] = []
+    send = KafkaOffsetStore._send
+
+    def recording(store: KafkaOffsetStore, pending: dict[TopicAndPartition, int]) -> Any:
+        for tp in pending:
+            try:
+                owner: str | None = zk.get(owner_path(group, tp))[0].decode()
+            except NoNodeError:
+                owner = None
+            sent.append((id(store), tp, owner))
+        return send(store, pending)
+
+    monkeypatch.setattr(KafkaOffsetStore, "_send", recording)
+    return sent
+
+
+@pytest.mark.parametrize("store", OFFSET_STORES)
 def test_two_receivers_split_by_range_and_the_survivor_takes_over_without_loss(
-    local_cluster: LocalCluster, admin_zk: Any, tmp_path: Path
+    local_cluster: LocalCluster, admin_zk: Any, tmp_path: Path, store: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     topic, group = unique_name("pair"), unique_name("g")
     local_cluster.create_topic(topic, 4)
+    committed = CommittedOffsets(store, admin_zk, local_cluster.client_config(), group)
+    kafka_commits = record_kafka_commits(monkeypatch, admin_zk, group)
 
     def receiver() -> ReliableKafkaReceiver:
-        return reliable_receiver(local_cluster, group, topic)
+        return reliable_receiver(local_cluster, group, topic, STORE_PARAMS[store])
 
     a = RunningReceiver(receiver(), tmp_path / "a", stream_id=0)
     b = RunningReceiver(receiver(), tmp_path / "b", stream_id=1)
@@ -183,20 +228,26 @@ def test_two_receivers_split_by_range_and_the_survivor_takes_over_without_loss(
             assert admin_zk.get(f"/consumers/{group}/owners/{topic}/{tp.partition}")[0].decode() == thread
 
         sent = produce(local_cluster.client_config(), topic, 4, 1000)
-        wait_for(
-            offsets_reach(admin_zk, group, {(topic, p): 1000 for p in range(4)}), 30, "first half committed"
-        )
+        wait_for(committed.reach({(topic, p): 1000 for p in range(4)}), 30, "first half committed")
         b.stop()
         wait_for(
             lambda: len(a.receiver.connector.owned_partitions()) == 4, 30, "the survivor to own all four"
         )  # type: ignore[attr-defined]
         more = produce(local_cluster.client_config(), topic, 4, 1000, start=1000)
-        wait_for(
-            offsets_reach(admin_zk, group, {(topic, p): 2000 for p in range(4)}), 30, "second half committed"
-        )
+        wait_for(committed.reach({(topic, p): 2000 for p in range(4)}), 30, "second half committed")
     finally:
         a.stop()
         b.stop()
+        committed.close()
+    # Every commit that reached Kafka was for a partition owned, right then, by the committing
+    # store's own receiver: one owner thread per store, and never a released partition.
+    owners_per_store: dict[int, set[str | None]] = {}
+    for store_id, _, owner in kafka_commits:
+        owners_per_store.setdefault(store_id, set()).add(owner)
+    assert all(len(owners) == 1 and None not in owners for owners in owners_per_store.values()), (
+        owners_per_store
+    )
+    assert len(owners_per_store) == (0 if store == "zookeeper" else 2)
     expected = {(topic, p): sent[p] + more[p] for p in range(4)}
     # A clean hand-over re-reads nothing: each record exactly once across both receivers.
     records = sorted(a.records() + b.records(), key=lambda r: (r[3], r[4]))

@@ -18,6 +18,9 @@ from reliable_kafka.receiver import ReceivedBlockInfo, WriteAheadLogBasedBlockHa
 from reliable_kafka.storage import BlockManager, StorageLevel, decode_block
 from tests.cluster_backends import ClusterUnderTest, unique_name
 from tests.kafka.harness import (
+    OFFSET_STORES,
+    STORE_PARAMS,
+    CommittedOffsets,
     RecordingTracker,
     RunningReceiver,
     assert_exactly_once,
@@ -48,19 +51,21 @@ def admin_zk(kafka_cluster: ClusterUnderTest) -> Iterator[Any]:
     zk.close()
 
 
+@pytest.mark.parametrize("store", OFFSET_STORES)
 def test_thirty_messages_with_the_wal_on_are_stored_once_in_order_and_committed_after_storing(
-    kafka_cluster: ClusterUnderTest, admin_zk: Any, tmp_path: Path
+    kafka_cluster: ClusterUnderTest, admin_zk: Any, tmp_path: Path, store: str
 ) -> None:
     topic, group = unique_name("thirty"), unique_name("g")
     kafka_cluster.create_topic(topic, 1)
     sent = produce(kafka_cluster.client_config(), topic, 1, 30)
+    committed = CommittedOffsets(store, admin_zk, kafka_cluster.client_config(), group)
     # Per block: the committed offset once the block is stored, and where the block starts.
     offsets_when_stored: list[tuple[int | None, int]] = []
 
     def before_report(info: ReceivedBlockInfo) -> None:
         # The block is in the block manager and the WAL now; its offsets must not be committed yet.
         (block_range,) = ranges_in_metadata(info.metadata)
-        offsets_when_stored.append((committed_offset(admin_zk, group, topic, 0), block_range.fromOffset))
+        offsets_when_stored.append((committed.highest(topic, 0), block_range.fromOffset))
 
     # No bootstrap.servers: the brokers are found in ZooKeeper, as the 0.8 consumer did.
     protocol_config = {k: v for k, v in kafka_cluster.client_config().items() if k != "bootstrap.servers"}
@@ -68,14 +73,20 @@ def test_thirty_messages_with_the_wal_on_are_stored_once_in_order_and_committed_
         kafka_cluster.zookeeper_connect,
         group,
         {topic: 1},
-        {**protocol_config, **FAST_GROUP_PARAMS, "auto.commit.enable": "true"},
+        {**protocol_config, **FAST_GROUP_PARAMS, **STORE_PARAMS[store], "auto.commit.enable": "true"},
         StorageLevel.MEMORY_AND_DISK_SER,
     )
     running = RunningReceiver(receiver, tmp_path, tracker=RecordingTracker(before_report))
     try:
-        wait_for(offsets_reach(admin_zk, group, {(topic, 0): 30}), 30, "offset 30 in ZooKeeper")
+        wait_for(committed.reach({(topic, 0): 30}), 30, f"offset 30 in {store}")
     finally:
         running.stop()
+    try:
+        # After a graceful stop: the log end, in every store in use.
+        assert committed.values(topic, 0) == [30] * (2 if store == "dual" else 1)
+        committed.assert_nothing_outside_the_store(topic, [0])
+    finally:
+        committed.close()
 
     assert offsets_when_stored[0][0] is None, "an offset was committed before the first block was stored"
     for committed, from_offset in offsets_when_stored:
@@ -95,7 +106,6 @@ def test_thirty_messages_with_the_wal_on_are_stored_once_in_order_and_committed_
     ranges = [r for info in running.tracker.blocks for r in ranges_in_metadata(info.metadata)]
     assert ranges[0].fromOffset == 0 and ranges[-1].untilOffset == 30
     assert all(a.untilOffset == b.fromOffset for a, b in itertools.pairwise(ranges))
-    assert committed_offset(admin_zk, group, topic, 0) == 30
 
 
 def test_three_topics_of_four_partitions_every_message_once_every_offset_at_log_end(

@@ -9,7 +9,6 @@ concurrent writer makes the commit fail instead of being overwritten.
 
 from __future__ import annotations
 
-import enum
 import logging
 import threading
 import time
@@ -20,8 +19,9 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 from kazoo.security import ACL
 
+from reliable_kafka.kafka.offset_store import REFUSED, CommitResult
 from reliable_kafka.kafka.zk.client import ensure_connected, zk_retrying
-from reliable_kafka.kafka.zk.ownership import Claim, OwnershipView
+from reliable_kafka.kafka.zk.ownership import Claim, OwnershipView, valid_claim
 from reliable_kafka.kafka.zk.paths import TopicAndPartition, offset_path, offsets_topic_dir, owner_path
 from reliable_kafka.util import instruments
 
@@ -30,17 +30,6 @@ logger = logging.getLogger(__name__)
 # A lost race with another writer is retried a few times from fresh reads; more than that
 # means someone else is actively writing the partition, which only an owner may do.
 _CONFLICT_RETRIES = 3
-
-
-class CommitResult(enum.Enum):
-    COMMITTED = "committed"
-    UNCHANGED = "unchanged"  # already at exactly this offset
-    BACKWARDS = "refused: would move the offset backwards"
-    NOT_OWNER = "refused: partition not owned by this consumer"
-    CONFLICT = "refused: concurrent writer"
-
-
-_REFUSED = frozenset({CommitResult.BACKWARDS, CommitResult.NOT_OWNER, CommitResult.CONFLICT})
 
 
 class CorruptOffsetError(ValueError):
@@ -64,7 +53,10 @@ def _parse_offset(path: str, data: bytes) -> int:
 
 
 class ZooKeeperOffsetStore:
-    """Reads and commits one group's offsets; commits are checked against ``ownership``."""
+    """Reads and commits one group's offsets; commits are checked against ``ownership``.
+
+    An :class:`~reliable_kafka.kafka.offset_store.OffsetStore`.
+    """
 
     def __init__(
         self,
@@ -106,8 +98,8 @@ class ZooKeeperOffsetStore:
             self._known[tp] = known
         return known.offset
 
-    def read_all(self, tps: Iterable[TopicAndPartition]) -> dict[TopicAndPartition, int | None]:
-        return {tp: self.read(tp) for tp in tps}
+    def fetch(self, partitions: Iterable[TopicAndPartition]) -> dict[TopicAndPartition, int | None]:
+        return {tp: self.read(tp) for tp in partitions}
 
     # -- commits ----------------------------------------------------------------------------
 
@@ -129,7 +121,7 @@ class ZooKeeperOffsetStore:
             raise
         finally:
             instruments.OFFSET_COMMIT_SECONDS.observe(time.perf_counter() - started)
-        if any(result in _REFUSED for result in results.values()):
+        if any(result in REFUSED for result in results.values()):
             instruments.OFFSET_COMMIT_FAILURES.inc()
         return results
 
@@ -189,6 +181,9 @@ class ZooKeeperOffsetStore:
                 raise real[0]
             return self._diagnose(tp)
 
+    def close(self) -> None:
+        """Nothing to release: the ZooKeeper client belongs to the group membership."""
+
     def _ensure_topic_dir(self, topic: str) -> None:
         directory = offsets_topic_dir(self._group, topic)
         if directory not in self._topic_dirs:
@@ -206,7 +201,7 @@ class ZooKeeperOffsetStore:
             results.update(outcome)
             pending = {tp: offset for tp, offset in pending.items() if outcome[tp] is CommitResult.CONFLICT}
         for tp, result in results.items():
-            if result in _REFUSED:
+            if result in REFUSED:
                 logger.warning(
                     "offset %d for %s of group %s not committed: %s",
                     offsets[tp],
@@ -217,14 +212,8 @@ class ZooKeeperOffsetStore:
         return results
 
     def _valid_claim(self, tp: TopicAndPartition) -> Claim | None:
-        claim = self._ownership.claim_of(tp)
         client_id = self._zk.client_id
-        if claim is None or client_id is None:
-            return None
-        # A claim from an earlier session or generation is void: its owner node died with it.
-        if claim.session_id != client_id[0] or claim.generation != self._ownership.generation:
-            return None
-        return claim
+        return valid_claim(self._ownership, client_id[0] if client_id is not None else None, tp)
 
     def _plan(
         self, offsets: dict[TopicAndPartition, int]
