@@ -210,9 +210,13 @@ def test_two_receivers_split_the_partitions_and_the_survivor_takes_them_all(
 
 
 def describe_group(cluster: LocalCluster, group: str) -> dict[tuple[str, int], dict[str, str]]:
-    """``kafka-consumer-groups --describe --group``, one row per partition, by column name."""
+    """``kafka-consumer-groups --describe --group``, one row per partition, by column name.
+
+    On 4.x, the tool of Kafka 3.9: the 4.x broker's jars hold no tools, and its own kafka-tools
+    artifact does not resolve here; the 3.9 tool speaks the Admin API every 4.x broker serves.
+    """
     out = run_tool(
-        cluster.kafka,
+        "3.9" if cluster.kafka == "4" else cluster.kafka,
         CONSUMER_GROUP_COMMAND,
         "--bootstrap-server",
         cluster.bootstrap_servers,
