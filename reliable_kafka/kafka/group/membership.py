@@ -59,9 +59,10 @@ class KafkaGroupMembership:
     """This process's membership in ``group_id`` through the group coordinator.
 
     ``config`` is a confluent-kafka Consumer config that reaches the brokers (``bootstrap.servers``,
-    security); group settings in it (``session.timeout.ms``, ``max.poll.interval.ms``,
-    ``partition.assignment.strategy``...) are honoured. ``topics`` maps topic -> consumer threads,
-    which only name the threads here: the coordinator's assignor splits partitions by member.
+    security); group timeouts in it (``session.timeout.ms``, ``heartbeat.interval.ms``,
+    ``max.poll.interval.ms``) are honoured, the assignor is ``assignment_strategy``. ``topics``
+    maps topic -> consumer threads, which only name the threads here: the coordinator's assignor
+    splits partitions by member.
     """
 
     def __init__(
