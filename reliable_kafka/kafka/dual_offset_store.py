@@ -66,17 +66,15 @@ class DualOffsetStore:
         }
 
     def repair(self, tp: TopicAndPartition, rejected: int, reset_to: int) -> CommitResult:
-        """Each store replaces ``rejected`` if it holds it; the one that did not answers CONFLICT."""
-        in_zookeeper = self._zookeeper.repair(tp, rejected, reset_to)
-        if in_zookeeper is CommitResult.NOT_OWNER:
-            return in_zookeeper
-        in_kafka = self._kafka.repair(tp, rejected, reset_to)
-        outcomes = {in_zookeeper, in_kafka}
-        if CommitResult.COMMITTED in outcomes:
-            return CommitResult.COMMITTED
-        if CommitResult.UNCHANGED in outcomes:
-            return CommitResult.UNCHANGED
-        return in_kafka
+        """Repaired in each store that holds ``rejected`` (the larger of two is all a start sees)."""
+        holding = [store for store in (self._zookeeper, self._kafka) if store.fetch([tp]).get(tp) == rejected]
+        if not holding:
+            return CommitResult.CONFLICT
+        outcomes = [store.repair(tp, rejected, reset_to) for store in holding]
+        refused = [outcome for outcome in outcomes if outcome in REFUSED]
+        if refused:
+            return refused[0]
+        return CommitResult.COMMITTED if CommitResult.COMMITTED in outcomes else CommitResult.UNCHANGED
 
     def close(self) -> None:
         try:

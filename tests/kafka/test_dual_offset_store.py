@@ -79,10 +79,15 @@ def test_one_answer_per_partition_a_refusal_by_kafka_shows_and_a_catch_up_counts
     assert dual.commit({TP0: 5}) == {TP0: CommitResult.UNCHANGED}
 
 
-def test_repair_replaces_the_rejected_offset_wherever_it_is_held() -> None:
-    zookeeper, kafka, dual, _ = stores()
-    zookeeper.held, kafka.held = {TP0: 500}, {TP0: 20}
+def test_repair_goes_only_to_the_stores_that_hold_the_rejected_offset() -> None:
+    zookeeper, kafka, dual, log = stores()
+    zookeeper.held, kafka.held = {TP0: 500}, {TP0: None}
     assert dual.repair(TP0, 500, 0) is CommitResult.COMMITTED
+    assert [entry[:2] for entry in log if entry[1] == "repair"] == [("zk", "repair")]
+    zookeeper.held, kafka.held = {TP0: 500}, {TP0: 500}
+    log.clear()
+    assert dual.repair(TP0, 500, 0) is CommitResult.COMMITTED
+    assert [entry[:2] for entry in log if entry[1] == "repair"] == [("zk", "repair"), ("kafka", "repair")]
     zookeeper.held, kafka.held = {TP0: 20}, {TP0: 21}
     assert dual.repair(TP0, 500, 0) is CommitResult.CONFLICT
 
