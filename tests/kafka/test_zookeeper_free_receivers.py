@@ -4,6 +4,11 @@ and keeps their offsets, committed through each receiver's own group member. Kaf
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
@@ -23,10 +28,19 @@ from reliable_kafka.local import LocalCluster
 from reliable_kafka.receiver import ReceivedBlockInfo
 from reliable_kafka.storage import StorageLevel
 from tests.cluster_backends import unique_name
-from tests.kafka.harness import RecordingTracker, RunningReceiver, assert_exactly_once, produce, wait_for
+from tests.kafka.harness import (
+    RecordingTracker,
+    RunningReceiver,
+    assert_exactly_once,
+    produce,
+    wait_for,
+    wal_blocks,
+)
 from tests.kafka.kafka_tools import CONSUMER_GROUP_COMMAND, run_tool
 
 pytestmark = [pytest.mark.integration, pytest.mark.brokers("3.9", "4")]
+
+REPO = Path(__file__).resolve().parents[2]
 
 GROUP_PARAMS = {
     "auto.offset.reset": "smallest",
@@ -252,3 +266,74 @@ def test_kafka_consumer_groups_describes_the_group_with_lag_zero_after_a_gracefu
     for key, end in ends.items():
         row = described[key]
         assert (row["CURRENT-OFFSET"], row["LOG-END-OFFSET"], row["LAG"]) == (str(end), str(end), "0"), row
+
+
+def start_child(
+    cluster: LocalCluster, group: str, topic: str, checkpoint: Path, max_rate: int, report_delay_ms: int = 0
+) -> subprocess.Popen[str]:
+    """tests.kafka.receiver_child with no zkQuorum."""
+    child = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "tests.kafka.receiver_child", "", group, topic, str(checkpoint)),
+            *(str(max_rate), str(report_delay_ms), json.dumps({**cluster.client_config(), **GROUP_PARAMS})),
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert child.stdout is not None
+    line = child.stdout.readline()
+    assert line.strip() == "started", f"child did not start (exit code {child.poll()})"
+    return child
+
+
+@pytest.mark.slow
+def test_receiver_sigkill_mid_stream_then_a_new_member_loses_nothing_and_duplicates_at_most_one_block(
+    local_cluster: LocalCluster, tmp_path: Path
+) -> None:
+    topic, group = unique_name("kill"), unique_name("g")
+    local_cluster.create_topic(topic, 2)
+    sent = produce(local_cluster.client_config(), topic, 2, 15_000)
+    total = sum(len(v) for v in sent.values())
+    tps = [(topic, p) for p in sent]
+
+    # Blocks wait 150 ms between storing and committing: the kill most likely lands in that window.
+    first = start_child(local_cluster, group, topic, tmp_path / "run1", max_rate=6000, report_delay_ms=150)
+    try:
+
+        def some_committed() -> bool:
+            offsets = kafka_committed(local_cluster, group, tps)
+            return all(o > 0 for o in offsets.values()) and sum(offsets.values()) >= total // 4
+
+        wait_for(some_committed, 30, "the first receiver to commit a quarter of the data")
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+    at_kill = kafka_committed(local_cluster, group, tps)
+    assert sum(at_kill.values()) < total, "killed too late to be mid-stream"
+
+    # The killed member never left: the coordinator hands its partitions over once its session
+    # (GROUP_PARAMS: 6 s) expires.
+    second = start_child(local_cluster, group, topic, tmp_path / "run2", max_rate=0)
+    ends = {(topic, p): len(values) for p, values in sent.items()}
+    try:
+        wait_for(lambda: kafka_committed(local_cluster, group, tps) == ends, 90, "the log end, committed")
+    finally:
+        second.send_signal(signal.SIGTERM)
+        assert second.wait(30) == 0
+    assert kafka_committed(local_cluster, group, tps) == ends, "a graceful stop left offsets short"
+
+    run1, run2 = wal_blocks(tmp_path / "run1"), wal_blocks(tmp_path / "run2")
+    for p, values in sent.items():
+        offsets = [r[4] for block in run1 + run2 for r in block if r[3] == p]
+        assert set(offsets) == set(range(len(values))), f"partition {p} lost messages"
+        first_run = [{r[4] for r in block if r[3] == p} for block in run1]
+        second_run = {r[4] for block in run2 for r in block if r[3] == p}
+        duplicates = {o for block in first_run for o in block} & second_run
+        assert not duplicates or any(duplicates <= block for block in first_run), (
+            f"partition {p}: duplicates {min(duplicates)}..{max(duplicates)} span more than one block"
+        )
+        assert len(offsets) - len(values) == len(duplicates), "a run stored a record twice"
+        # The new member started exactly at the offset committed through the killed one.
+        assert min(second_run) == at_kill[(topic, p)]
