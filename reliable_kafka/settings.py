@@ -392,7 +392,9 @@ class KafkaStreamSettings(BaseSettings):
         frozen=True,
     )
 
-    zookeeper: ZooKeeperSettings
+    zookeeper: ZooKeeperSettings | None = Field(
+        None, description="None: no ZooKeeper; kafka_params' bootstrap.servers reach the group coordinator"
+    )
     group: ConsumerGroupSettings
     topics: dict[str, int] = Field(description="topic -> number of consumer threads (Spark's meaning)")
     kafka_params: dict[str, str] = Field(
@@ -419,6 +421,18 @@ class KafkaStreamSettings(BaseSettings):
     @classmethod
     def _valid_storage_level(cls, value: str) -> str:
         return StorageLevel.of(value).name
+
+    @model_validator(mode="after")
+    def _reaches_a_group(self) -> Self:
+        params = self.kafka_params
+        if self.zookeeper is None and not (
+            params.get("bootstrap.servers") or params.get("metadata.broker.list")
+        ):
+            raise ValueError(
+                "neither zookeeper nor kafka_params['bootstrap.servers'] is given: a ZooKeeper quorum, or "
+                "the brokers whose group coordinator keeps the group, is needed"
+            )
+        return self
 
     @field_validator("topics")
     @classmethod

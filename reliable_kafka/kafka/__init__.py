@@ -1,14 +1,16 @@
-"""Kafka input through ZooKeeper consumer groups (Kafka 0.8's high-level consumer protocol).
+"""Kafka input through consumer groups: Kafka 0.8's ZooKeeper protocol, or Kafka's group coordinator.
 
 ``ReliableKafkaReceiver`` (no loss: offsets follow stored blocks) and ``KafkaReceiver``
-(periodic auto commit), both on ``ZookeeperConsumerConnector``: group membership and range
-assignment in ZooKeeper, one confluent-kafka consumer per owned partition.
+(periodic auto commit), both on ``ConsumerConnector``: group membership (range assignment in
+ZooKeeper when a zkQuorum is given, else ``KafkaGroupMembership`` through the coordinator), one
+confluent-kafka consumer per owned partition.
 """
 
 import importlib
 from typing import Any
 
-from reliable_kafka.kafka.consumer_connector import ZookeeperConsumerConnector
+from reliable_kafka.kafka.consumer_connector import ConsumerConnector
+from reliable_kafka.kafka.group.membership import KafkaGroupMembership
 from reliable_kafka.kafka.group.offset_store import KafkaOffsetStore
 from reliable_kafka.kafka.kafka_receiver import KafkaReceiver
 from reliable_kafka.kafka.offset_range import OffsetRange, block_metadata, ranges_in_metadata
@@ -45,8 +47,10 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "CommitResult",
+    "ConsumerConnector",
     "ConsumerRebalanceFailedError",
     "CorruptOffsetError",
+    "KafkaGroupMembership",
     "KafkaInputDStream",
     "KafkaMessageAndMetadata",
     "KafkaOffsetStore",
@@ -62,7 +66,6 @@ __all__ = [
     "ReliableKafkaReceiver",
     "TopicAndPartition",
     "ZooKeeperOffsetStore",
-    "ZookeeperConsumerConnector",
     "ZookeeperConsumerGroup",
     "block_metadata",
     "parse_kafka_params",

@@ -53,8 +53,13 @@ class LostOffsetsError(BlockRecoveryError):
 
 
 def broker_client_config(params: KafkaParams) -> dict[str, Any]:
-    """``bootstrap.servers`` (as given, else from ZooKeeper's ``/brokers/ids``) and the protocol
-    settings the registered brokers need (pre-0.10 brokers, see ``legacy_protocol_config``)."""
+    """``bootstrap.servers`` (as given, else from ZooKeeper's ``/brokers/ids``) and, when there is a
+    ZooKeeper, the protocol settings its registered brokers need (pre-0.10 brokers, see
+    ``legacy_protocol_config``). Without ZooKeeper the given servers are all there is."""
+    if params.zookeeper is None:
+        if params.bootstrap_servers is None:
+            raise ValueError("kafka params: neither bootstrap.servers nor zookeeper.connect is given")
+        return {"bootstrap.servers": params.bootstrap_servers}
     zk = connect_zookeeper(params.zookeeper)
     try:
         servers = params.bootstrap_servers

@@ -1,8 +1,14 @@
-"""Kafka 0.8's ZookeeperConsumerConnector for one receiver: group membership in ZooKeeper plus
-one partition consumer per owned partition, started and stopped as ownership changes.
+"""Kafka 0.8's ZookeeperConsumerConnector for one receiver: group membership plus one partition
+consumer per owned partition, started and stopped as ownership changes.
+
+Membership is the 0.8 protocol in ZooKeeper when a ``zookeeper.connect`` is given, else Kafka's
+group coordinator (``bootstrap.servers``); either tells this connector about ownership through
+the same RebalanceListener calls, so the partition consumers behave alike on both.
 
 Offsets go where ``offsets.storage`` / ``dual.commit.enabled`` say: ZooKeeper, Kafka's group
-coordinator, or both; ZooKeeper's ownership decides what may be committed in every case."""
+coordinator, or both; the membership's ownership decides what may be committed in every case.
+Without ZooKeeper they go to the coordinator through the group member itself, so the
+coordinator accepts them (generation, member id) while the group is active."""
 
 from __future__ import annotations
 
@@ -15,6 +21,7 @@ from kazoo.client import KazooClient
 
 from reliable_kafka.kafka.dual_offset_store import DualOffsetStore
 from reliable_kafka.kafka.fetch_stall import FetchStallMonitor
+from reliable_kafka.kafka.group.membership import KafkaGroupMembership
 from reliable_kafka.kafka.group.offset_store import KafkaOffsetStore
 from reliable_kafka.kafka.offset_store import OffsetStore
 from reliable_kafka.kafka.params import KafkaParams
@@ -44,7 +51,7 @@ RevokeHook = Callable[[dict[TopicAndPartition, int | None]], None]
 StoredOffsets = Callable[[TopicAndPartition], int | None]
 
 
-class ZookeeperConsumerConnector:
+class ConsumerConnector:
     """Connects, joins the group, and runs a :class:`PartitionConsumer` per owned partition.
 
     ``before_release`` runs after the consumers of revoked partitions have stopped and while
@@ -82,7 +89,7 @@ class ZookeeperConsumerConnector:
         self._lock = threading.Lock()
         self._closing = threading.Event()
         self._zk: KazooClient | None = None
-        self._group: ZookeeperConsumerGroup | None = None
+        self._group: ZookeeperConsumerGroup | KafkaGroupMembership | None = None
         self._offsets: OffsetStore | None = None
         self._consumer_config: dict[str, Any] = {}
 
@@ -93,14 +100,39 @@ class ZookeeperConsumerConnector:
         return self._offsets
 
     @property
-    def group(self) -> ZookeeperConsumerGroup:
+    def group(self) -> ZookeeperConsumerGroup | KafkaGroupMembership:
         if self._group is None:
             raise RuntimeError("the consumer connector is not started")
         return self._group
 
     def start(self) -> None:
-        """Connect to ZooKeeper, find the brokers, join the group; returns after the first rebalance."""
+        """Join the group (in ZooKeeper, else through the group coordinator); returns after the
+        first rebalance."""
+        if self._params.zookeeper is None:
+            self._join_through_coordinator()
+        else:
+            self._join_in_zookeeper()
+
+    def _join_through_coordinator(self) -> None:
+        bootstrap = self._params.bootstrap_servers
+        if bootstrap is None:
+            raise ValueError("a consumer group without ZooKeeper needs bootstrap.servers")
+        self._consumer_config = self._params.consumer_config(bootstrap)
+        member = KafkaGroupMembership(
+            self._consumer_config,
+            self._params.group.group_id,
+            self._topics,
+            self,
+            assignment_strategy=self._params.group.assignment_strategy,
+            consumer_id=self._params.group.consumer_id,
+        )
+        self._group = member
+        self._offsets = KafkaOffsetStore(member.consumer, self._params.group.group_id, owns=member.owns)
+        member.start()
+
+    def _join_in_zookeeper(self) -> None:
         zk_params = self._params.zookeeper
+        assert zk_params is not None
         self._zk = connect_zookeeper(zk_params)
         acl = zookeeper_acl(zk_params)
         bootstrap = self._params.bootstrap_servers

@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 from reliable_kafka.dstream.batch_rdd import BlockRDD
 from reliable_kafka.dstream.receiver_input_dstream import ReceiverInputDStream
 from reliable_kafka.kafka.block_reread import recovery_source
+from reliable_kafka.kafka.consumer_group_receiver import validate_topics
 from reliable_kafka.kafka.decode_errors import DEAD_LETTERED_KEY, SKIPPED_KEY
 from reliable_kafka.kafka.offset_range import ranges_in_metadata
 from reliable_kafka.kafka.params import KafkaParams, parse_kafka_params, redacted
 from reliable_kafka.kafka.partition_consumer import check_client_config
 from reliable_kafka.kafka.receiver_factory import kafka_receiver_descriptor
-from reliable_kafka.kafka.zookeeper_receiver import validate_topics
 from reliable_kafka.storage.storage_level import StorageLevel
 
 if TYPE_CHECKING:
@@ -54,7 +54,8 @@ class DecodeErrorCounters:
 class KafkaInputDStream(ReceiverInputDStream):
     """A Kafka 0.8-style consumer group read by one receiver; see the module docstring.
 
-    ``kafka_params`` must hold ``zookeeper.connect`` and ``group.id``; they are validated here,
+    ``kafka_params`` must hold ``group.id`` and ``zookeeper.connect`` or, for a group kept by
+    Kafka's group coordinator, ``bootstrap.servers``; they are validated here,
     when the stream is created, so that a mistake fails at ``createStream`` rather than at the
     first receiver start.
     """
@@ -98,7 +99,7 @@ class KafkaInputDStream(ReceiverInputDStream):
     def receiver_descriptor(self) -> ReceiverDescriptor:
         return kafka_receiver_descriptor(
             reliable=self.use_reliable_receiver,
-            zookeeper_connect=self.params.zookeeper.connect,
+            zookeeper_connect=self.params.zookeeper.connect if self.params.zookeeper is not None else None,
             group_id=self.params.group.group_id,
             topics=self.topics,
             kafka_params=self.kafka_params,

@@ -14,10 +14,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from reliable_kafka.kafka.block_offsets import BlockOffsetTracker
+from reliable_kafka.kafka.consumer_group_receiver import ConsumerGroupReceiver, OffsetTrackingListener
 from reliable_kafka.kafka.offset_range import OffsetRange, block_metadata
 from reliable_kafka.kafka.partition_consumer import DEFAULT_BATCH_SIZE, DEFAULT_POLL_TIMEOUT_S
 from reliable_kafka.kafka.zk.paths import TopicAndPartition
-from reliable_kafka.kafka.zookeeper_receiver import OffsetTrackingListener, ZookeeperKafkaReceiver
 from reliable_kafka.storage.block_format import PackedChunk, encode_chunks
 from reliable_kafka.storage.block_id import StreamBlockId
 from reliable_kafka.storage.storage_level import StorageLevel
@@ -26,12 +26,12 @@ from wal.failure_log import FailureLog
 logger = logging.getLogger(__name__)
 
 
-class KafkaReceiver(ZookeeperKafkaReceiver):
+class KafkaReceiver(ConsumerGroupReceiver):
     """Receiver-based Kafka input with 0.8-style periodic offset commits (at-most/at-least once)."""
 
     def __init__(
         self,
-        zookeeper_connect: str,
+        zookeeper_connect: str | None,
         group_id: str,
         topics: Mapping[str, int],
         kafka_params: Mapping[str, Any] | None = None,

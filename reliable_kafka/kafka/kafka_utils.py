@@ -191,10 +191,12 @@ class KafkaUtils:
         decodeErrors: DecodeErrors | None = None,
         deadLetterTopic: str | None = None,
     ) -> KafkaInputDStream:
-        """Create an input stream that pulls messages from Kafka brokers through a ZooKeeper group.
+        """Create an input stream that pulls messages from Kafka brokers through a consumer group.
 
         :param ssc: the ``reliable_kafka.StreamingContext``
-        :param zkQuorum: ZooKeeper quorum (``hostname:port,hostname:port,..[/chroot]``)
+        :param zkQuorum: ZooKeeper quorum (``hostname:port,hostname:port,..[/chroot]``); None
+            for no ZooKeeper: then ``kafkaParams`` needs ``bootstrap.servers``, and Kafka's
+            group coordinator splits the partitions among the group's receivers
         :param groupId: the group id of this consumer
         :param topics: topic -> number of consumer threads (they count in the group's range
             assignment; each owned partition is read by a thread of its own)
@@ -268,8 +270,10 @@ class KafkaUtils:
 def _params_from_arguments(
     zk_quorum: str | None, group_id: str | None, kafka_params: Mapping[str, Any] | None
 ) -> dict[str, Any]:
-    if not isinstance(zk_quorum, str):
-        raise TypeError(f"zkQuorum should be a str (host:port[,host:port...][/chroot]), got {zk_quorum!r}")
+    if zk_quorum is not None and not isinstance(zk_quorum, str):
+        raise TypeError(
+            f"zkQuorum should be a str (host:port[,host:port...][/chroot]) or None, got {zk_quorum!r}"
+        )
     if not isinstance(group_id, str):
         raise TypeError(f"groupId should be a str, got {group_id!r}")
     if not group_id.strip():
@@ -279,9 +283,19 @@ def _params_from_arguments(
     if not isinstance(kafka_params, Mapping):
         raise TypeError(f"kafkaParams should be dict, got {type(kafka_params).__name__}")
     params = dict(kafka_params)
-    params.setdefault("zookeeper.connection.timeout.ms", _DEFAULT_ZOOKEEPER_CONNECTION_TIMEOUT_MS)
+    owned = {"group.id": group_id}
+    if zk_quorum:
+        owned["zookeeper.connect"] = zk_quorum
+        params.setdefault("zookeeper.connection.timeout.ms", _DEFAULT_ZOOKEEPER_CONNECTION_TIMEOUT_MS)
+    elif not params.get("zookeeper.connect") and not (
+        params.get("bootstrap.servers") or params.get("metadata.broker.list")
+    ):
+        raise ValueError(
+            "neither zkQuorum nor kafkaParams['bootstrap.servers'] is given: a ZooKeeper quorum, or the "
+            "brokers whose group coordinator keeps the group, is needed"
+        )
     # Spark's createStream overwrote these keys; a contradiction is more likely a mistake.
-    for key, value in (("zookeeper.connect", zk_quorum), ("group.id", group_id)):
+    for key, value in owned.items():
         given = params.get(key)
         if given is not None and str(given).strip() != value:
             raise ValueError(f"kafkaParams[{key!r}]={given!r} contradicts the argument {value!r}")
@@ -311,9 +325,6 @@ def _from_settings(settings: KafkaStreamSettings) -> tuple[dict[str, Any], dict[
         raise TypeError(f"settings should be a KafkaStreamSettings, got {type(settings).__name__}")
     zookeeper, group = settings.zookeeper, settings.group
     owned: dict[str, Any] = {
-        "zookeeper.connect": zookeeper.connect,
-        "zookeeper.session.timeout.ms": str(zookeeper.session_timeout_ms),
-        "zookeeper.connection.timeout.ms": str(zookeeper.connection_timeout_ms),
         "group.id": group.group_id,
         "auto.offset.reset": group.auto_offset_reset,
         "auto.commit.interval.ms": str(group.auto_commit_interval_ms),
@@ -326,7 +337,11 @@ def _from_settings(settings: KafkaStreamSettings) -> tuple[dict[str, Any], dict[
         owned["offsets.storage"] = group.offsets_storage
     if group.dual_commit_enabled is not None:
         owned["dual.commit.enabled"] = str(group.dual_commit_enabled).lower()
-    if zookeeper.auth_credentials is not None:
+    if zookeeper is not None:
+        owned["zookeeper.connect"] = zookeeper.connect
+        owned["zookeeper.session.timeout.ms"] = str(zookeeper.session_timeout_ms)
+        owned["zookeeper.connection.timeout.ms"] = str(zookeeper.connection_timeout_ms)
+    if zookeeper is not None and zookeeper.auth_credentials is not None:
         owned["zookeeper.auth"] = zookeeper.auth_credentials.get_secret_value()
     params: dict[str, Any] = dict(settings.kafka_params)
     for key, value in owned.items():

@@ -35,6 +35,8 @@ logger = logging.getLogger(__name__)
 
 OffsetReset = Literal["smallest", "largest"]
 OffsetsStorage = Literal["zookeeper", "kafka"]
+# What the group coordinator's members may agree on; ZooKeeper groups only know range.
+ASSIGNMENT_STRATEGIES = ("range", "roundrobin", "cooperative-sticky")
 
 # 0.8 names and the newer ones users bring along from the new consumer.
 _OFFSET_RESET: dict[str, OffsetReset] = {
@@ -124,6 +126,7 @@ class ConsumerGroupParams:
     rebalance_max_retries: int = 4
     rebalance_backoff_ms: int = 2000
     auto_commit_set_by_user: bool = False
+    assignment_strategy: str = "range"
     # Kafka 0.8.2's names: where offsets live, and whether ZooKeeper gets them too while a group
     # moves to Kafka (read from both at start, the larger wins).
     offsets_storage: OffsetsStorage = "zookeeper"
@@ -140,7 +143,8 @@ class ConsumerGroupParams:
 
 @dataclass(frozen=True)
 class KafkaParams:
-    zookeeper: ZooKeeperParams
+    # None: no ZooKeeper; the group coordinator of ``bootstrap.servers`` keeps the group.
+    zookeeper: ZooKeeperParams | None
     group: ConsumerGroupParams
     # Everything for confluent-kafka; may hold secrets, so log it only through redacted().
     client_config: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -262,8 +266,11 @@ def _group_params(params: Mapping[str, Any], group: Any, *, has_zookeeper: bool)
     if "/" in group:
         raise ValueError(f"kafka param group.id={group!r}: must not contain '/'")
     strategy = str(params.get("partition.assignment.strategy", "range")).strip().lower()
-    if strategy != "range":
-        raise ValueError(f"kafka param partition.assignment.strategy={strategy!r}: only range is supported")
+    if strategy not in ASSIGNMENT_STRATEGIES:
+        raise ValueError(
+            f"kafka param partition.assignment.strategy={strategy!r}: "
+            f"expected one of {', '.join(ASSIGNMENT_STRATEGIES)}"
+        )
     reset = str(params.get("auto.offset.reset", "largest")).strip().lower()
     if reset not in _OFFSET_RESET:
         raise ValueError(
@@ -286,6 +293,7 @@ def _group_params(params: Mapping[str, Any], group: Any, *, has_zookeeper: bool)
         rebalance_max_retries=_integer("rebalance.max.retries", params.get("rebalance.max.retries", 4), 1),
         rebalance_backoff_ms=_integer("rebalance.backoff.ms", params.get("rebalance.backoff.ms", 2000), 0),
         auto_commit_set_by_user=any(key in params for key in _AUTO_COMMIT_KEYS),
+        assignment_strategy=strategy,
         offsets_storage=storage,
         dual_commit_enabled=dual,
     )
@@ -319,17 +327,27 @@ def parse_kafka_params(
     for key in params:
         if not isinstance(key, str):
             raise ValueError(f"kafka param names must be strings, got {key!r}")
-    connect = _same("zookeeper.connect", zookeeper_connect, params.get("zookeeper.connect"))
+    connect = _same("zookeeper.connect", zookeeper_connect or None, params.get("zookeeper.connect") or None)
+    client_config = _client_config(params)
+    if connect is None and not client_config.get("bootstrap.servers"):
+        raise ValueError(
+            "kafka params: neither zookeeper.connect (zkQuorum) nor bootstrap.servers is given; "
+            "give zookeeper.connect for a ZooKeeper consumer group, or bootstrap.servers for one "
+            "kept by Kafka's group coordinator"
+        )
     group = _same("group.id", group_id, params.get("group.id"))
     if group is None:
         raise ValueError("kafka param group.id is required")
     group_params = _group_params(params, group, has_zookeeper=connect is not None)
-    if connect is None:
-        raise ValueError("kafka param zookeeper.connect is required")
+    if connect is not None and group_params.assignment_strategy != "range":
+        raise ValueError(
+            f"kafka param partition.assignment.strategy={group_params.assignment_strategy!r}: a ZooKeeper "
+            "consumer group (zookeeper.connect) assigns by range only"
+        )
     return KafkaParams(
-        zookeeper=_zookeeper_params(params, connect),
+        zookeeper=_zookeeper_params(params, connect) if connect is not None else None,
         group=group_params,
-        client_config=_client_config(params),
+        client_config=client_config,
         listener_name=(
             _text(LISTENER_NAME_PARAM, params[LISTENER_NAME_PARAM]) if LISTENER_NAME_PARAM in params else None
         ),

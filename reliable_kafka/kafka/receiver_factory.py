@@ -18,7 +18,7 @@ FACTORY = f"{__name__}:kafka_receiver"
 def kafka_receiver_descriptor(
     *,
     reliable: bool,
-    zookeeper_connect: str,
+    zookeeper_connect: str | None,
     group_id: str,
     topics: Mapping[str, int],
     kafka_params: Mapping[str, Any],
@@ -42,7 +42,7 @@ def kafka_receiver_descriptor(
 def kafka_receiver(
     *,
     reliable: bool,
-    zookeeper_connect: str,
+    zookeeper_connect: str | None,
     group_id: str,
     topics: Mapping[str, int],
     kafka_params: Mapping[str, Any],

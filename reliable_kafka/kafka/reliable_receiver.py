@@ -18,10 +18,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from reliable_kafka.kafka.block_offsets import BlockOffsetTracker, next_offsets
+from reliable_kafka.kafka.consumer_group_receiver import ConsumerGroupReceiver, OffsetTrackingListener
 from reliable_kafka.kafka.offset_range import OffsetRange, block_metadata
 from reliable_kafka.kafka.partition_consumer import DEFAULT_BATCH_SIZE, DEFAULT_POLL_TIMEOUT_S
 from reliable_kafka.kafka.zk.paths import TopicAndPartition
-from reliable_kafka.kafka.zookeeper_receiver import OffsetTrackingListener, ZookeeperKafkaReceiver
 from reliable_kafka.storage.block_format import PackedChunk, encode_chunks
 from reliable_kafka.storage.block_id import StreamBlockId
 from reliable_kafka.storage.storage_level import StorageLevel
@@ -36,15 +36,15 @@ DEFAULT_STORE_MAX_ATTEMPTS = 4
 DEFAULT_FLUSH_ON_REVOKE_TIMEOUT_S = 10.0
 
 
-class ReliableKafkaReceiver(ZookeeperKafkaReceiver):
+class ReliableKafkaReceiver(ConsumerGroupReceiver):
     """Receiver-based Kafka input whose offsets are committed only for stored blocks.
 
-    Arguments as :class:`ZookeeperKafkaReceiver`'s; auto commit is always off here.
+    Arguments as :class:`ConsumerGroupReceiver`'s; auto commit is always off here.
     """
 
     def __init__(
         self,
-        zookeeper_connect: str,
+        zookeeper_connect: str | None,
         group_id: str,
         topics: Mapping[str, int],
         kafka_params: Mapping[str, Any] | None = None,

@@ -45,7 +45,10 @@ def produce(
 
 
 def committed_offsets(cluster: ClusterUnderTest, group: str, topic: str, partitions: int) -> dict[int, int]:
-    """What the receiver committed at /consumers/<group>/offsets/<topic>/<p> (absent partitions left out)."""
+    """What the receiver committed at /consumers/<group>/offsets/<topic>/<p>, or, on a cluster
+    without ZooKeeper, in the group coordinator (absent partitions left out)."""
+    if not cluster.has_zookeeper:
+        return kafka_committed_offsets(cluster, group, topic, partitions)
     zk = cluster.zookeeper_client()
     try:
         offsets: dict[int, int] = {}
@@ -59,6 +62,17 @@ def committed_offsets(cluster: ClusterUnderTest, group: str, topic: str, partiti
     finally:
         zk.stop()
         zk.close()
+
+
+def kafka_committed_offsets(
+    cluster: ClusterUnderTest, group: str, topic: str, partitions: int
+) -> dict[int, int]:
+    consumer = Consumer(cluster.client_config(**{"group.id": group, "enable.auto.commit": False}))
+    try:
+        answers = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
+    finally:
+        consumer.close()
+    return {a.partition: a.offset for a in answers if a.offset >= 0}
 
 
 def log_end_offsets(cluster: ClusterUnderTest, topic: str, partitions: int) -> dict[int, int]:

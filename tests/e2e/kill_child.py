@@ -2,6 +2,8 @@
 
     python -m tests.e2e.kill_child --zk ZK --group G --topic T --checkpoint DIR --output FILE --run N
 
+``--zk ""``: no ZooKeeper; the kafka params' ``bootstrap.servers`` reach the group coordinator.
+
 A Kafka word-less "sink" job with the receiver WAL and checkpointing on, built through
 ``StreamingContext.getOrCreate``. For every batch ``foreachRDD`` appends to ``--output``, fsync'ed:
 
@@ -144,7 +146,7 @@ def main(argv: list[str]) -> int:
         ssc = StreamingContext(sc, 1)
         stream = KafkaUtils.createStream(
             ssc,
-            args.zk,
+            args.zk or None,
             args.group,
             {args.topic: 1},
             json.loads(args.kafka_params),

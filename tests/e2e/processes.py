@@ -64,6 +64,15 @@ def executor_jvm(session_id: int, executor_id: str) -> int | None:
     return None
 
 
+def zookeeper_processes(root: int) -> list[int]:
+    """ZooKeeper servers among ``root``'s descendants (only ours: the machine is shared)."""
+    mains = (
+        "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+        "org.apache.zookeeper.server.ZooKeeperServerMain",
+    )
+    return [pid for pid in descendants(root) if any(main in _cmdline(pid) for main in mains)]
+
+
 def describe(pids: list[int]) -> str:
     return "; ".join(f"{pid}: {' '.join(_cmdline(pid))[:160]}" for pid in pids)
 

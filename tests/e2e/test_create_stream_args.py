@@ -53,7 +53,13 @@ def test_record_decoder_gives_key_value_pairs() -> None:
         ({"zkQuorum": "localhost"}, ValueError, "zookeeper.connect"),
         ({"zkQuorum": "localhost:99999"}, ValueError, "zookeeper.connect"),
         ({"zkQuorum": "a:1,:2"}, ValueError, "zookeeper.connect"),
-        ({"zkQuorum": ""}, ValueError, "zookeeper.connect"),
+        ({"zkQuorum": ""}, ValueError, r"neither zkQuorum nor kafkaParams\['bootstrap.servers'\]"),
+        ({"zkQuorum": None}, ValueError, r"neither zkQuorum nor kafkaParams\['bootstrap.servers'\]"),
+        (
+            {"kafkaParams": {"partition.assignment.strategy": "roundrobin"}},
+            ValueError,
+            "assigns by range only",
+        ),
         ({"zkQuorum": 2181}, TypeError, "zkQuorum should be a str"),
         ({"groupId": ""}, ValueError, "groupId must not be empty"),
         ({"groupId": None}, TypeError, "groupId should be a str"),
@@ -127,6 +133,30 @@ def test_wal_without_checkpoint_is_sparks_error(spark_context: Any) -> None:
         ssc.start()
     assert ssc.getState().value == "STOPPED"
     assert RECEIVER_WAL_WITHOUT_CHECKPOINT.startswith("Cannot enable receiver write-ahead log")
+
+
+def test_no_zookeeper_needs_bootstrap_servers_and_takes_the_coordinators_strategies(
+    spark_context: Any,
+) -> None:
+    ssc = StreamingContext(spark_context, 1)
+    stream = KafkaUtils.createStream(
+        ssc,
+        None,
+        "g",
+        {"t": 1},
+        {"bootstrap.servers": "b:9092", "partition.assignment.strategy": "cooperative-sticky"},
+    )
+    assert stream.params.zookeeper is None
+    assert stream.params.group.assignment_strategy == "cooperative-sticky"
+    assert stream.receiver_descriptor().build().params.zookeeper is None
+    settings = KafkaStreamSettings(
+        group=ConsumerGroupSettings(group_id="orders"),
+        topics={"orders": 1},
+        kafka_params={"bootstrap.servers": "b:9092"},
+    )
+    assert KafkaUtils.createStream(ssc, settings=settings).params.zookeeper is None
+    with pytest.raises(ValueError, match=r"neither zookeeper nor kafka_params\['bootstrap.servers'\]"):
+        KafkaStreamSettings(group=ConsumerGroupSettings(group_id="orders"), topics={"orders": 1})
 
 
 def test_kafka_stream_settings(spark_context: Any) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
 import time
 from pathlib import Path
@@ -22,6 +23,7 @@ from reliable_kafka.local import LocalCluster
 from tests.cluster_backends import unique_name
 from tests.e2e.helpers import committed_offsets, log_end_offsets, wait_until
 from tests.e2e.kill_harness import ChildApp, Output, RecordingProducer, blocks_to_cover
+from tests.e2e.processes import describe, zookeeper_processes
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -31,6 +33,20 @@ KILLS = 5
 PARTITIONS = 2
 
 
+def group_params(cluster: LocalCluster) -> tuple[str, dict[str, str]]:
+    """The zkQuorum and the group's timeouts: ZooKeeper membership where the cluster has one (3.9),
+    else (4.x, KRaft) Kafka's group coordinator, with no ZooKeeper anywhere.
+
+    A killed driver's group membership must expire quickly for the next run to own the
+    partitions (its start-up takes longer than this), yet a live run's session must survive a
+    loaded 2-core machine: a lost session is a failure of its own, not the kill's.
+    """
+    if cluster.has_zookeeper:
+        return cluster.zookeeper_connect, {"zookeeper.session.timeout.ms": "6000"}
+    return "", {"session.timeout.ms": "6000", "heartbeat.interval.ms": "1000"}
+
+
+@pytest.mark.brokers("3.9", "4")
 @pytest.mark.parametrize("placement", ["executors", "driver"])
 def test_no_loss_across_driver_kills(local_cluster: LocalCluster, tmp_path: Path, placement: str) -> None:
     seed = random.randrange(1 << 30)
@@ -39,16 +55,10 @@ def test_no_loss_across_driver_kills(local_cluster: LocalCluster, tmp_path: Path
     topic, group = unique_name("kill"), unique_name("group")
     local_cluster.create_topic(topic, partitions=PARTITIONS)
     output_path = tmp_path / "output.jsonl"
-    kafka_params = {
-        "auto.offset.reset": "smallest",
-        # A killed driver's group membership must expire quickly for the next run to own the
-        # partitions (its start-up takes longer than this), yet a live run's session must survive
-        # a loaded 2-core machine: a lost session is a failure of its own, not the kill's.
-        "zookeeper.session.timeout.ms": "6000",
-        **local_cluster.client_config(),
-    }
+    zk_quorum, timeouts = group_params(local_cluster)
+    kafka_params = {"auto.offset.reset": "smallest", **timeouts, **local_cluster.client_config()}
     child_args = [
-        *("--zk", local_cluster.zookeeper_connect, "--group", group, "--topic", topic),
+        *("--zk", zk_quorum, "--group", group, "--topic", topic),
         *("--checkpoint", str(tmp_path / "checkpoint"), "--output", str(output_path)),
         *("--kafka-params", json.dumps(kafka_params)),
         *("--placement", placement),
@@ -82,6 +92,10 @@ def test_no_loss_across_driver_kills(local_cluster: LocalCluster, tmp_path: Path
             if not run % 2:
                 time.sleep(rng.uniform(0.5, 4.0))
             producer.check_flowing()
+            if not zk_quorum:
+                # Zero loss with no ZooKeeper at all: none was started, none is running.
+                running = zookeeper_processes(os.getpid())
+                assert not running, f"ZooKeeper runs: {describe(running)}"
             child.kill()
             logger.info("run %d killed (%d messages sent so far)", run, producer.sent)
 

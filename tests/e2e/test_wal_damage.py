@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 from pyspark import SparkContext
 
 from reliable_kafka import KafkaUtils, StreamingContext
@@ -31,19 +31,35 @@ from tests.e2e.helpers import wait_until
 from tests.kafka.harness import produce
 from wal import FileBasedWriteAheadLog, RecordHandle, WriteAheadLogError
 
-pytestmark = pytest.mark.integration
+# On 4.x (KRaft) with no ZooKeeper: the group coordinator keeps the group, and a damaged block is
+# read again through bootstrap.servers alone.
+pytestmark = [pytest.mark.integration, pytest.mark.brokers("3.9", "4")]
 
 OLD_BATCH_MS = 1_000_000
 PER_PARTITION = 10
 BLOCK_BOUNDS = [(0, 4), (4, 7), (7, 10)]
 
 
-@pytest.fixture
-def admin_zk(local_cluster: LocalCluster) -> Iterator[Any]:
-    zk = local_cluster.zookeeper_client()
-    yield zk
-    zk.stop()
-    zk.close()
+def commit_offsets(cluster: LocalCluster, group: str, topic: str, partitions: int, offset: int) -> None:
+    """Where the stream will read them: ZooKeeper when the cluster has one, else the coordinator."""
+    if cluster.has_zookeeper:
+        zk = cluster.zookeeper_client()
+        try:
+            for partition in range(partitions):
+                zk.create(
+                    f"/consumers/{group}/offsets/{topic}/{partition}", str(offset).encode(), makepath=True
+                )
+        finally:
+            zk.stop()
+            zk.close()
+        return
+    committer = Consumer({**cluster.client_config(), "group.id": group, "enable.auto.commit": False})
+    try:
+        committer.commit(
+            offsets=[TopicPartition(topic, p, offset) for p in range(partitions)], asynchronous=False
+        )
+    finally:
+        committer.close()
 
 
 def write_blocks(checkpoint: str, topic: str, sent: dict[int, list[bytes]]) -> list[RecordHandle]:
@@ -106,17 +122,14 @@ def damage(handles: list[RecordHandle]) -> None:
 
 
 def test_damaged_wal_records_are_read_again_from_kafka_and_every_record_reaches_the_sink(
-    local_cluster: LocalCluster, spark_context: SparkContext, tmp_path: Path, admin_zk: Any
+    local_cluster: LocalCluster, spark_context: SparkContext, tmp_path: Path
 ) -> None:
     topic, group = unique_name("waldamage"), unique_name("waldamage")
     local_cluster.create_topic(topic, partitions=2)
     sent = produce(local_cluster.client_config(), topic, 2, PER_PARTITION)
     checkpoint = str(tmp_path / "checkpoint")
     damage(write_blocks(checkpoint, topic, sent))
-    for partition in sent:
-        admin_zk.create(
-            f"/consumers/{group}/offsets/{topic}/{partition}", str(PER_PARTITION).encode(), makepath=True
-        )
+    commit_offsets(local_cluster, group, topic, len(sent), PER_PARTITION)
 
     received: list[bytes] = []
     lock = threading.Lock()
@@ -126,7 +139,7 @@ def test_damaged_wal_records_are_read_again_from_kafka_and_every_record_reaches_
         ssc.checkpoint(checkpoint)
         stream = KafkaUtils.createStream(
             ssc,
-            local_cluster.zookeeper_connect,
+            local_cluster.zookeeper_connect if local_cluster.has_zookeeper else None,
             group,
             {topic: 1},
             {"auto.offset.reset": "smallest", **local_cluster.client_config()},
@@ -158,7 +171,7 @@ def test_records_kafka_no_longer_has_fail_the_batch_with_the_lost_ranges(
     local_cluster.create_topic(topic, partitions=1)
     produce(local_cluster.client_config(), topic, 1, 3)
     params = {
-        "zookeeper.connect": local_cluster.zookeeper_connect,
+        **({"zookeeper.connect": local_cluster.zookeeper_connect} if local_cluster.has_zookeeper else {}),
         "group.id": unique_name("walgone"),
         **local_cluster.client_config(),
     }

@@ -2,7 +2,8 @@
 
     python -m tests.kafka.receiver_child ZK GROUP TOPIC CHECKPOINT MAX_RATE REPORT_DELAY_MS PARAMS_JSON
 
-Prints ``started`` once the first rebalance is done; SIGTERM stops it gracefully.
+Prints ``started`` once the first rebalance is done; SIGTERM stops it gracefully. ``ZK`` empty:
+no ZooKeeper, the group coordinator of the params' ``bootstrap.servers`` keeps the group.
 ``REPORT_DELAY_MS`` holds each block between storing and committing, widening the window in
 which a kill leaves a stored but uncommitted block behind.
 """
@@ -27,7 +28,12 @@ def main(argv: list[str]) -> int:
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     # Small batches, so that a rate limit paces the stream instead of one big batch.
     receiver = ReliableKafkaReceiver(
-        zk, group, {topic: 1}, json.loads(params), StorageLevel.MEMORY_AND_DISK_SER, consume_batch_size=500
+        zk or None,
+        group,
+        {topic: 1},
+        json.loads(params),
+        StorageLevel.MEMORY_AND_DISK_SER,
+        consume_batch_size=500,
     )
     receiver.set_receiver_id(0)
     supervisor = ReceiverSupervisor(

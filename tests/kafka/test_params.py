@@ -73,7 +73,7 @@ def test_bad_values_name_the_key(key: str, value: str) -> None:
 
 
 def test_required_and_contradicting_keys() -> None:
-    with pytest.raises(ValueError, match=r"zookeeper\.connect"):
+    with pytest.raises(ValueError, match=r"neither zookeeper\.connect \(zkQuorum\) nor bootstrap\.servers"):
         parse_kafka_params({"group.id": "g"})
     with pytest.raises(ValueError, match=r"group\.id"):
         parse_kafka_params({"zookeeper.connect": "zk:2181"})
@@ -196,3 +196,23 @@ def test_librdkafka_rejections_name_the_key_and_never_echo_a_secret_value() -> N
         check_client_config({"sasl.oauthbearer.method": "hunter2-secret"})
     assert "hunter2" not in str(raised.value)
     check_client_config({"fetch.wait.max.ms": 100, "bootstrap.servers": "127.0.0.1:1"})
+
+
+def test_without_zookeeper_the_group_coordinator_keeps_the_group() -> None:
+    params = parse_kafka_params({"group.id": "g", "bootstrap.servers": "b:9092"})
+    assert params.zookeeper is None
+    assert params.group.assignment_strategy == "range"
+    for strategy in ("range", "roundrobin", "cooperative-sticky"):
+        chosen = parse_kafka_params(
+            {"group.id": "g", "bootstrap.servers": "b:9092", "partition.assignment.strategy": strategy}
+        )
+        assert chosen.group.assignment_strategy == strategy
+        assert "partition.assignment.strategy" not in chosen.client_config
+    with pytest.raises(ValueError, match="expected one of range, roundrobin, cooperative-sticky"):
+        parse_kafka_params(
+            {"group.id": "g", "bootstrap.servers": "b", "partition.assignment.strategy": "sticky"}
+        )
+    with pytest.raises(ValueError, match="assigns by range only"):
+        parse_kafka_params(
+            {"group.id": "g", "zookeeper.connect": "zk:2181", "partition.assignment.strategy": "roundrobin"}
+        )

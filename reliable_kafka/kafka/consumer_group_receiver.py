@@ -1,4 +1,5 @@
-"""What both Kafka receivers share: a ZooKeeper consumer group, one consumer per owned
+"""What both Kafka receivers share: a consumer group (in ZooKeeper, or kept by Kafka's group
+coordinator when there is no ZooKeeper), one consumer per owned
 partition, and each consumer's packed chunks buffered in the receiver's block generator with
 the offsets they hold, so every block knows its offset ranges."""
 
@@ -9,7 +10,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from reliable_kafka.kafka.block_offsets import BlockOffsetTracker
-from reliable_kafka.kafka.consumer_connector import StoredOffsets, ZookeeperConsumerConnector
+from reliable_kafka.kafka.consumer_connector import ConsumerConnector, StoredOffsets
 from reliable_kafka.kafka.fetch_stall import FetchStallMonitor
 from reliable_kafka.kafka.offset_range import OffsetRange
 from reliable_kafka.kafka.params import KafkaParams, parse_kafka_params
@@ -35,18 +36,21 @@ def validate_topics(topics: Mapping[str, int]) -> dict[str, int]:
     return dict(topics)
 
 
-class ZookeeperKafkaReceiver(Receiver):
+class ConsumerGroupReceiver(Receiver):
     """Base of :class:`KafkaReceiver` and :class:`ReliableKafkaReceiver`.
 
+    ``zookeeper_connect`` None or empty: no ZooKeeper; ``kafka_params`` then needs
+    ``bootstrap.servers``, and the group coordinator splits the partitions among the group's
+    receivers (``partition.assignment.strategy``: range, roundrobin or cooperative-sticky).
     ``topics`` maps topic -> number of consumer threads, which (as in Spark and Kafka 0.8)
-    counts in the group's range assignment; each owned partition gets its own consumer thread.
-    ``kafka_params`` takes 0.8 consumer keys (``zookeeper.*``, ``auto.offset.reset``,
+    counts in a ZooKeeper group's range assignment; each owned partition gets its own consumer
+    thread. ``kafka_params`` takes 0.8 consumer keys (``zookeeper.*``, ``auto.offset.reset``,
     ``rebalance.*``...) and any librdkafka key.
     """
 
     def __init__(
         self,
-        zookeeper_connect: str,
+        zookeeper_connect: str | None,
         group_id: str,
         topics: Mapping[str, int],
         kafka_params: Mapping[str, Any] | None,
@@ -62,11 +66,11 @@ class ZookeeperKafkaReceiver(Receiver):
         self.topics = validate_topics(topics)
         self._batch_size = consume_batch_size
         self._poll_timeout_s = poll_timeout_s
-        self._connector: ZookeeperConsumerConnector | None = None
+        self._connector: ConsumerConnector | None = None
         self._block_generator: BlockGenerator | None = None
 
     @property
-    def connector(self) -> ZookeeperConsumerConnector:
+    def connector(self) -> ConsumerConnector:
         if self._connector is None:
             raise RuntimeError("the receiver is not started")
         return self._connector
@@ -82,7 +86,7 @@ class ZookeeperKafkaReceiver(Receiver):
         """Start the block generator, then join the group: consumers start as partitions are owned."""
         self._block_generator = self.supervisor.create_block_generator(listener)
         self._block_generator.start()
-        self._connector = ZookeeperConsumerConnector(
+        self._connector = ConsumerConnector(
             self.params,
             self.topics,
             sink=self._add_chunk,

@@ -1,0 +1,120 @@
+"""KafkaGroupMembership against a real broker's group coordinator, with no ZooKeeper in the path:
+members split the partitions, a leaving member's partitions move to the other after its revoke
+callback ran, and the member itself never reads a record."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Mapping
+
+import pytest
+
+from reliable_kafka.kafka.group.membership import KafkaGroupMembership
+from reliable_kafka.kafka.zk.paths import TopicAndPartition as TP
+from reliable_kafka.local import LocalCluster
+from tests.cluster_backends import unique_name
+from tests.kafka.harness import produce, wait_for
+
+PARTITIONS = 4
+
+
+class RecordingListener:
+    """Keeps what it owns, and checks the member still owned each partition while revoking it."""
+
+    def __init__(self) -> None:
+        self.member: KafkaGroupMembership | None = None
+        self.owned: dict[TP, str] = {}
+        self.revoked: list[list[TP]] = []
+        self.owned_while_revoking: list[bool] = []
+        self.failures: list[BaseException] = []
+        self.lock = threading.Lock()
+
+    def on_partitions_assigned(self, partitions: Mapping[TP, str]) -> None:
+        with self.lock:
+            self.owned.update(partitions)
+
+    def on_partitions_revoked(self, partitions: list[TP]) -> None:
+        assert self.member is not None
+        with self.lock:
+            self.owned_while_revoking += [self.member.owns(tp) for tp in partitions]
+            self.revoked.append(partitions)
+            for tp in partitions:
+                self.owned.pop(tp, None)
+
+    def on_rebalance_failed(self, error: BaseException) -> None:
+        self.failures.append(error)
+
+
+@pytest.fixture
+def topic(local_cluster: LocalCluster) -> str:
+    name = unique_name("members")
+    local_cluster.create_topic(name, partitions=PARTITIONS)
+    return name
+
+
+def join(
+    cluster: LocalCluster, group: str, topic: str, strategy: str
+) -> tuple[KafkaGroupMembership, RecordingListener]:
+    listener = RecordingListener()
+    member = KafkaGroupMembership(
+        cluster.client_config(**{"session.timeout.ms": 6000, "heartbeat.interval.ms": 500}),
+        group,
+        {topic: 1},
+        listener,
+        assignment_strategy=strategy,
+    )
+    listener.member = member
+    member.start(timeout_s=60)
+    return member, listener
+
+
+@pytest.fixture
+def members() -> Iterator[list[KafkaGroupMembership]]:
+    started: list[KafkaGroupMembership] = []
+    yield started
+    for member in started:
+        member.stop()
+
+
+@pytest.mark.brokers("3.9", "4")
+@pytest.mark.parametrize("strategy", ["range", "roundrobin", "cooperative-sticky"])
+def test_members_split_partitions_and_the_survivor_takes_all(
+    local_cluster: LocalCluster, topic: str, strategy: str, members: list[KafkaGroupMembership]
+) -> None:
+    group = unique_name("group")
+    produce(local_cluster.client_config(), topic, PARTITIONS, per_partition=5)
+    a, a_listener = join(local_cluster, group, topic, strategy)
+    members.append(a)
+    wait_for(lambda: len(a_listener.owned) == PARTITIONS, 60, "the first member to own every partition")
+    b, b_listener = join(local_cluster, group, topic, strategy)
+    members.append(b)
+
+    def split() -> bool:
+        with a_listener.lock, b_listener.lock:
+            mine, theirs = set(a_listener.owned), set(b_listener.owned)
+        return len(mine) == len(theirs) == PARTITIONS // 2 and not mine & theirs
+
+    wait_for(split, 60, "the two members to split the partitions")
+    assert set(a.owned_partitions()) == set(a_listener.owned)
+    assert set(b.owned_partitions()) == set(b_listener.owned)
+
+    b.stop()
+    assert not b.owned_partitions()
+    assert sorted(tp for revoked in b_listener.revoked for tp in revoked) == sorted(
+        TP(topic, p) for p in range(PARTITIONS) if TP(topic, p) not in a_listener.owned
+    )
+    wait_for(lambda: len(a_listener.owned) == PARTITIONS, 60, "the survivor to own every partition")
+    # Every revoke ran while the partitions were still owned (their last blocks commit then).
+    assert all(a_listener.owned_while_revoking + b_listener.owned_while_revoking)
+    assert not a_listener.failures and not b_listener.failures
+    given_up = sum(len(revoked) for revoked in a_listener.revoked)
+    if strategy == "cooperative-sticky":
+        # Incremental: the survivor gave up only what moved to the newcomer, and kept the rest.
+        assert given_up == PARTITIONS // 2
+    else:
+        # Eager: everything on the join (4), then its half again on the leave (2).
+        assert given_up == PARTITIONS + PARTITIONS // 2
+    # Paused at once: the member itself never fetched what the partitions hold.
+    assert all(position.offset < 0 for position in a.consumer.position(a.consumer.assignment())), (
+        "the group member fetched records"
+    )
