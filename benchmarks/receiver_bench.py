@@ -11,25 +11,33 @@
     receiver's) and of 10,000 are both tried; the faster counts.
 (a') the same, with one consumer and one thread per partition, as the receiver reads; printed for
     comparison, the ratio is against (a) or (a'), whichever is faster.
+(c) (a') whose threads also do the receiver consumer threads' own per-batch work (error check,
+    key/value/offset columns, pack_chunk) and nothing after it: what (b) costs beyond (c) is the
+    block generator, the write-ahead log, the block store and the commits.
+(w) the write-ahead log alone: the same number of records, packed as the receiver packs them, in
+    blocks of 200,000 records (what a 200 ms block interval cuts at 1M records/s), written with
+    an fsync per block from one thread: the disk's ceiling for (b), which writes them all.
 (b) ReliableKafkaReceiver under a ReceiverSupervisor with the write-ahead log on (fsync per
     block) and offset commits after every stored block, once per offset store: ZooKeeper
     (offsets.storage=zookeeper), Kafka's group coordinator (offsets.storage=kafka) and both
     (dual.commit.enabled).
 All read the same topic from offset 0; each clock runs from start until the last message is
-counted (a) or stored and reported (b), start-up included. The runs alternate (a), (a'), (b) per
-store, ... ``--repeat`` times and the best of each counts, since other work on the machine only
-ever slows a run down. Goal: (b) >= 0.8 x the plain consumer for every store.
+counted (a, c) or stored and reported (b), start-up included. The runs alternate (a), (a'), (c),
+(b) per store, ... ``--repeat`` times and the best of each counts, since other work on the machine only
+ever slows a run down. Goal: (b) >= 0.8 x the faster of (a) and (a') for every store.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,9 +47,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from reliable_kafka.kafka import ReliableKafkaReceiver, parse_kafka_params
 from reliable_kafka.local import LocalCluster
-from reliable_kafka.receiver import ReceivedBlockInfo, ReceiverControl, ReceiverSupervisor
+from reliable_kafka.receiver import (
+    ReceivedBlockInfo,
+    ReceiverControl,
+    ReceiverSupervisor,
+    create_receiver_write_ahead_log,
+)
 from reliable_kafka.settings import ReceiverSettings, StreamingSettings, WriteAheadLogSettings
-from reliable_kafka.storage import BlockManager, StorageLevel
+from reliable_kafka.storage import BlockManager, StorageLevel, encode_chunks, pack_chunk
 
 
 def produce(cluster: LocalCluster, topic: str, partitions: int, messages: int, size: int) -> None:
@@ -74,35 +87,53 @@ def plain_config(cluster: LocalCluster, group: str) -> dict[str, Any]:
     return params.consumer_config(str(params.bootstrap_servers))
 
 
-def consume_all(consumer: Consumer, tps: list[TopicPartition], messages: int, batch: int) -> None:
-    """Reads ``messages`` records from ``tps`` and takes each one's value bytes, as an application would."""
+def take_values(messages: list[Message]) -> int:
+    """What a plain application does at the least: take each record's value bytes."""
+    return len(list(map(Message.value, messages)))
+
+
+def take_as_receiver(messages: list[Message]) -> int:
+    """The receiver consumer thread's per-batch work (partition_consumer.py), without the block
+    generator, the write-ahead log and the commits: an error check, then the columns, packed."""
+    if not messages or any(map(Message.error, messages)):
+        return 0
+    offsets = list(map(Message.offset, messages))
+    keys, values = list(map(Message.key, messages)), list(map(Message.value, messages))
+    pack_chunk(messages[0].topic() or "", messages[0].partition() or 0, keys, values, offsets)
+    return len(offsets)
+
+
+Take = Callable[[list[Message]], int]
+
+
+def consume_all(consumer: Consumer, tps: list[TopicPartition], messages: int, batch: int, take: Take) -> None:
+    """Reads ``messages`` records from ``tps``, handing each batch to ``take``."""
     # As the receiver's consumers do: with the leader known before assign(), librdkafka
     # resolves OFFSET_BEGINNING at once instead of after its 500 ms retry timer.
     consumer.list_topics(tps[0].topic, timeout=5)
     consumer.assign(tps)
     consume = consumer.consume
-    value = Message.value
     count = 0
     while count < messages:
-        batch_values = list(map(value, consume(batch, 1.0)))
-        count += len(batch_values)
+        count += take(consume(batch, 1.0))
 
 
-def plain_consumer(cluster: LocalCluster, topic: str, partitions: int, messages: int, batch: int) -> float:
+def plain_consumer(
+    cluster: LocalCluster, topic: str, partitions: int, messages: int, batch: int, take: Take = take_values
+) -> float:
     """(a): one consumer assigned to every partition; seconds to read ``messages``."""
     config = plain_config(cluster, "bench-plain")
     started = time.monotonic()
     consumer = Consumer(config)
-    consume_all(
-        consumer, [TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)], messages, batch
-    )
+    tps = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)]
+    consume_all(consumer, tps, messages, batch, take)
     elapsed = time.monotonic() - started
     consumer.close()
     return elapsed
 
 
 def plain_consumer_per_partition(
-    cluster: LocalCluster, topic: str, partitions: int, messages: int, batch: int
+    cluster: LocalCluster, topic: str, partitions: int, messages: int, batch: int, take: Take = take_values
 ) -> float:
     """(a'): one consumer and thread per partition, as the receiver reads; seconds to read ``messages``."""
     config = plain_config(cluster, "bench-plain")
@@ -111,7 +142,8 @@ def plain_consumer_per_partition(
     consumers = [Consumer(config) for _ in range(partitions)]
     threads = [
         threading.Thread(
-            target=consume_all, args=(consumer, [TopicPartition(topic, p, OFFSET_BEGINNING)], share[p], batch)
+            target=consume_all,
+            args=(consumer, [TopicPartition(topic, p, OFFSET_BEGINNING)], share[p], batch, take),
         )
         for p, consumer in enumerate(consumers)
     ]
@@ -165,6 +197,25 @@ STORE_PARAMS: dict[str, dict[str, str]] = {
 }
 
 
+def write_ahead_log_alone(directory: Path, messages: int, size: int, block_records: int) -> float:
+    """(w): seconds to write ``messages`` records' blocks to a receiver write-ahead log (fsync per
+    block) from one thread with nothing else running: the disk's share of (b)'s floor."""
+    chunk_records = 200
+    values: list[bytes | None] = [b"x" * size] * chunk_records
+    keys: list[bytes | None] = [None] * chunk_records
+    chunks = [
+        pack_chunk("bench", 0, keys, values, list(range(start, start + chunk_records)))
+        for start in range(0, block_records, chunk_records)
+    ]
+    log = create_receiver_write_ahead_log(str(directory), 0, fsync=True)
+    started = time.monotonic()
+    for _ in range(0, messages, block_records):
+        log.write(encode_chunks(chunks), int(time.time() * 1000))
+    elapsed = time.monotonic() - started
+    log.close()
+    return elapsed
+
+
 def reliable_receiver(
     cluster: LocalCluster,
     topic: str,
@@ -203,10 +254,16 @@ def reliable_receiver(
 # The baseline gets its best batch size: small batches keep fewer GC-tracked Message objects
 # alive (less collection work), large ones make fewer calls. 200 is the receiver's.
 PLAIN_BATCHES = (200, 10_000)
-PLAIN_READERS = {
+# (a) and (a') are the baseline; (c) splits the receiver's cost: its consumer threads' own work
+# against everything after them (block generator, WAL, block store, commits).
+PLAIN_READERS: dict[str, Callable[..., float]] = {
     "(a)  one consumer, all partitions": plain_consumer,
-    "(a') one consumer per partition": (plain_consumer_per_partition),
+    "(a') one consumer per partition": plain_consumer_per_partition,
+    "(c)  (a') + the receiver's packing": functools.partial(
+        plain_consumer_per_partition, take=take_as_receiver
+    ),
 }
+BASELINES = ("(a)  one consumer, all partitions", "(a') one consumer per partition")
 
 
 def cpu_seconds() -> float:
@@ -242,8 +299,12 @@ def main() -> None:
         topic = "bench"
         cluster.create_topic(topic, args.partitions)
         produce(cluster, topic, args.partitions, args.messages, args.size)
+        wal_alone: list[float] = []
         for run in range(args.repeat):
             line = f"run {run + 1}:"
+            wal_s = write_ahead_log_alone(Path(work) / f"wal-alone-{run}", args.messages, args.size, 200_000)
+            wal_alone.append(args.messages / wal_s)
+            line += f" (w) {wal_alone[-1]:10,.0f} records/s |"
             for name, read in PLAIN_READERS.items():
                 for batch in PLAIN_BATCHES:
                     cpu = cpu_seconds()
@@ -271,10 +332,14 @@ def main() -> None:
     for name, runs in plain.items():
         rate, cpu, batch = max(runs)
         print(
-            f"{name:<38}: {rate:12,.0f} records/s ({best}, consume batch {batch}), "
+            f"{name:<40}: {rate:12,.0f} records/s ({best}, consume batch {batch}), "
             f"{cpu / args.messages * 1e6:.2f} s CPU per million"
         )
-    baseline = max(max(runs)[0] for runs in plain.values())
+    baseline = max(max(plain[name])[0] for name in BASELINES)
+    print(
+        f"{'(w)  write-ahead log alone':<40}: {max(wal_alone):12,.0f} records/s ({best}, blocks of "
+        f"200,000 records, fsync each); ratio (w)/plain {max(wal_alone) / baseline:.2f}"
+    )
     for store, runs in reliable.items():
         rate, cpu = max(runs)
         print(
