@@ -1,41 +1,60 @@
 """Receiver throughput against a plain consumer, on a local ZooKeeper + Kafka 3.9, LocalCluster's default.
 
-    python benchmarks/receiver_bench.py [--messages 2000000] [--partitions 4] [--size 100]
+    python benchmarks/receiver_bench.py [--messages 2000000] [--partitions 4] [--size 100] [--repeat 3]
 
-(a) a plain confluent-kafka consumer that assigns every partition and only counts messages
-    (consume batches of 100 and of 10,000 are both tried; the faster counts; it fetches the
-    topic's metadata before assign(), as the receiver does, so neither waits out librdkafka's
-    500 ms offset-query timer);
+(a) a plain confluent-kafka consumer: one Consumer assigned to every partition, as a typical
+    application reads. The baseline is fair: it runs with the very librdkafka configuration the
+    receiver's consumers get (``KafkaParams.consumer_config``: ``fetch.queue.backoff.ms=20``, no
+    auto commit, no partition EOF events), fetches the topic's metadata before assign() as they do
+    (so neither waits out librdkafka's 500 ms offset-query timer), and does the least a real
+    consumer does per record: it takes the record's value bytes. Consume batches of 200 (the
+    receiver's) and of 10,000 are both tried; the faster counts.
+(a') the same, with one consumer and one thread per partition, as the receiver reads; printed for
+    comparison, the ratio is against (a) or (a'), whichever is faster.
+(c) (a') whose threads also do the receiver consumer threads' own per-batch work (error check,
+    key/value/offset columns, pack_chunk) and nothing after it: what (b) costs beyond (c) is the
+    block generator, the write-ahead log, the block store and the commits.
+(w) the write-ahead log alone: the same number of records, packed as the receiver packs them, in
+    blocks of 200,000 records (what a 200 ms block interval cuts at 1M records/s), written with
+    an fsync per block from one thread: the disk's ceiling for (b), which writes them all.
 (b) ReliableKafkaReceiver under a ReceiverSupervisor with the write-ahead log on (fsync per
-block) and offset commits after every stored block, once per offset store: ZooKeeper
-(offsets.storage=zookeeper), Kafka's group coordinator (offsets.storage=kafka) and both
-(dual.commit.enabled).
-Both read the same topic from offset 0; each clock runs from start until the last message is
-counted (a) or stored and reported (b), start-up included. The runs alternate (a), (b) per
-store, ... ``--repeat`` times and the best of each counts, since other work on the machine only
-ever slows a run down. Goal: (b) >= 0.8 x (a) for every store.
+    block) and offset commits after every stored block, once per offset store: ZooKeeper
+    (offsets.storage=zookeeper), Kafka's group coordinator (offsets.storage=kafka) and both
+    (dual.commit.enabled).
+All read the same topic from offset 0; each clock runs from start until the last message is
+counted (a, c) or stored and reported (b), start-up included. The runs alternate (a), (a'), (c),
+(b) per store, ... ``--repeat`` times and the best of each counts, since other work on the machine only
+ever slows a run down. Goal: (b) >= 0.8 x the faster of (a) and (a') for every store.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import logging
 import os
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, TopicPartition
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from reliable_kafka.kafka import ReliableKafkaReceiver
+from reliable_kafka.kafka import ReliableKafkaReceiver, parse_kafka_params
 from reliable_kafka.local import LocalCluster
-from reliable_kafka.receiver import ReceivedBlockInfo, ReceiverControl, ReceiverSupervisor
+from reliable_kafka.receiver import (
+    ReceivedBlockInfo,
+    ReceiverControl,
+    ReceiverSupervisor,
+    create_receiver_write_ahead_log,
+)
 from reliable_kafka.settings import ReceiverSettings, StreamingSettings, WriteAheadLogSettings
-from reliable_kafka.storage import BlockManager, StorageLevel
+from reliable_kafka.storage import BlockManager, StorageLevel, encode_chunks, pack_chunk
 
 
 def produce(cluster: LocalCluster, topic: str, partitions: int, messages: int, size: int) -> None:
@@ -58,18 +77,83 @@ def produce(cluster: LocalCluster, topic: str, partitions: int, messages: int, s
     print(f"produced {messages:,} x {size} B in {time.monotonic() - started:.1f} s")
 
 
-def plain_consumer(cluster: LocalCluster, topic: str, partitions: int, messages: int, batch: int) -> float:
-    consumer = Consumer(cluster.client_config(**{"group.id": "bench-plain", "enable.auto.commit": False}))
-    started = time.monotonic()
+def plain_config(cluster: LocalCluster, group: str) -> dict[str, Any]:
+    """The librdkafka configuration the receiver's consumers run with, for the same cluster."""
+    params = parse_kafka_params(
+        {**cluster.client_config(), "auto.offset.reset": "smallest"},
+        zookeeper_connect=cluster.zookeeper_connect,
+        group_id=group,
+    )
+    return params.consumer_config(str(params.bootstrap_servers))
+
+
+def take_values(messages: list[Message]) -> int:
+    """What a plain application does at the least: take each record's value bytes."""
+    return len(list(map(Message.value, messages)))
+
+
+def take_as_receiver(messages: list[Message]) -> int:
+    """The receiver consumer thread's per-batch work (partition_consumer.py), without the block
+    generator, the write-ahead log and the commits: an error check, then the columns, packed."""
+    if not messages or any(map(Message.error, messages)):
+        return 0
+    offsets = list(map(Message.offset, messages))
+    keys, values = list(map(Message.key, messages)), list(map(Message.value, messages))
+    pack_chunk(messages[0].topic() or "", messages[0].partition() or 0, keys, values, offsets)
+    return len(offsets)
+
+
+Take = Callable[[list[Message]], int]
+
+
+def consume_all(consumer: Consumer, tps: list[TopicPartition], messages: int, batch: int, take: Take) -> None:
+    """Reads ``messages`` records from ``tps``, handing each batch to ``take``."""
     # As the receiver's consumers do: with the leader known before assign(), librdkafka
     # resolves OFFSET_BEGINNING at once instead of after its 500 ms retry timer.
-    consumer.list_topics(topic, timeout=5)
-    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    consumer.list_topics(tps[0].topic, timeout=5)
+    consumer.assign(tps)
+    consume = consumer.consume
     count = 0
     while count < messages:
-        count += len(consumer.consume(num_messages=batch, timeout=1.0))
+        count += take(consume(batch, 1.0))
+
+
+def plain_consumer(
+    cluster: LocalCluster, topic: str, partitions: int, messages: int, batch: int, take: Take = take_values
+) -> float:
+    """(a): one consumer assigned to every partition; seconds to read ``messages``."""
+    config = plain_config(cluster, "bench-plain")
+    started = time.monotonic()
+    consumer = Consumer(config)
+    tps = [TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)]
+    consume_all(consumer, tps, messages, batch, take)
     elapsed = time.monotonic() - started
     consumer.close()
+    return elapsed
+
+
+def plain_consumer_per_partition(
+    cluster: LocalCluster, topic: str, partitions: int, messages: int, batch: int, take: Take = take_values
+) -> float:
+    """(a'): one consumer and thread per partition, as the receiver reads; seconds to read ``messages``."""
+    config = plain_config(cluster, "bench-plain")
+    share = [messages // partitions + (p < messages % partitions) for p in range(partitions)]
+    started = time.monotonic()
+    consumers = [Consumer(config) for _ in range(partitions)]
+    threads = [
+        threading.Thread(
+            target=consume_all,
+            args=(consumer, [TopicPartition(topic, p, OFFSET_BEGINNING)], share[p], batch, take),
+        )
+        for p, consumer in enumerate(consumers)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.monotonic() - started
+    for consumer in consumers:
+        consumer.close()
     return elapsed
 
 
@@ -113,6 +197,25 @@ STORE_PARAMS: dict[str, dict[str, str]] = {
 }
 
 
+def write_ahead_log_alone(directory: Path, messages: int, size: int, block_records: int) -> float:
+    """(w): seconds to write ``messages`` records' blocks to a receiver write-ahead log (fsync per
+    block) from one thread with nothing else running: the disk's share of (b)'s floor."""
+    chunk_records = 200
+    values: list[bytes | None] = [b"x" * size] * chunk_records
+    keys: list[bytes | None] = [None] * chunk_records
+    chunks = [
+        pack_chunk("bench", 0, keys, values, list(range(start, start + chunk_records)))
+        for start in range(0, block_records, chunk_records)
+    ]
+    log = create_receiver_write_ahead_log(str(directory), 0, fsync=True)
+    started = time.monotonic()
+    for _ in range(0, messages, block_records):
+        log.write(encode_chunks(chunks), int(time.time() * 1000))
+    elapsed = time.monotonic() - started
+    log.close()
+    return elapsed
+
+
 def reliable_receiver(
     cluster: LocalCluster,
     topic: str,
@@ -149,8 +252,18 @@ def reliable_receiver(
 
 
 # The baseline gets its best batch size: small batches keep fewer GC-tracked Message objects
-# alive (less collection work), large ones make fewer calls.
-PLAIN_BATCHES = (100, 10_000)
+# alive (less collection work), large ones make fewer calls. 200 is the receiver's.
+PLAIN_BATCHES = (200, 10_000)
+# (a) and (a') are the baseline; (c) splits the receiver's cost: its consumer threads' own work
+# against everything after them (block generator, WAL, block store, commits).
+PLAIN_READERS: dict[str, Callable[..., float]] = {
+    "(a)  one consumer, all partitions": plain_consumer,
+    "(a') one consumer per partition": plain_consumer_per_partition,
+    "(c)  (a') + the receiver's packing": functools.partial(
+        plain_consumer_per_partition, take=take_as_receiver
+    ),
+}
+BASELINES = ("(a)  one consumer, all partitions", "(a') one consumer per partition")
 
 
 def cpu_seconds() -> float:
@@ -167,11 +280,18 @@ def main() -> None:
     parser.add_argument("--size", type=int, default=100, help="message value size in bytes")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each, interleaved; the best counts")
     parser.add_argument("--batch", type=int, default=None, help="the receiver's consume batch size")
+    parser.add_argument(
+        "--stores", default=",".join(STORE_PARAMS), help="offset stores to measure, comma-separated"
+    )
     args = parser.parse_args()
+    stores = args.stores.split(",")
+    if unknown := set(stores) - set(STORE_PARAMS):
+        parser.error(f"unknown offset stores: {', '.join(sorted(unknown))}")
     logging.basicConfig(level=logging.ERROR)
 
-    plain: list[tuple[float, float, int]] = []
-    reliable: dict[str, list[tuple[float, float]]] = {store: [] for store in STORE_PARAMS}
+    # (records/s, CPU seconds, consume batch) per plain reader; (records/s, CPU seconds) per store.
+    plain: dict[str, list[tuple[float, float, int]]] = {name: [] for name in PLAIN_READERS}
+    reliable: dict[str, list[tuple[float, float]]] = {store: [] for store in stores}
     with (
         tempfile.TemporaryDirectory(prefix="receiver-bench-") as work,
         LocalCluster(Path(work) / "cluster") as cluster,
@@ -179,14 +299,20 @@ def main() -> None:
         topic = "bench"
         cluster.create_topic(topic, args.partitions)
         produce(cluster, topic, args.partitions, args.messages, args.size)
+        wal_alone: list[float] = []
         for run in range(args.repeat):
-            for batch in PLAIN_BATCHES:
-                cpu = cpu_seconds()
-                plain_s = plain_consumer(cluster, topic, args.partitions, args.messages, batch)
-                plain.append((args.messages / plain_s, cpu_seconds() - cpu, batch))
-            best_plain_run = max(plain[-len(PLAIN_BATCHES) :])
-            line = f"run {run + 1}: (a) {best_plain_run[0]:10,.0f} records/s, {best_plain_run[1]:5.2f} s CPU"
-            for store in STORE_PARAMS:
+            line = f"run {run + 1}:"
+            wal_s = write_ahead_log_alone(Path(work) / f"wal-alone-{run}", args.messages, args.size, 200_000)
+            wal_alone.append(args.messages / wal_s)
+            line += f" (w) {wal_alone[-1]:10,.0f} records/s |"
+            for name, read in PLAIN_READERS.items():
+                for batch in PLAIN_BATCHES:
+                    cpu = cpu_seconds()
+                    plain_s = read(cluster, topic, args.partitions, args.messages, batch)
+                    plain[name].append((args.messages / plain_s, cpu_seconds() - cpu, batch))
+                best_run = max(plain[name][-len(PLAIN_BATCHES) :])
+                line += f" {name.split()[0]} {best_run[0]:10,.0f} records/s, {best_run[1]:5.2f} s CPU |"
+            for store in stores:
                 cpu = cpu_seconds()
                 reliable_s, blocks = reliable_receiver(
                     cluster,
@@ -197,22 +323,29 @@ def main() -> None:
                     store,
                     args.batch,
                 )
-                reliable[store].append((args.messages / reliable_s, cpu_seconds() - cpu))
-                line += f" | {store} {reliable[store][-1][0]:10,.0f} records/s, {blocks} blocks"
-            print(line, flush=True)
+                rate, cpu = args.messages / reliable_s, cpu_seconds() - cpu
+                reliable[store].append((rate, cpu))
+                line += f" {store} {rate:10,.0f} records/s, {cpu:5.2f} s CPU, {blocks} blocks |"
+            print(line.rstrip(" |"), flush=True)
 
-    best_plain = max(plain)
     best = f"best of {args.repeat}"
+    for name, runs in plain.items():
+        rate, cpu, batch = max(runs)
+        print(
+            f"{name:<40}: {rate:12,.0f} records/s ({best}, consume batch {batch}), "
+            f"{cpu / args.messages * 1e6:.2f} s CPU per million"
+        )
+    baseline = max(max(plain[name])[0] for name in BASELINES)
     print(
-        f"(a) plain confluent-kafka consumer loop : {best_plain[0]:12,.0f} records/s ({best}, "
-        f"consume batch {best_plain[2]}), {best_plain[1] / args.messages * 1e6:.2f} s CPU per million"
+        f"{'(w)  write-ahead log alone':<40}: {max(wal_alone):12,.0f} records/s ({best}, blocks of "
+        f"200,000 records, fsync each); ratio (w)/plain {max(wal_alone) / baseline:.2f}"
     )
     for store, runs in reliable.items():
-        best_reliable = max(runs)
+        rate, cpu = max(runs)
         print(
-            f"(b) receiver, WAL + {store:<9} offsets : {best_reliable[0]:12,.0f} records/s ({best}), "
-            f"{best_reliable[1] / args.messages * 1e6:.2f} s CPU per million; "
-            f"ratio (b)/(a) {best_reliable[0] / best_plain[0]:.2f} (goal >= 0.80)"
+            f"(b)  receiver, WAL + {store:<9} offsets  : {rate:12,.0f} records/s ({best}), "
+            f"{cpu / args.messages * 1e6:.2f} s CPU per million; "
+            f"ratio (b)/plain {rate / baseline:.2f} (goal >= 0.80)"
         )
 
 
