@@ -184,6 +184,8 @@ class PartitionConsumer:
         self._batch_size = batch_size
         self._poll_timeout_s = poll_timeout_s
         self._stopping = threading.Event()
+        self._running = threading.Event()  # cleared while paused
+        self._running.set()
         self.start_offset = start_offset
         if start_offset is None:
             start_offset = OFFSET_BEGINNING if offset_reset == "smallest" else OFFSET_END
@@ -212,6 +214,21 @@ class PartitionConsumer:
     @property
     def stopping(self) -> bool:
         return self._stopping.is_set()
+
+    def pause(self) -> None:
+        """Hand nothing more to the sink (after the batch in hand) until :meth:`resume`.
+
+        The client keeps its position and its prefetched messages: resuming goes on from the
+        next offset, so a pause neither skips nor re-reads anything.
+        """
+        self._running.clear()
+
+    def resume(self) -> None:
+        self._running.set()
+
+    @property
+    def paused(self) -> bool:
+        return not self._running.is_set()
 
     def _run(self) -> None:
         try:
@@ -281,9 +298,14 @@ class PartitionConsumer:
         consume = self._consumer.consume
         batch_size, timeout = self._batch_size, self._poll_timeout_s
         stopping = self._stopping.is_set
+        running = self._running
         sink = self._sink
         error_log = ClientErrorLog(f"{self.thread_id} {tp}")
         while not stopping():
+            if not running.is_set():
+                # Not consume(): the messages it returned would have to be held or dropped.
+                running.wait(timeout)
+                continue
             messages = consume(batch_size, timeout)
             if not messages:
                 continue
