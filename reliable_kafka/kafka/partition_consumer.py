@@ -216,10 +216,10 @@ class PartitionConsumer:
         return self._stopping.is_set()
 
     def pause(self) -> None:
-        """Hand nothing more to the sink (after the batch in hand) until :meth:`resume`.
+        """Hand nothing more to the sink (a sink call under way finishes) until :meth:`resume`.
 
-        The client keeps its position and its prefetched messages: resuming goes on from the
-        next offset, so a pause neither skips nor re-reads anything.
+        A batch already fetched is held, and the client keeps its position and prefetched
+        messages: resuming goes on from the next offset, so a pause neither skips nor re-reads.
         """
         self._running.clear()
 
@@ -302,13 +302,15 @@ class PartitionConsumer:
         sink = self._sink
         error_log = ClientErrorLog(f"{self.thread_id} {tp}")
         while not stopping():
-            if not running.is_set():
-                # Not consume(): the messages it returned would have to be held or dropped.
-                running.wait(timeout)
-                continue
             messages = consume(batch_size, timeout)
             if not messages:
                 continue
+            if not running.is_set():
+                # Paused while consume() waited, or before it: hold the batch (the client's
+                # position is already past it) until resumed; a stop drops it unstored.
+                while not running.wait(timeout):
+                    if stopping():
+                        return
             # The whole per-message Python work of the receiver, as maps over the client's C
             # accessors (no bytecode per message): an error check, then the columns of a chunk,
             # packed while the messages are still in the CPU cache.
