@@ -1,14 +1,14 @@
 """A fault campaign: minutes of seeded random kills and outages against a running stream.
 
-    python benchmarks/chaos.py [--minutes 20] [--seed N] [--min-gap 2] [--max-gap 14]
+    python benchmarks/chaos.py [--minutes 20] [--seed N] [--min-gap 2] [--max-gap 12]
         [--faults kind,kind,...] [--recovery-bound 60] [--rate 200] [--work-dir DIR]
 
 A user-style application (tests/e2e/cluster_child.py: ``createStream`` with its receiver on an
 executor of ``local-cluster[2,2,1024]``, receiver WAL on, checkpointing, ``getOrCreate``, a sink that
 appends each batch's records in one fsync'ed write) runs in a process session of its own against a
 real local ZooKeeper + Kafka 3.9, while a producer sends numbered messages at ``--rate`` per second.
-Every ``--min-gap``..``--max-gap`` seconds one fault, drawn from those below with a generator
-seeded by ``--seed``, hits it:
+Every ``--min-gap``..``--max-gap`` seconds one fault hits it, each kind below once per round in an
+order drawn by a generator seeded with ``--seed``:
 
     driver-kill       SIGKILL the driver's whole session (driver, JVMs, Python workers); start again
     driver-term       SIGTERM the driver (graceful stop), start it again
@@ -30,7 +30,8 @@ fault being lifted (the server started again, the disk freed, the processes cont
 driver faults, the replacement application started: Spark's start of a local-cluster is not
 timed) every partition delivered a record produced after it; no process left behind. Faults
 follow each other without waiting for recovery, so they also land on a driver or a receiver that
-is still recovering. It prints one row per fault kind (count, recovery
+is still recovering: a fault hit again within its bound before it recovered is counted "hit
+again", and the bound of the one that hit it holds for both. It prints one row per fault kind (count, recovery
 p50/max, records delivered again) and the seed, and exits 1 on any violation: rerun with that
 ``--seed`` to replay the same sequence of faults (timings on a busy machine still differ).
 The disk faults need root (to mount the tmpfs); without it they are left out, and said so.
@@ -80,8 +81,8 @@ KINDS = [
 ]
 DISK_KINDS = {"wal-disk-full", "wal-disk-stall"}
 DRIVER_KINDS = {"driver-kill", "driver-term"}
-# Faults that need a started application: its receiver, or its SIGTERM handler.
-STARTED_KINDS = {"executor-kill", "session-expire", "driver-term"}
+# Faults that need a started application: its receiver, its SIGTERM handler, its WAL writers.
+STARTED_KINDS = {"executor-kill", "session-expire", "driver-term", "wal-disk-stall"}
 TOPIC = "chaos"
 GROUP = "chaos-app"
 PARTITIONS = 2
@@ -103,7 +104,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--minutes", type=float, default=20.0)
     parser.add_argument("--seed", type=int, default=None, help="default: a random one, printed")
     parser.add_argument("--min-gap", type=float, default=2.0, help="seconds between faults, at least")
-    parser.add_argument("--max-gap", type=float, default=14.0, help="seconds between faults, at most")
+    parser.add_argument("--max-gap", type=float, default=12.0, help="seconds between faults, at most")
     parser.add_argument("--faults", default=",".join(KINDS), help="comma-separated kinds to draw from")
     parser.add_argument("--recovery-bound", type=float, default=60.0)
     parser.add_argument("--rate", type=int, default=200, help="messages per second")
@@ -178,6 +179,7 @@ class Campaign:
         self.kinds = [k for k in args.faults.split(",") if disk or k not in DISK_KINDS]
         self.apps: list[ChildApp] = []
         self.faults: list[Fault] = []
+        self._round: list[str] = []
         self.notes: list[str] = []  # violations seen while running (an application that died)
         self.watcher = SinkWatcher(self.output, PARTITIONS)
         self.injectors: dict[str, Callable[[], str]] = {
@@ -251,6 +253,22 @@ class Campaign:
         self.start_app()
         return f"run {self.app.run - 1} stopped with {code}"
 
+    def next_kind(self, *, ready: bool) -> str:
+        """Every kind once per round, in a seeded random order, so that a short campaign still
+        meets each of them. While the application is still starting, the faults that need it
+        started wait for a later turn."""
+        if not self._round:
+            self._round = list(self.kinds)
+            self.rng.shuffle(self._round)
+        for i, kind in enumerate(self._round):
+            if ready or kind not in STARTED_KINDS:
+                return self._round.pop(i)
+        # Only faults that need it started are left this round: let it start (killing it again
+        # and again would starve them).
+        self.app.wait_started(300)
+        self._wait_for_receiver(120)
+        return self._round.pop(0)
+
     def lift(self, fault: Fault | None = None) -> None:
         """The fault is over: recovery is timed from now, up to a record produced after it."""
         fault = fault or self.faults[-1]
@@ -260,6 +278,11 @@ class Campaign:
             highest[p] = max(o, highest.get(p, -1))
         fault.baseline = highest
         self.watcher.watch(fault)
+
+    def _wait_for_receiver(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while self._receiver_jvm() is None and time.monotonic() < deadline:
+            time.sleep(0.5)
 
     def _receiver_jvm(self) -> int | None:
         executor = self.watcher.receiver_executor(since=self.app_launched_at)
@@ -371,14 +394,11 @@ class Campaign:
         end = started + self.args.minutes * 60
         while True:
             gap = self.rng.uniform(self.args.min_gap, self.args.max_gap)
-            kind = self.rng.choice(self.kinds)
             if time.monotonic() + gap > end:
                 break
             time.sleep(gap)
             self.ensure_app_running()
-            if kind in STARTED_KINDS and (not self.app.started.is_set() or self._receiver_jvm() is None):
-                # Still starting: something that can hit it now instead.
-                kind = self.rng.choice([k for k in self.kinds if k not in STARTED_KINDS] or ["driver-kill"])
+            kind = self.next_kind(ready=self.app.started.is_set() and self._receiver_jvm() is not None)
             fault = Fault(kind, time.time())
             self.faults.append(fault)
             fault.detail = self.injectors[kind]()
@@ -388,6 +408,14 @@ class Campaign:
             )
         self.ensure_app_running()
         self.app.wait_started(300)
+        # Messages keep coming until the last fault has recovered (or had its bound): its
+        # recovery is timed up to a record produced after it.
+        last = self.faults[-1] if self.faults else None
+        give_up = time.time() + 300
+        while last is not None and last.recovered_at is None and time.time() < give_up:
+            if last.lifted_at is not None and time.time() > last.lifted_at + self.args.recovery_bound:
+                break
+            time.sleep(1)
         producer.finish()
         acked = set(producer.acked)
         drain_deadline = time.monotonic() + 300
