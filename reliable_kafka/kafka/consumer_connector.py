@@ -240,6 +240,8 @@ class ConsumerConnector:
             )
             with self._lock:
                 self._consumers[tp] = consumer
+            if self.group.suspended:
+                consumer.pause()
             started.append(consumer)
             logger.info(
                 "%s: consuming %s from %s",
@@ -286,6 +288,16 @@ class ConsumerConnector:
         self._stop_and_join(consumers)
         if self._before_release is not None and consumers:
             self._before_release({c.tp: c.next_offset for c in consumers})
+
+    def on_session_suspended(self) -> None:
+        with self._lock:
+            for consumer in self._consumers.values():
+                consumer.pause()
+
+    def on_session_resumed(self) -> None:
+        with self._lock:
+            for consumer in self._consumers.values():
+                consumer.resume()
 
     def on_rebalance_failed(self, error: BaseException) -> None:
         if not self._closing.is_set():

@@ -168,6 +168,8 @@ class PartitionConsumer:
         self._batch_size = batch_size
         self._poll_timeout_s = poll_timeout_s
         self._stopping = threading.Event()
+        self._running = threading.Event()  # cleared while paused
+        self._running.set()
         self.start_offset = start_offset
         if start_offset is None:
             start_offset = OFFSET_BEGINNING if offset_reset == "smallest" else OFFSET_END
@@ -200,6 +202,21 @@ class PartitionConsumer:
     @property
     def stopping(self) -> bool:
         return self._stopping.is_set()
+
+    def pause(self) -> None:
+        """Hand nothing more to the sink (a sink call under way finishes) until :meth:`resume`.
+
+        A batch already fetched is held, and the client keeps its position and prefetched
+        messages: resuming goes on from the next offset, so a pause neither skips nor re-reads.
+        """
+        self._running.clear()
+
+    def resume(self) -> None:
+        self._running.set()
+
+    @property
+    def paused(self) -> bool:
+        return not self._running.is_set()
 
     def _run(self) -> None:
         try:
@@ -269,6 +286,7 @@ class PartitionConsumer:
         consume = self._consumer.consume
         batch_size, timeout = self._batch_size, self._poll_timeout_s
         stopping = self._stopping.is_set
+        running = self._running
         sink = self._sink
         error_log = ClientErrorLog(f"{self.thread_id} {tp}")
         watch = self._watch
@@ -278,6 +296,12 @@ class PartitionConsumer:
                 if watch is not None:
                     watch.quiet()
                 continue
+            if not running.is_set():
+                # Paused while consume() waited, or before it: hold the batch (the client's
+                # position is already past it) until resumed; a stop drops it unstored.
+                while not running.wait(timeout):
+                    if stopping():
+                        return
             # The whole per-message Python work of the receiver, as maps over the client's C
             # accessors (no bytecode per message): an error check, then the columns of a chunk,
             # packed while the messages are still in the CPU cache.

@@ -34,6 +34,8 @@ DEFAULT_STORE_MAX_ATTEMPTS = 4
 # their offsets the offset store) before giving the partitions up; what misses it is read again by
 # the next owner.
 DEFAULT_FLUSH_ON_REVOKE_TIMEOUT_S = 10.0
+# How often a commit waiting for a suspended ZooKeeper session looks whether the receiver stops.
+_SESSION_WAIT_S = 1.0
 
 
 class ReliableKafkaReceiver(ConsumerGroupReceiver):
@@ -85,12 +87,14 @@ class ReliableKafkaReceiver(ConsumerGroupReceiver):
         self._stored_until: dict[TopicAndPartition, int] = {}
         self._stored_lock = threading.Lock()
         self._commit_failures = FailureLog(logger, "committing offsets")
+        self._stopping = threading.Event()
 
     # -- life cycle ---------------------------------------------------------------------------
 
     def on_start(self) -> None:
         self._offsets = BlockOffsetTracker()
         self._store_failed = threading.Event()
+        self._stopping = threading.Event()
         # One offset tracker, shared by the listener and the revoke flush.
         self._start_consuming(
             _GeneratedBlockHandler(self, self._offsets),
@@ -103,6 +107,7 @@ class ReliableKafkaReceiver(ConsumerGroupReceiver):
         # Consumers first, then the generator, whose final blocks are committed while the
         # partitions are still ours, then the group: a clean stop leaves nothing to re-read.
         connector, generator = self._connector, self._block_generator
+        self._stopping.set()  # a commit waiting for ZooKeeper gives up: the stop must not wait
         if connector is not None:
             connector.stop_consumers()
         if generator is not None:
@@ -165,17 +170,31 @@ class ReliableKafkaReceiver(ConsumerGroupReceiver):
                 self._stored_until[tp] = max(offset, self._stored_until.get(tp, offset))
 
     def _commit(self, offsets: Mapping[TopicAndPartition, int]) -> None:
+        """Commit, waiting out a suspended ZooKeeper session.
+
+        Giving up while the session may still come back would let the next block be stored
+        uncommitted too, and a kill then re-reads both; waiting holds the push thread, so no
+        block after this one is stored before this one's offsets are committed. A lost session
+        ends the wait: its partitions are revoked, and their next consumer starts from
+        :meth:`stored_offset`.
+        """
         connector = self._connector
         if connector is None or not offsets:
             return
-        try:
-            connector.offsets.commit(offsets)
-        except Exception as exc:
-            # Only costs re-reading these records after a failure; the next block commits past them.
-            where = ", ".join(f"{tp} at {offset}" for tp, offset in offsets.items())
-            self._commit_failures.failed(exc, where)
-        else:
-            self._commit_failures.succeeded()
+        while True:
+            try:
+                connector.offsets.commit(offsets)
+            except Exception as exc:
+                if connector.group.suspended and not self._stopping.is_set():
+                    logger.info("ZooKeeper is away; the commit of %s waits for it", dict(offsets))
+                    connector.group.wait_connected(_SESSION_WAIT_S)
+                    continue
+                # Only costs re-reading these records after a failure; the next block commits past them.
+                where = ", ".join(f"{tp} at {offset}" for tp, offset in offsets.items())
+                self._commit_failures.failed(exc, where)
+            else:
+                self._commit_failures.succeeded()
+            return
 
 
 class _GeneratedBlockHandler(OffsetTrackingListener):

@@ -31,6 +31,8 @@ class RecordingListener:
         self.owned: dict[TP, str] = {}
         self.revoked: list[list[TP]] = []
         self.failures: list[BaseException] = []
+        self.suspensions = 0
+        self.resumptions = 0
         self.lock = threading.Lock()
 
     def on_partitions_revoked(self, partitions: list[TP]) -> None:
@@ -45,6 +47,12 @@ class RecordingListener:
 
     def on_rebalance_failed(self, error: BaseException) -> None:
         self.failures.append(error)
+
+    def on_session_suspended(self) -> None:
+        self.suspensions += 1
+
+    def on_session_resumed(self) -> None:
+        self.resumptions += 1
 
 
 def wait_for(condition: Callable[[], bool], timeout_s: float = 20.0, what: str = "condition") -> None:
@@ -199,6 +207,10 @@ def test_zookeeper_restart_keeps_or_restores_membership_and_ownership(
                 return False
 
         wait_for(registered_and_owning, 30, "registration and ownership after the restart")
+        # The outage paused the consumers; they resumed if the session survived it, else (a
+        # slow restart) its partitions were revoked and claimed afresh.
+        assert member.listener.suspensions >= 1
+        assert (member.listener.resumptions >= 1) != (member.group.generation > 0)
         wait_for(
             lambda: member.offsets.commit({TP(topic, 0): 7})[TP(topic, 0)] is CommitResult.COMMITTED,
             30,
@@ -230,6 +242,8 @@ def test_session_expiry_voids_claims_then_reregisters_and_reclaims(zk_params, ad
             return stat.ephemeralOwner == client_id[0] and registered is not None
 
         wait_for(owning_again, 30, "re-registration and re-claim in the new session")
+        # A lost session's partitions are revoked and claimed afresh, never resumed.
+        assert member.listener.resumptions == 0
         assert member.offsets.commit({TP(topic, 1): 3})[TP(topic, 1)] is CommitResult.COMMITTED
     finally:
         member.close()

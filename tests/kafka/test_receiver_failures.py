@@ -354,6 +354,65 @@ def test_zookeeper_restart_mid_stream_commits_resume_and_nothing_is_lost(
         assert offsets == set(range(6000)), f"partition {p} lost records"
 
 
+def duplicates_outside_one_block(
+    killed: list[list[Any]], after: list[list[Any]], partition: int
+) -> tuple[set[int], set[int]]:
+    """(offsets of ``partition`` both runs stored, those not inside one block of the killed run)."""
+    first_run = [{r[4] for r in block if r[3] == partition} for block in killed]
+    second_run = {r[4] for block in after for r in block if r[3] == partition}
+    duplicates = {o for block in first_run for o in block} & second_run
+    if not duplicates or any(duplicates <= block for block in first_run):
+        return duplicates, set()
+    return duplicates, duplicates
+
+
+@pytest.mark.slow
+def test_sigkill_while_the_zookeeper_session_is_suspended_duplicates_at_most_one_block(
+    local_cluster: LocalCluster, admin_zk: Any, tmp_path: Path
+) -> None:
+    """ZooKeeper down for longer than a commit retries (10 s), then the receiver killed: the
+    consumers must have paused while the session was SUSPENDED, so that no block after the one
+    whose commit was in flight is stored; the next receiver re-reads that one block at most."""
+    topic, group = unique_name("suspended"), unique_name("g")
+    local_cluster.create_topic(topic, 2)
+    sent = produce(local_cluster.client_config(), topic, 2, 20_000)
+    first = start_child(local_cluster, group, topic, tmp_path / "run1", max_rate=3000)
+    try:
+        wait_for(lambda: (committed_offset(admin_zk, group, topic, 1) or 0) > 0, 30, "a first commit")
+        local_cluster.kill_zookeeper()
+        # Three times the 10 s a commit retries a lost connection: before the fix the consumers
+        # kept reading, and each time a retry gave up the next block was stored uncommitted
+        # (blocks of 500 records here, often of one partition each: it takes a few).
+        time.sleep(35)
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait(10)
+        local_cluster.start_zookeeper()
+    admin = local_cluster.zookeeper_client()
+    try:
+        at_kill = [committed_offset(admin, group, topic, p) or 0 for p in (0, 1)]
+        assert sum(at_kill) < sum(len(v) for v in sent.values()), "killed too late to be mid-stream"
+        second = start_child(local_cluster, group, topic, tmp_path / "run2", max_rate=0)
+        try:
+            ends = {(topic, p): len(values) for p, values in sent.items()}
+            wait_for(offsets_reach(admin, group, ends), 90, "the second receiver to reach the log end")
+        finally:
+            second.send_signal(signal.SIGTERM)
+            assert second.wait(30) == 0
+    finally:
+        admin.stop()
+        admin.close()
+    run1, run2 = wal_blocks(tmp_path / "run1"), wal_blocks(tmp_path / "run2")
+    for p, values in sent.items():
+        offsets = {r[4] for block in run1 + run2 for r in block if r[3] == p}
+        assert offsets == set(range(len(values))), f"partition {p} lost messages"
+        duplicates, spread = duplicates_outside_one_block(run1, run2, p)
+        assert not spread, (
+            f"partition {p}: re-read {len(duplicates)} records ({min(spread)}..{max(spread)}), "
+            "more than one block stored while the session was suspended"
+        )
+
+
 @pytest.mark.slow
 def test_zookeeper_session_loss_mid_stream_duplicates_at_most_one_block_per_partition(
     local_cluster: LocalCluster, admin_zk: Any, tmp_path: Path

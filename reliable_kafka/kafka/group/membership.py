@@ -127,6 +127,17 @@ class KafkaGroupMembership:
 
     # -- life cycle ---------------------------------------------------------------------------
 
+    @property
+    def suspended(self) -> bool:
+        """Never: a member has no session to wait out as a ZooKeeper client does. A member that
+        misses its session timeout loses its partitions (``on_partitions_lost``), and a commit in
+        between is refused by the coordinator, not held."""
+        return False
+
+    def wait_connected(self, timeout_s: float) -> bool:
+        """Nothing to wait for (see :attr:`suspended`)."""
+        return True
+
     def start(self, timeout_s: float = 60.0) -> None:
         """Subscribe and wait for the first assignment (possibly empty: more members than partitions)."""
         if self._thread is not None:

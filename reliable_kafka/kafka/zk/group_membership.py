@@ -68,6 +68,14 @@ class RebalanceListener(Protocol):
     def on_rebalance_failed(self, error: BaseException) -> None:
         """Every attempt failed; this member now owns nothing until the next change."""
 
+    def on_session_suspended(self) -> None:
+        """The connection to ZooKeeper dropped: ownership is uncertain and no commit can pass
+        until it is back, so stop taking in records. On kazoo's connection thread: must not block."""
+
+    def on_session_resumed(self) -> None:
+        """Connected again in the same session: every claim still holds, resume what was paused.
+        Not called when the session was lost meanwhile: those partitions are revoked instead."""
+
 
 def new_consumer_id(group_id: str, consumer_id: str | None = None) -> str:
     """``<group>_<host>-<millis>-<uuid8>`` as 0.8 builds it, or ``<group>_<consumer.id>``."""
@@ -154,6 +162,9 @@ class ZookeeperConsumerGroup:
         self._claims: dict[TopicAndPartition, Claim] = {}
         self._undeleted: dict[TopicAndPartition, Claim] = {}  # released, owner node still there
         self._generation = 0  # bumped when the session is lost: every claim of it is void
+        self._connected = threading.Event()  # cleared while the session is SUSPENDED or LOST
+        self._connected.set()
+        self._suspended_in: int | None = None  # the generation a suspension began in
 
         self._wake = threading.Condition()
         self._rebalance_requested = False
@@ -181,6 +192,15 @@ class ZookeeperConsumerGroup:
     def owned_partitions(self) -> dict[TopicAndPartition, str]:
         with self._ownership_lock:
             return {tp: claim.thread_id for tp, claim in self._claims.items()}
+
+    def wait_connected(self, timeout_s: float) -> bool:
+        """True once connected to ZooKeeper (at once when not suspended), False after ``timeout_s``."""
+        return self._connected.wait(timeout_s)
+
+    @property
+    def suspended(self) -> bool:
+        """Disconnected, and the session may still come back with every claim in it."""
+        return self._suspended_in == self._generation and not self._connected.is_set()
 
     # -- life cycle ---------------------------------------------------------------------------
 
@@ -234,9 +254,22 @@ class ZookeeperConsumerGroup:
 
     def _on_state_change(self, state: str) -> None:
         # Runs on kazoo's connection thread before any call of the new session: must not block.
-        if state == KazooState.LOST:
+        if state == KazooState.SUSPENDED:
+            self._connected.clear()
+            self._suspended_in = self._generation
+            logger.warning("%s: ZooKeeper connection lost; consumers paused", self.consumer_id)
+            self._listener.on_session_suspended()
+        elif state == KazooState.LOST:
+            self._connected.clear()
             self._generation += 1
             logger.warning("%s: ZooKeeper session lost; all partitions are void", self.consumer_id)
+        elif state == KazooState.CONNECTED:
+            resumed = self._suspended_in == self._generation
+            self._suspended_in = None
+            self._connected.set()
+            if resumed:
+                logger.info("%s: ZooKeeper connection back; consumers resumed", self.consumer_id)
+                self._listener.on_session_resumed()
         if state in (KazooState.LOST, KazooState.CONNECTED):
             self._request_rebalance()
 
