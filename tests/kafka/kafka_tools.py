@@ -11,6 +11,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from reliable_kafka.local import LocalCluster
 from reliable_kafka.local.distribution import KafkaDistribution, kafka_classpath, kafka_distribution
 from reliable_kafka.local.java import find_java
 
@@ -75,3 +76,24 @@ def run_tool(kafka: str, main_class: str, *args: str, timeout_s: float = 120.0) 
     )
     assert done.returncode == 0, f"{main_class} exited with {done.returncode}:\n{done.stderr[-2000:]}"
     return done.stdout
+
+
+def describe_group(cluster: LocalCluster, group: str) -> dict[tuple[str, int], dict[str, str]]:
+    """``kafka-consumer-groups --describe --group``, one row per partition, by column name.
+
+    On 4.x, the tool of Kafka 3.9: the 4.x broker's jars hold no tools, and its own kafka-tools
+    artifact does not resolve here; the 3.9 tool speaks the Admin API every 4.x broker serves.
+    """
+    out = run_tool(
+        "3.9" if cluster.kafka == "4" else cluster.kafka,
+        CONSUMER_GROUP_COMMAND,
+        "--bootstrap-server",
+        cluster.bootstrap_servers,
+        "--describe",
+        "--group",
+        group,
+    )
+    lines = [line.split() for line in out.splitlines() if line.strip()]
+    header_at = next(i for i, line in enumerate(lines) if line[:2] == ["GROUP", "TOPIC"])
+    rows = [dict(zip(lines[header_at], line, strict=False)) for line in lines[header_at + 1 :]]
+    return {(row["TOPIC"], int(row["PARTITION"])): row for row in rows if row["GROUP"] == group}

@@ -14,7 +14,7 @@ from reliable_kafka.local import LocalCluster
 from reliable_kafka.storage import StorageLevel
 from tests.cluster_backends import unique_name
 from tests.kafka.harness import STORE_PARAMS, CommittedOffsets, RunningReceiver, produce, wait_for
-from tests.kafka.kafka_tools import CONSUMER_GROUP_COMMAND, run_tool
+from tests.kafka.kafka_tools import describe_group
 
 # ZooKeeper membership, so not 4.x (no ZooKeeper there): Kafka-native membership brings that.
 pytestmark = [pytest.mark.integration, pytest.mark.brokers("3.9")]
@@ -33,24 +33,6 @@ def admin_zk(local_cluster: LocalCluster) -> Iterator[Any]:
     yield zk
     zk.stop()
     zk.close()
-
-
-def describe_group(cluster: LocalCluster, group: str) -> dict[tuple[str, int], dict[str, str]]:
-    """``kafka-consumer-groups --describe --group``, one row per partition, by column name."""
-    out = run_tool(
-        cluster.kafka,
-        CONSUMER_GROUP_COMMAND,
-        "--bootstrap-server",
-        cluster.bootstrap_servers,
-        "--describe",
-        "--group",
-        group,
-    )
-    lines = [line.split() for line in out.splitlines() if line.strip()]
-    header_at = next(i for i, line in enumerate(lines) if line[:2] == ["GROUP", "TOPIC"])
-    header = lines[header_at]
-    rows = [dict(zip(header, line, strict=False)) for line in lines[header_at + 1 :]]
-    return {(row["TOPIC"], int(row["PARTITION"])): row for row in rows if row["GROUP"] == group}
 
 
 def test_kafka_consumer_groups_describes_the_committed_offsets_with_lag_zero_after_a_graceful_stop(

@@ -36,7 +36,7 @@ from tests.kafka.harness import (
     wait_for,
     wal_blocks,
 )
-from tests.kafka.kafka_tools import CONSUMER_GROUP_COMMAND, run_tool
+from tests.kafka.kafka_tools import describe_group
 
 pytestmark = [pytest.mark.integration, pytest.mark.brokers("3.9", "4")]
 
@@ -221,27 +221,6 @@ def test_two_receivers_split_the_partitions_and_the_survivor_takes_them_all(
             assert call.tp in b_partitions or call.result is not CommitResult.COMMITTED
     survivors = {c.tp for c in audited_commits if c.store != b_store and c.result is CommitResult.COMMITTED}
     assert survivors == {TopicAndPartition(topic, p) for p in range(partitions)}
-
-
-def describe_group(cluster: LocalCluster, group: str) -> dict[tuple[str, int], dict[str, str]]:
-    """``kafka-consumer-groups --describe --group``, one row per partition, by column name.
-
-    On 4.x, the tool of Kafka 3.9: the 4.x broker's jars hold no tools, and its own kafka-tools
-    artifact does not resolve here; the 3.9 tool speaks the Admin API every 4.x broker serves.
-    """
-    out = run_tool(
-        "3.9" if cluster.kafka == "4" else cluster.kafka,
-        CONSUMER_GROUP_COMMAND,
-        "--bootstrap-server",
-        cluster.bootstrap_servers,
-        "--describe",
-        "--group",
-        group,
-    )
-    lines = [line.split() for line in out.splitlines() if line.strip()]
-    header_at = next(i for i, line in enumerate(lines) if line[:2] == ["GROUP", "TOPIC"])
-    rows = [dict(zip(lines[header_at], line, strict=False)) for line in lines[header_at + 1 :]]
-    return {(row["TOPIC"], int(row["PARTITION"])): row for row in rows if row["GROUP"] == group}
 
 
 def test_kafka_consumer_groups_describes_the_group_with_lag_zero_after_a_graceful_stop(
