@@ -4,7 +4,6 @@ graceful stop."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -25,14 +24,6 @@ FAST_GROUP_PARAMS = {
     "rebalance.backoff.ms": "300",
     "rebalance.max.retries": "30",
 }
-
-
-@pytest.fixture
-def admin_zk(local_cluster: LocalCluster) -> Iterator[Any]:
-    zk = local_cluster.zookeeper_client()
-    yield zk
-    zk.stop()
-    zk.close()
 
 
 def test_kafka_consumer_groups_describes_the_committed_offsets_with_lag_zero_after_a_graceful_stop(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import itertools
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -36,14 +36,6 @@ SETTINGS = StreamingSettings(
     receiver=ReceiverSettings(block_interval_ms=100, restart_delay_ms=RESTART_DELAY_MS, placement="driver"),
     wal=WriteAheadLogSettings(enable=False),
 )
-
-
-@pytest.fixture
-def admin_zk(local_cluster: LocalCluster) -> Iterator[Any]:
-    zk = local_cluster.zookeeper_client()
-    yield zk
-    zk.stop()
-    zk.close()
 
 
 def returns(call: Callable[[], object], what: str, timeout_s: float = 60.0) -> None:

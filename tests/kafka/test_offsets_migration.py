@@ -5,7 +5,7 @@ beyond one block per partition per restart."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,14 +37,6 @@ PER_PARTITION = 6000
 # Each phase runs until the group committed this share of everything, so the next one takes
 # over mid-stream; the last one reads to the end.
 PHASES = (("zookeeper", 1 / 3), ("dual", 2 / 3), ("kafka", 1.0))
-
-
-@pytest.fixture
-def admin_zk(local_cluster: LocalCluster) -> Iterator[Any]:
-    zk = local_cluster.zookeeper_client()
-    yield zk
-    zk.stop()
-    zk.close()
 
 
 def blocks_of(running: RunningReceiver) -> list[list[tuple[Any, ...]]]:

@@ -5,7 +5,6 @@ and a restart neither re-reads nor skips. Real ZooKeeper and Kafka."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -29,14 +28,6 @@ pytestmark = pytest.mark.integration
 
 FAST_GROUP_PARAMS = {"zookeeper.session.timeout.ms": "2000", "rebalance.backoff.ms": "300"}
 BEYOND_THE_LOG = 1_000_000
-
-
-@pytest.fixture
-def admin_zk(local_cluster: LocalCluster) -> Iterator[Any]:
-    zk = local_cluster.zookeeper_client()
-    yield zk
-    zk.stop()
-    zk.close()
 
 
 def start(

@@ -12,7 +12,7 @@ import threading
 import time
 import traceback
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -54,14 +54,6 @@ FAST_GROUP_PARAMS = {
     "rebalance.backoff.ms": "300",
     "rebalance.max.retries": "30",
 }
-
-
-@pytest.fixture
-def admin_zk(local_cluster: LocalCluster) -> Iterator[Any]:
-    zk = local_cluster.zookeeper_client()
-    yield zk
-    zk.stop()
-    zk.close()
 
 
 def reliable_receiver(
