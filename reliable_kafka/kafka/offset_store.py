@@ -10,6 +10,7 @@ Knows nothing of Spark.
 from __future__ import annotations
 
 import enum
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
@@ -43,3 +44,32 @@ class OffsetStore(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+def log_repair(
+    logger: logging.Logger,
+    result: CommitResult,
+    tp: TopicAndPartition,
+    *,
+    group: str,
+    rejected: int,
+    reset_to: int,
+) -> None:
+    """The one WARNING of an out-of-range repair, whichever store made it (``group`` names where)."""
+    if result is CommitResult.COMMITTED:
+        logger.warning(
+            "committed offset %d of %s (group %s) is out of range; replaced by the reset offset %d",
+            rejected,
+            tp,
+            group,
+            reset_to,
+        )
+    else:
+        logger.warning(
+            "out-of-range offset %d of %s (group %s) not replaced by %d: %s",
+            rejected,
+            tp,
+            group,
+            reset_to,
+            result.value,
+        )

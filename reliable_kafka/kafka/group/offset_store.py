@@ -30,7 +30,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from tenacity import Retrying, before_sleep_log, retry_if_exception_type, stop_after_delay, wait_exponential
 
-from reliable_kafka.kafka.offset_store import REFUSED, CommitResult
+from reliable_kafka.kafka.offset_store import REFUSED, CommitResult, log_repair
 from reliable_kafka.kafka.zk.paths import TopicAndPartition
 from reliable_kafka.util import instruments
 from reliable_kafka.util.librdkafka_log import with_logger
@@ -292,24 +292,7 @@ class KafkaOffsetStore:
         """
         with self._lock:
             result = self._repair_locked(tp, rejected, reset_to)
-        if result is CommitResult.COMMITTED:
-            logger.warning(
-                "committed offset %d of %s (group %s, in Kafka) is out of range; "
-                "replaced by the reset offset %d",
-                rejected,
-                tp,
-                self._group,
-                reset_to,
-            )
-        else:
-            logger.warning(
-                "out-of-range offset %d of %s (group %s, in Kafka) not replaced by %d: %s",
-                rejected,
-                tp,
-                self._group,
-                reset_to,
-                result.value,
-            )
+        log_repair(logger, result, tp, group=f"{self._group}, in Kafka", rejected=rejected, reset_to=reset_to)
         return result
 
     def _repair_locked(self, tp: TopicAndPartition, rejected: int, reset_to: int) -> CommitResult:

@@ -19,7 +19,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 from kazoo.security import ACL
 
-from reliable_kafka.kafka.offset_store import REFUSED, CommitResult
+from reliable_kafka.kafka.offset_store import REFUSED, CommitResult, log_repair
 from reliable_kafka.kafka.zk.client import ensure_connected, zk_retrying
 from reliable_kafka.kafka.zk.ownership import Claim, OwnershipView, valid_claim
 from reliable_kafka.kafka.zk.paths import TopicAndPartition, offset_path, offsets_topic_dir, owner_path
@@ -136,23 +136,7 @@ class ZooKeeperOffsetStore:
         retrying = zk_retrying(self._retry_for_s, stop_event=self._stop_event)
         with self._lock:
             result = retrying(self._repair_locked, tp, rejected, reset_to)
-        if result is CommitResult.COMMITTED:
-            logger.warning(
-                "committed offset %d of %s (group %s) is out of range; replaced by the reset offset %d",
-                rejected,
-                tp,
-                self._group,
-                reset_to,
-            )
-        else:
-            logger.warning(
-                "out-of-range offset %d of %s (group %s) not replaced by %d: %s",
-                rejected,
-                tp,
-                self._group,
-                reset_to,
-                result.value,
-            )
+        log_repair(logger, result, tp, group=self._group, rejected=rejected, reset_to=reset_to)
         return result
 
     def _repair_locked(self, tp: TopicAndPartition, rejected: int, reset_to: int) -> CommitResult:
