@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.e2e.kill_harness import blocks_to_cover
+
 # (partition, offset)
 Position = tuple[int, int]
 
@@ -156,19 +158,6 @@ def superseded(faults: list[Fault], index: int, recovery_bound_s: float) -> bool
     return fault.lifted_at is None or following.at < fault.lifted_at + recovery_bound_s
 
 
-def fewest_blocks_holding(offsets: set[int], blocks: set[tuple[int, int]]) -> int | None:
-    """Fewest ``[from, until)`` blocks that hold every offset; None if they cannot."""
-    remaining, used = sorted(offsets), 0
-    while remaining:
-        ends = [until for start, until in blocks if start <= remaining[0] < until]
-        if not ends:
-            return None
-        end = max(ends)
-        remaining = [o for o in remaining if o >= end]
-        used += 1
-    return used
-
-
 def audit(
     watcher: SinkWatcher,
     acked: set[Position],
@@ -195,7 +184,7 @@ def audit(
     for (index, p), offsets in sorted(again.items()):
         result.duplicates_by_fault[index] = result.duplicates_by_fault.get(index, 0) + len(offsets)
         name = f"fault {index} ({faults[index].kind})" if index >= 0 else "before any fault"
-        held_in = fewest_blocks_holding(offsets, watcher.blocks[p])
+        held_in = blocks_to_cover(offsets, sorted(watcher.blocks[p]))
         if index < 0 or held_in is None or held_in > 1:
             result.violations.append(
                 f"{name}: partition {p} delivered {len(offsets)} records again "
