@@ -27,6 +27,7 @@ from confluent_kafka import (
 )
 
 from reliable_kafka.kafka.fetch_stall import NO_RECORDS_CAUSE, FetchStallMonitor, FetchWatch, likely_cause
+from reliable_kafka.kafka.packed_fetch import PackedFetch
 from reliable_kafka.kafka.params import OffsetReset, is_secret_key
 from reliable_kafka.kafka.zk.paths import TopicAndPartition
 from reliable_kafka.storage.block_format import PackedChunk, pack_chunk
@@ -57,6 +58,8 @@ _message_key = Message.key
 _message_value = Message.value
 _message_offset = Message.offset
 DEFAULT_POLL_TIMEOUT_S = 0.2
+# How often a packed fetch serves the consumer's logs and error callbacks.
+_EVENT_SERVE_INTERVAL_S = 0.1
 _METADATA_TIMEOUT_S = 5.0
 _ERROR_LOG_INTERVAL_S = 30.0
 
@@ -140,6 +143,10 @@ def check_client_config(config: Mapping[str, Any]) -> None:
 class PartitionConsumer:
     """Reads ``tp`` from ``start_offset`` (None: ``offset_reset``) and hands batches to ``sink``.
 
+    With ``packed_fetch`` (and the C extension available) the records are read and packed by
+    :class:`~reliable_kafka.kafka.packed_fetch.PackedFetch`, with the GIL released; otherwise
+    from confluent-kafka's ``Message`` objects, in Python. Both hand ``sink`` the same bytes.
+
     ``on_failure`` hears about errors the thread cannot recover from (fatal client errors, a
     failing sink); the thread has ended by then.
     """
@@ -158,6 +165,7 @@ class PartitionConsumer:
         poll_timeout_s: float = DEFAULT_POLL_TIMEOUT_S,
         on_out_of_range: OutOfRangeHandler | None = None,
         stall_monitor: FetchStallMonitor | None = None,
+        packed_fetch: bool = True,
     ) -> None:
         self.tp = tp
         self._offset_reset = offset_reset
@@ -175,6 +183,10 @@ class PartitionConsumer:
             start_offset = OFFSET_BEGINNING if offset_reset == "smallest" else OFFSET_END
         self._assignment = TopicPartition(tp.topic, tp.partition, start_offset)
         self._consumer = create_consumer(config, f"{thread_id} {tp}")
+        self._packed_fetch_wanted = packed_fetch
+        self._packed: PackedFetch | None = None
+        self._error_log = ClientErrorLog(f"{thread_id} {tp}")
+        self._events_due = 0.0
         self._thread = threading.Thread(
             target=self._run, name=f"kafka-{tp.topic}-{tp.partition}", daemon=True
         )
@@ -231,6 +243,8 @@ class PartitionConsumer:
             self._close()
 
     def _close(self) -> None:
+        if self._packed is not None:
+            self._packed.close()
         try:
             self._consumer.close()
         except (KafkaException, RuntimeError) as exc:
@@ -246,6 +260,8 @@ class PartitionConsumer:
         except KafkaException as exc:
             logger.debug("%s: no metadata before assign (%r); librdkafka retries", self.tp, exc)
         self._reset_if_out_of_range()
+        if self._packed_fetch_wanted:
+            self._packed = PackedFetch.attach(self._consumer, self.tp)
         self._consumer.assign([self._assignment])
 
     def _reset_if_out_of_range(self) -> None:
@@ -281,48 +297,70 @@ class PartitionConsumer:
 
     def _consume_until_stopped(self) -> None:
         self._assign()
-        topic, partition = self.tp
         tp = self.tp
-        consume = self._consumer.consume
+        next_batch = self._next_packed_batch if self._packed is not None else self._next_batch
         batch_size, timeout = self._batch_size, self._poll_timeout_s
         stopping = self._stopping.is_set
         running = self._running
         sink = self._sink
-        error_log = ClientErrorLog(f"{self.thread_id} {tp}")
         watch = self._watch
         while not stopping():
-            messages = consume(batch_size, timeout)
-            if not messages:
+            batch = next_batch(batch_size, timeout)
+            if batch is None:
                 if watch is not None:
                     watch.quiet()
                 continue
             if not running.is_set():
-                # Paused while consume() waited, or before it: hold the batch (the client's
+                # Paused while the fetch waited, or before it: hold the batch (the client's
                 # position is already past it) until resumed; a stop drops it unstored.
                 while not running.wait(timeout):
                     if stopping():
                         return
-            # The whole per-message Python work of the receiver, as maps over the client's C
-            # accessors (no bytecode per message): an error check, then the columns of a chunk,
-            # packed while the messages are still in the CPU cache.
-            if any(map(_message_error, messages)):
-                messages = self._without_errors(messages, error_log)
-                if not messages:
-                    if watch is not None:
-                        watch.quiet()
-                    continue
-            offsets = list(map(_message_offset, messages))
-            chunk = pack_chunk(
-                topic,
-                partition,
-                list(map(_message_key, messages)),
-                list(map(_message_value, messages)),
-                offsets,
-            )
+            chunk, first, last = batch
             if watch is not None:
                 watch.fetched()
-            sink(tp, chunk, offsets[0], offsets[-1])
-            self.next_offset = offsets[-1] + 1
+            sink(tp, chunk, first, last)
+            self.next_offset = last + 1
+
+    def _next_batch(self, batch_size: int, timeout_s: float) -> tuple[PackedChunk, int, int] | None:
+        """The next records from confluent-kafka's ``Message`` objects, packed; None if none came.
+
+        The whole per-message Python work, as maps over the client's C accessors (no bytecode
+        per message): an error check, then the columns of a chunk, packed while the messages are
+        still in the CPU cache."""
+        messages = self._consumer.consume(batch_size, timeout_s)
+        if not messages:
+            return None
+        if any(map(_message_error, messages)):
+            messages = self._without_errors(messages)
+            if not messages:
+                return None
+        offsets = list(map(_message_offset, messages))
+        chunk = pack_chunk(
+            self.tp.topic,
+            self.tp.partition,
+            list(map(_message_key, messages)),
+            list(map(_message_value, messages)),
+            offsets,
+        )
+        return chunk, offsets[0], offsets[-1]
+
+    def _next_packed_batch(self, batch_size: int, timeout_s: float) -> tuple[PackedChunk, int, int] | None:
+        """The next records read and packed by the C extension; None if none came."""
+        packed = self._packed
+        assert packed is not None
+        now = time.monotonic()
+        if now >= self._events_due:
+            # The consumer queue now carries only the client's logs and errors.
+            self._events_due = now + _EVENT_SERVE_INTERVAL_S
+            for error in packed.serve_events():
+                self._on_error(error)
+        batch = packed.fetch(batch_size, timeout_s)
+        for error in batch.errors:
+            self._on_error(error)
+        if batch.chunk is None:
+            return None
+        return batch.chunk, batch.first_offset, batch.last_offset
 
     def _probe(self) -> str | None:
         """None when the leader of this partition answers and holds nothing past our position."""
@@ -342,14 +380,19 @@ class PartitionConsumer:
             return NO_RECORDS_CAUSE.format(position=position, high=high)
         return None
 
-    def _without_errors(self, messages: list[Message], error_log: ClientErrorLog) -> list[Message]:
+    def _without_errors(self, messages: list[Message]) -> list[Message]:
         records: list[Message] = []
         for message in messages:
             error = message.error()
             if error is None:
                 records.append(message)
-            elif error.fatal():
-                raise KafkaException(error)
-            elif error.code() != KafkaError._PARTITION_EOF:
-                error_log.log(error)
+            else:
+                self._on_error(error)
         return records
+
+    def _on_error(self, error: KafkaError) -> None:
+        """An error among the records: fatal ones end the thread, the rest are logged."""
+        if error.fatal():
+            raise KafkaException(error)
+        if error.code() != KafkaError._PARTITION_EOF:
+            self._error_log.log(error)

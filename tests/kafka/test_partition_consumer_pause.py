@@ -18,8 +18,9 @@ from tests.kafka.harness import produce, wait_for
 pytestmark = pytest.mark.integration
 
 
+@pytest.mark.parametrize("packed", [True, False], ids=["packed-fetch", "python-fetch"])
 def test_a_paused_consumer_hands_nothing_over_and_resumes_at_the_next_offset(
-    local_cluster: LocalCluster,
+    local_cluster: LocalCluster, packed: bool
 ) -> None:
     topic = unique_name("pause")
     local_cluster.create_topic(topic, 1)
@@ -44,6 +45,7 @@ def test_a_paused_consumer_hands_nothing_over_and_resumes_at_the_next_offset(
         sink=sink,
         on_failure=lambda message, error: pytest.fail(f"{message}: {error!r}"),
         batch_size=10,
+        packed_fetch=packed,
     )
     consumer.start()
     try:

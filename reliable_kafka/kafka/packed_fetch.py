@@ -1,0 +1,208 @@
+"""A partition's records read and packed in C, without a Python object per record.
+
+confluent-kafka's ``consume()`` builds a ``Message`` (and a bytes object per key, value and
+topic) for every record while holding the GIL, and a receiver thread then reads the columns
+back out of those objects and packs them: two thirds of a receiver's GIL time, which with
+several partition threads per receiver is what bounds its throughput
+(``benchmarks/receiver_bench.py``). :class:`PackedFetch` reads the partition through the C
+extension ``_packed_fetch`` instead, which takes a batch from librdkafka and writes it as a block
+chunk (exactly the bytes :func:`~reliable_kafka.storage.block_format.pack_chunk` writes) with the
+GIL released.
+
+How it reaches librdkafka, and what keeps that safe:
+
+- The ``rd_kafka_t`` is the one of the partition's confluent-kafka ``Consumer``, which keeps
+  doing everything else (assign, metadata, watermarks, close). confluent-kafka's C ``Handle``
+  holds it right after the object header (unchanged since confluent-kafka 0.9 and pinned to
+  < 3 by this package); it is used only after librdkafka confirms it: ``rd_kafka_opaque()`` of
+  the handle must be the ``Consumer`` object itself, as confluent-kafka sets it, and
+  ``rd_kafka_type()`` must say consumer.
+- librdkafka is the copy confluent-kafka loaded (found in ``/proc/self/maps``), called through
+  ctypes for the queue calls and through function addresses by the extension.
+- The partition's queue is detached from the consumer queue before ``assign()``
+  (``rd_kafka_queue_forward(queue, NULL)``; librdkafka never forwards it again afterwards), so
+  records reach only this reader, in order. The consumer queue keeps carrying the client's
+  events, logs and errors, and :meth:`PackedFetch.serve_events` serves them through
+  confluent-kafka, whose callbacks need its own GIL handling: the extension never runs one.
+
+Without the extension (no C compiler at install), off Linux, or with
+``RELIABLE_KAFKA_PACKED_FETCH=0`` in the environment, :meth:`PackedFetch.attach` returns None
+and the receivers pack in Python, as before; the reason is logged once at INFO.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import logging
+import os
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from confluent_kafka import Consumer, KafkaError, libversion
+
+from reliable_kafka.kafka.zk.paths import TopicAndPartition
+from reliable_kafka.storage.block_format import PackedChunk
+
+try:
+    from reliable_kafka.kafka._packed_fetch import fetch as _c_fetch
+except ImportError as _exc:  # built optionally (setup.py): no compiler, no extension
+    _c_fetch = None
+    _NOT_BUILT = f"the C extension was not built: {_exc}"
+
+logger = logging.getLogger(__name__)
+
+SWITCH_ENV = "RELIABLE_KAFKA_PACKED_FETCH"
+_RD_KAFKA_CONSUMER = 1  # rd_kafka_type_t
+# Events (logs, errors) taken off the consumer queue per serve; more wait for the next serve.
+_EVENTS_PER_SERVE = 100
+
+
+class FetchedBatch(NamedTuple):
+    """What one fetch took off the partition's queue: its records packed (None when it held
+    none), their first and last offsets, and the errors among them, in order."""
+
+    chunk: PackedChunk | None
+    first_offset: int
+    last_offset: int
+    errors: list[KafkaError]
+
+
+@dataclass(frozen=True)
+class _Librdkafka:
+    path: str
+    lib: ctypes.CDLL
+    consume_batch_queue: int
+    message_destroy: int
+
+
+@functools.cache
+def _librdkafka() -> _Librdkafka | str:
+    """librdkafka as confluent-kafka loaded it, or why packed fetch is off (logged once)."""
+    found = _find_librdkafka()
+    if isinstance(found, str):
+        logger.info("packed fetch is off (%s): receivers pack records in Python", found)
+    else:
+        logger.info("packed fetch is on: librdkafka %s at %s", libversion()[0], found.path)
+    return found
+
+
+def _find_librdkafka() -> _Librdkafka | str:
+    if os.environ.get(SWITCH_ENV, "").strip().lower() in ("0", "false", "off", "no"):
+        return f"{SWITCH_ENV} turns it off"
+    if _c_fetch is None:
+        return _NOT_BUILT
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as maps:
+            paths = {line.split(maxsplit=5)[-1].strip() for line in maps if "/librdkafka" in line}
+    except OSError as exc:
+        return f"cannot see which librdkafka confluent-kafka loaded: {exc}"
+    if len(paths) != 1:
+        return f"expected one librdkafka in this process, found {sorted(paths) or 'none'}"
+    (path,) = paths
+    lib = ctypes.CDLL(path)
+    for name, restype, argtypes in (
+        ("rd_kafka_opaque", ctypes.c_void_p, [ctypes.c_void_p]),
+        ("rd_kafka_type", ctypes.c_int, [ctypes.c_void_p]),
+        ("rd_kafka_queue_get_partition", ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int32]),
+        ("rd_kafka_queue_forward", None, [ctypes.c_void_p, ctypes.c_void_p]),
+        ("rd_kafka_queue_destroy", None, [ctypes.c_void_p]),
+    ):
+        function = getattr(lib, name)
+        function.restype, function.argtypes = restype, argtypes
+    consume_batch_queue = _address_of(lib, "rd_kafka_consume_batch_queue")
+    return _Librdkafka(path, lib, consume_batch_queue, _address_of(lib, "rd_kafka_message_destroy"))
+
+
+def _address_of(lib: ctypes.CDLL, name: str) -> int:
+    address = ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+    if not address:
+        raise OSError(f"{name} has no address")
+    return address
+
+
+def _client_handle(consumer: Consumer, librdkafka: _Librdkafka) -> int | str:
+    """The ``rd_kafka_t *`` of ``consumer``, or why it cannot be trusted."""
+    header = object.__basicsize__
+    if type(consumer).__basicsize__ < header + ctypes.sizeof(ctypes.c_void_p):
+        return f"{type(consumer).__name__} is not confluent-kafka's C consumer"
+    handle = ctypes.c_void_p.from_address(id(consumer) + header).value
+    if not handle or librdkafka.lib.rd_kafka_opaque(handle) != id(consumer):
+        return "confluent-kafka's consumer does not hold its librdkafka handle where expected"
+    if librdkafka.lib.rd_kafka_type(handle) != _RD_KAFKA_CONSUMER:
+        return "the librdkafka handle is not a consumer's"
+    return handle
+
+
+class PackedFetch:
+    """The queue of one partition of ``consumer``, read by the C extension. Not thread-safe:
+    the partition's consumer thread makes every call, :meth:`close` included."""
+
+    def __init__(
+        self, consumer: Consumer, tp: TopicAndPartition, librdkafka: _Librdkafka, queue: int
+    ) -> None:
+        assert _c_fetch is not None
+        self._consumer = consumer
+        self._librdkafka = librdkafka
+        self._fetch = functools.partial(
+            _c_fetch, queue, librdkafka.consume_batch_queue, librdkafka.message_destroy
+        )
+        self._topic, self._partition = tp.topic, tp.partition
+        self._queue: int | None = queue
+
+    @classmethod
+    def attach(cls, consumer: Consumer, tp: TopicAndPartition) -> PackedFetch | None:
+        """Detaches ``tp``'s queue from ``consumer``'s; call before ``consumer.assign()``.
+        None when packed fetch is off (the reason is logged once per process)."""
+        librdkafka = _librdkafka()
+        if isinstance(librdkafka, str):
+            return None
+        handle = _client_handle(consumer, librdkafka)
+        if isinstance(handle, str):
+            logger.info("%s: packed fetch is off (%s): records are packed in Python", tp, handle)
+            return None
+        queue = librdkafka.lib.rd_kafka_queue_get_partition(handle, tp.topic.encode(), tp.partition)
+        if not queue:
+            logger.info("%s: packed fetch is off (librdkafka has no queue for it)", tp)
+            return None
+        librdkafka.lib.rd_kafka_queue_forward(queue, None)
+        return cls(consumer, tp, librdkafka, queue)
+
+    def fetch(self, max_messages: int, timeout_s: float) -> FetchedBatch:
+        """Waits up to ``timeout_s`` for records, and takes up to ``max_messages``."""
+        if self._queue is None:
+            raise RuntimeError(f"packed fetch of {self._topic} [{self._partition}] is closed")
+        data, records, first, last, errors = self._fetch(
+            int(timeout_s * 1000), max_messages, self._topic, self._partition
+        )
+        return FetchedBatch(
+            PackedChunk(data, records) if records else None,
+            first,
+            last,
+            [_kafka_error(code, text) for code, text in errors],
+        )
+
+    def serve_events(self) -> list[KafkaError]:
+        """Runs the consumer's pending callbacks (error_cb, logger) and returns its pending errors.
+        ``RuntimeError`` if a record reached the consumer queue: this reader would lose its order."""
+        errors = []
+        for message in self._consumer.consume(_EVENTS_PER_SERVE, 0):
+            error = message.error()
+            if error is None:
+                raise RuntimeError(
+                    f"a record of {message.topic()} [{message.partition()}] reached the consumer queue "
+                    f"of the packed fetch of {self._topic} [{self._partition}]"
+                )
+            errors.append(error)
+        return errors
+
+    def close(self) -> None:
+        """Releases the queue; before the consumer's ``close()``."""
+        if self._queue is not None:
+            self._librdkafka.lib.rd_kafka_queue_destroy(self._queue)
+            self._queue = None
+
+
+def _kafka_error(code: int, text: bytes | None) -> KafkaError:
+    reason = text.decode("utf-8", "replace") if text is not None else None
+    return KafkaError(code, reason, fatal=code == KafkaError._FATAL)

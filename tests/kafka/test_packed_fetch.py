@@ -1,0 +1,249 @@
+"""Packed fetch (the C extension reading a partition's queue) against real brokers: the very bytes
+the Python path packs, errors surfaced, the client's own logs still served, and the order of
+records guarded."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import os
+import threading
+from typing import Any
+
+import msgpack
+import pytest
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+
+from reliable_kafka.kafka import packed_fetch
+from reliable_kafka.kafka.packed_fetch import SWITCH_ENV, FetchedBatch, PackedFetch
+from reliable_kafka.kafka.partition_consumer import PartitionConsumer
+from reliable_kafka.kafka.zk.paths import TopicAndPartition
+from reliable_kafka.local import LocalCluster
+from reliable_kafka.storage.block_format import PackedChunk, decode_block, encode_chunks, pack_chunk
+from tests.cluster_backends import unique_name
+from tests.kafka.harness import wait_for
+
+pytestmark = pytest.mark.integration
+
+ALL_BROKERS = pytest.mark.brokers("3.9", "4", "0.9")
+
+# Every msgpack length class of bin (8/16/32) and str (fix/8), around each boundary, with
+# null and empty keys and values: what the C packer must write exactly as msgpack-python does.
+SIZES = (0, 1, 31, 32, 255, 256, 65535, 65536, 70000)
+
+
+def _records() -> list[tuple[bytes | None, bytes | None]]:
+    records: list[tuple[bytes | None, bytes | None]] = [(None, None), (None, b""), (b"", None)]
+    records += [(b"k" * size, b"v" * size) for size in SIZES]
+    records += [(None, b"x" * size) for size in SIZES]
+    # Enough records for offsets in every uint class a test topic reaches (fixint, 8, 16 bits)
+    # and for arrays of more than 15 (array 16) in one fetch.
+    records += [(str(i).encode(), f"value-{i}".encode()) for i in range(300)]
+    return records
+
+
+def _produce(cluster: LocalCluster, topic: str, records: list[tuple[bytes | None, bytes | None]]) -> None:
+    producer = Producer(cluster.client_config(**{"linger.ms": 20, "message.max.bytes": 1_000_000}))
+    for key, value in records:
+        producer.produce(topic, value=value, key=key, partition=0)
+    assert producer.flush(60) == 0, "not every record was acknowledged"
+
+
+def _consumer(cluster: LocalCluster, **extra: Any) -> Consumer:
+    return Consumer(
+        cluster.client_config(
+            **{"group.id": unique_name("g"), "enable.auto.commit": False, "enable.partition.eof": False},
+            **extra,
+        )
+    )
+
+
+def _fetch_all(fetch: PackedFetch, expected: int) -> list[FetchedBatch]:
+    batches: list[FetchedBatch] = []
+    count = 0
+    for _ in range(300):
+        batch = fetch.fetch(64, 0.2)
+        assert fetch.serve_events() == []
+        if batch.chunk is not None:
+            batches.append(batch)
+            count += batch.chunk.num_records
+        if count >= expected:
+            return batches
+    pytest.fail(f"only {count} of {expected} records fetched")
+
+
+@ALL_BROKERS
+def test_packed_fetch_writes_exactly_the_bytes_pack_chunk_writes(local_cluster: LocalCluster) -> None:
+    # 40 characters: the topic goes in as a str 8, not a fixstr.
+    topic = unique_name("packed-fetch-bytes").ljust(40, "x")[:40]
+    local_cluster.create_topic(topic, 1)
+    records = _records()
+    _produce(local_cluster, topic, records)
+
+    consumer = _consumer(local_cluster)
+    consumer.list_topics(topic, timeout=10)
+    fetch = PackedFetch.attach(consumer, TopicAndPartition(topic, 0))
+    assert fetch is not None, "packed fetch is off here; the C extension should be built"
+    try:
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        batches = _fetch_all(fetch, len(records))
+    finally:
+        fetch.close()
+        consumer.close()
+
+    fetched: list[tuple[Any, ...]] = []
+    for batch in batches:
+        assert batch.chunk is not None and batch.errors == []
+        chunk_topic, partition, keys, values, offsets = msgpack.unpackb(batch.chunk.data, raw=False)
+        # What the Python path would pack from the same columns, byte for byte.
+        assert pack_chunk(chunk_topic, partition, keys, values, offsets).data == batch.chunk.data
+        assert (batch.first_offset, batch.last_offset) == (offsets[0], offsets[-1])
+        assert batch.chunk.num_records == len(offsets)
+        fetched += decode_block(encode_chunks([batch.chunk]))
+    assert any(batch.chunk is not None and batch.chunk.num_records > 15 for batch in batches)
+    assert fetched == [(key, value, topic, 0, offset) for offset, (key, value) in enumerate(records)]
+
+
+@pytest.mark.parametrize("packed", [True, False], ids=["packed-fetch", "python-fetch"])
+def test_a_partition_consumer_hands_the_sink_the_same_chunks_either_way(
+    local_cluster: LocalCluster, packed: bool
+) -> None:
+    topic = unique_name("packed-fetch-consumer")
+    local_cluster.create_topic(topic, 1)
+    records = _records()
+    _produce(local_cluster, topic, records)
+    handed: list[tuple[PackedChunk, int, int]] = []
+    lock = threading.Lock()
+
+    def sink(_tp: TopicAndPartition, chunk: PackedChunk, first: int, last: int) -> None:
+        with lock:
+            handed.append((chunk, first, last))
+
+    def received() -> int:
+        with lock:
+            return sum(chunk.num_records for chunk, _, _ in handed)
+
+    consumer = PartitionConsumer(
+        TopicAndPartition(topic, 0),
+        "thread-0",
+        local_cluster.client_config(**{"group.id": unique_name("g")}),
+        start_offset=None,
+        offset_reset="smallest",
+        sink=sink,
+        on_failure=lambda message, error: pytest.fail(f"{message}: {error!r}"),
+        packed_fetch=packed,
+    )
+    consumer.start()
+    try:
+        wait_for(lambda: received() >= len(records), 60, "every record")
+        assert (consumer._packed is not None) is packed
+    finally:
+        consumer.stop()
+        assert consumer.join(30)
+    with lock:
+        chunks = [chunk for chunk, _, _ in handed]
+        ranges = [(first, last) for _, first, last in handed]
+    rows = decode_block(encode_chunks(chunks))
+    assert rows == [(key, value, topic, 0, offset) for offset, (key, value) in enumerate(records)]
+    assert ranges[0][0] == 0 and ranges[-1][1] == len(records) - 1
+    assert all(last + 1 == next_first for (_, last), (next_first, _) in itertools.pairwise(ranges))
+    assert consumer.next_offset == len(records)
+
+
+def test_errors_on_the_partition_queue_come_back_with_the_batch(local_cluster: LocalCluster) -> None:
+    topic = unique_name("packed-fetch-error")
+    local_cluster.create_topic(topic, 1)
+    _produce(local_cluster, topic, [(None, b"only")])
+    # No reset allowed: an offset past the log end is an error the consumer must be told of.
+    consumer = _consumer(local_cluster, **{"auto.offset.reset": "error"})
+    consumer.list_topics(topic, timeout=10)
+    fetch = PackedFetch.attach(consumer, TopicAndPartition(topic, 0))
+    assert fetch is not None
+    try:
+        consumer.assign([TopicPartition(topic, 0, 1000)])
+        errors: list[KafkaError] = []
+        for _ in range(100):
+            batch = fetch.fetch(10, 0.2)
+            assert batch.chunk is None
+            errors += batch.errors
+            if errors:
+                break
+    finally:
+        fetch.close()
+        consumer.close()
+    assert errors, "the out-of-range error never came"
+    assert errors[0].code() in (KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET)
+    assert "1000" in errors[0].str() or "out of range" in errors[0].str().lower()
+    assert not errors[0].fatal()
+
+
+def test_the_clients_logs_are_still_served(
+    local_cluster: LocalCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    topic = unique_name("packed-fetch-logs")
+    local_cluster.create_topic(topic, 1)
+    _produce(local_cluster, topic, [(None, b"one")])
+    log = logging.getLogger("tests.packed_fetch.librdkafka")
+    caplog.set_level(logging.DEBUG, logger=log.name)
+    # librdkafka's fetch debug lines name the topic; they reach Python only through the consumer
+    # queue, which the packed fetch no longer reads: serve_events must run the logger.
+    consumer = _consumer(local_cluster, **{"debug": "fetch", "logger": log})
+    consumer.list_topics(topic, timeout=10)
+    fetch = PackedFetch.attach(consumer, TopicAndPartition(topic, 0))
+    assert fetch is not None
+    try:
+        consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        batch = fetch.fetch(10, 0.1)
+        for _ in range(100):
+            if batch.chunk is not None:
+                break
+            batch = fetch.fetch(10, 0.1)
+        assert batch.chunk is not None and batch.chunk.num_records == 1
+        wait_for(
+            lambda: bool(fetch.serve_events() == [] and any(topic in r.getMessage() for r in caplog.records)),
+            30,
+            "a librdkafka log line about the topic",
+        )
+    finally:
+        fetch.close()
+        consumer.close()
+
+
+def test_a_record_on_the_consumer_queue_is_refused_not_reordered(local_cluster: LocalCluster) -> None:
+    topic = unique_name("packed-fetch-order")
+    local_cluster.create_topic(topic, 2)
+    producer = Producer(local_cluster.client_config())
+    for partition in (0, 1):
+        producer.produce(topic, value=b"v", partition=partition)
+    assert producer.flush(30) == 0
+    consumer = _consumer(local_cluster)
+    consumer.list_topics(topic, timeout=10)
+    fetch = PackedFetch.attach(consumer, TopicAndPartition(topic, 0))
+    assert fetch is not None
+    try:
+        # Partition 1 was never detached, so its records arrive on the consumer queue.
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in (0, 1)])
+        with pytest.raises(RuntimeError, match=r"consumer queue"):
+            for _ in range(100):
+                fetch.fetch(10, 0.1)
+                fetch.serve_events()
+    finally:
+        fetch.close()
+        consumer.close()
+
+
+def test_the_switch_turns_packed_fetch_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(SWITCH_ENV, "0")
+    packed_fetch._librdkafka.cache_clear()
+    consumer = Consumer({"group.id": "g"})
+    try:
+        assert PackedFetch.attach(consumer, TopicAndPartition("t", 0)) is None
+    finally:
+        consumer.close()
+        monkeypatch.delenv(SWITCH_ENV)
+        packed_fetch._librdkafka.cache_clear()
+
+
+@pytest.mark.skipif(not os.environ.get("CI"), reason="only CI promises a C compiler")
+def test_ci_builds_the_extension() -> None:
+    assert packed_fetch._c_fetch is not None, "the C extension reliable_kafka.kafka._packed_fetch is missing"
