@@ -1,6 +1,6 @@
 """Receiver throughput against a plain consumer, on a local ZooKeeper + Kafka 3.9, LocalCluster's default.
 
-    python benchmarks/receiver_bench.py [--messages 2000000] [--partitions 4] [--size 100] [--repeat 3]
+    python benchmarks/receiver_bench.py [--messages 6000000] [--partitions 4] [--size 100] [--repeat 3]
 
 (a) a plain confluent-kafka consumer: one Consumer assigned to every partition, as a typical
     application reads. The baseline is fair: it runs with the very librdkafka configuration the
@@ -11,9 +11,10 @@
     receiver's) and of 10,000 are both tried; the faster counts.
 (a') the same, with one consumer and one thread per partition, as the receiver reads; printed for
     comparison, the ratio is against (a) or (a'), whichever is faster.
-(c) (a') whose threads also do the receiver consumer threads' own per-batch work (error check,
-    key/value/offset columns, pack_chunk) and nothing after it: what (b) costs beyond (c) is the
-    block generator, the write-ahead log, the block store and the commits.
+(c) (a') whose threads read as the receiver's consumer threads do and nothing after it: with
+    packed fetch (``reliable_kafka/kafka/packed_fetch.py``) the C extension takes each batch and
+    packs it; without, confluent-kafka's Messages are packed in Python. What (b) costs beyond (c)
+    is the block generator, the write-ahead log, the block store and the commits.
 (w) the write-ahead log alone: the same number of records, packed as the receiver packs them, in
     blocks of 200,000 records (what a 200 ms block interval cuts at 1M records/s), written with
     an fsync per block from one thread: the disk's ceiling for (b), which writes them all.
@@ -21,23 +22,28 @@
     block) and offset commits after every stored block, once per offset store: ZooKeeper
     (offsets.storage=zookeeper), Kafka's group coordinator (offsets.storage=kafka) and both
     (dual.commit.enabled).
+(p) (b) with ZooKeeper offsets and packed fetch turned off (``RELIABLE_KAFKA_PACKED_FETCH=0``):
+    the receiver as it was before packed fetch, for comparison.
 All read the same topic from offset 0; each clock runs from start until the last message is
-counted (a, c) or stored and reported (b), start-up included. The runs alternate (a), (a'), (c),
-(b) per store, ... ``--repeat`` times and the best of each counts, since other work on the machine only
-ever slows a run down. Goal: (b) >= 0.8 x the faster of (a) and (a') for every store.
+counted (a, c) or stored and reported (b, p), start-up included: the receiver's start (ZooKeeper
+registration, rebalance, offsets: 0.1-0.2 s) and the store of its last block (up to a block
+interval plus a WAL write) are fixed costs, which is why the default run is 6M records (a few
+seconds) rather than a 1-second one they would dominate. The runs alternate (a), (a'), (c), (b)
+per store, (p), ... ``--repeat`` times and the best of each counts, since other work on the
+machine only ever slows a run down. Goal: (b) >= 0.8 x the faster of (a) and (a') for every store.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
+import contextlib
 import logging
 import os
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +51,9 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, Topic
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from reliable_kafka.kafka import ReliableKafkaReceiver, parse_kafka_params
+from reliable_kafka.kafka import ReliableKafkaReceiver, packed_fetch, parse_kafka_params
+from reliable_kafka.kafka.packed_fetch import SWITCH_ENV, PackedFetch
+from reliable_kafka.kafka.zk.paths import TopicAndPartition
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.receiver import (
     ReceivedBlockInfo,
@@ -93,8 +101,9 @@ def take_values(messages: list[Message]) -> int:
 
 
 def take_as_receiver(messages: list[Message]) -> int:
-    """The receiver consumer thread's per-batch work (partition_consumer.py), without the block
-    generator, the write-ahead log and the commits: an error check, then the columns, packed."""
+    """The receiver consumer thread's per-batch work without packed fetch (partition_consumer.py),
+    without the block generator, the write-ahead log and the commits: an error check, then the
+    columns, packed."""
     if not messages or any(map(Message.error, messages)):
         return 0
     offsets = list(map(Message.offset, messages))
@@ -155,6 +164,66 @@ def plain_consumer_per_partition(
     for consumer in consumers:
         consumer.close()
     return elapsed
+
+
+def packed_consume_all(consumer: Consumer, tp: TopicPartition, messages: int, batch: int) -> None:
+    """Reads ``messages`` records of ``tp`` as a receiver consumer thread with packed fetch does."""
+    consumer.list_topics(tp.topic, timeout=5)
+    fetch = PackedFetch.attach(consumer, TopicAndPartition(tp.topic, tp.partition))
+    assert fetch is not None
+    consumer.assign([tp])
+    count, events_due = 0, 0.0
+    try:
+        while count < messages:
+            if time.monotonic() >= events_due:
+                events_due = time.monotonic() + 0.1
+                fetch.serve_events()
+            chunk = fetch.fetch(batch, 1.0).chunk
+            count += chunk.num_records if chunk is not None else 0
+    finally:
+        fetch.close()
+
+
+def receiver_reading(cluster: LocalCluster, topic: str, partitions: int, messages: int, batch: int) -> float:
+    """(c): one consumer and thread per partition reading as the receiver's do (packed fetch when
+    it is on, else Python packing); seconds to read ``messages``."""
+    if not packed_fetch_on():
+        return plain_consumer_per_partition(cluster, topic, partitions, messages, batch, take_as_receiver)
+    config = plain_config(cluster, "bench-plain")
+    share = [messages // partitions + (p < messages % partitions) for p in range(partitions)]
+    started = time.monotonic()
+    consumers = [Consumer(config) for _ in range(partitions)]
+    threads = [
+        threading.Thread(
+            target=packed_consume_all,
+            args=(consumer, TopicPartition(topic, p, OFFSET_BEGINNING), share[p], batch),
+        )
+        for p, consumer in enumerate(consumers)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.monotonic() - started
+    for consumer in consumers:
+        consumer.close()
+    return elapsed
+
+
+def packed_fetch_on() -> bool:
+    return not isinstance(packed_fetch._librdkafka(), str)
+
+
+@contextlib.contextmanager
+def packed_fetch_off() -> Iterator[None]:
+    """The receivers pack in Python meanwhile, as with ``RELIABLE_KAFKA_PACKED_FETCH=0``."""
+    os.environ[SWITCH_ENV] = "0"
+    packed_fetch._librdkafka.cache_clear()
+    try:
+        yield
+    finally:
+        del os.environ[SWITCH_ENV]
+        packed_fetch._librdkafka.cache_clear()
 
 
 class CountingTracker:
@@ -259,9 +328,7 @@ PLAIN_BATCHES = (200, 10_000)
 PLAIN_READERS: dict[str, Callable[..., float]] = {
     "(a)  one consumer, all partitions": plain_consumer,
     "(a') one consumer per partition": plain_consumer_per_partition,
-    "(c)  (a') + the receiver's packing": functools.partial(
-        plain_consumer_per_partition, take=take_as_receiver
-    ),
+    "(c)  (a') reading as the receiver": receiver_reading,
 }
 BASELINES = ("(a)  one consumer, all partitions", "(a') one consumer per partition")
 
@@ -275,7 +342,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--messages", type=int, default=2_000_000)
+    parser.add_argument("--messages", type=int, default=6_000_000)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--size", type=int, default=100, help="message value size in bytes")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each, interleaved; the best counts")
@@ -291,7 +358,11 @@ def main() -> None:
 
     # (records/s, CPU seconds, consume batch) per plain reader; (records/s, CPU seconds) per store.
     plain: dict[str, list[tuple[float, float, int]]] = {name: [] for name in PLAIN_READERS}
-    reliable: dict[str, list[tuple[float, float]]] = {store: [] for store in stores}
+    # (label, offset store, packed fetch): (b) per store, then (p) when packed fetch is on.
+    receivers = [(store, store, True) for store in stores]
+    if packed_fetch_on():
+        receivers.append(("python-packing", "zookeeper", False))
+    reliable: dict[str, list[tuple[float, float]]] = {label: [] for label, _, _ in receivers}
     with (
         tempfile.TemporaryDirectory(prefix="receiver-bench-") as work,
         LocalCluster(Path(work) / "cluster") as cluster,
@@ -312,20 +383,21 @@ def main() -> None:
                     plain[name].append((args.messages / plain_s, cpu_seconds() - cpu, batch))
                 best_run = max(plain[name][-len(PLAIN_BATCHES) :])
                 line += f" {name.split()[0]} {best_run[0]:10,.0f} records/s, {best_run[1]:5.2f} s CPU |"
-            for store in stores:
+            for label, store, packed in receivers:
                 cpu = cpu_seconds()
-                reliable_s, blocks = reliable_receiver(
-                    cluster,
-                    topic,
-                    args.messages,
-                    Path(work) / f"checkpoint-{store}-{run}",
-                    f"bench-{store}-{run}",
-                    store,
-                    args.batch,
-                )
+                with contextlib.nullcontext() if packed else packed_fetch_off():
+                    reliable_s, blocks = reliable_receiver(
+                        cluster,
+                        topic,
+                        args.messages,
+                        Path(work) / f"checkpoint-{label}-{run}",
+                        f"bench-{label}-{run}",
+                        store,
+                        args.batch,
+                    )
                 rate, cpu = args.messages / reliable_s, cpu_seconds() - cpu
-                reliable[store].append((rate, cpu))
-                line += f" {store} {rate:10,.0f} records/s, {cpu:5.2f} s CPU, {blocks} blocks |"
+                reliable[label].append((rate, cpu))
+                line += f" {label} {rate:10,.0f} records/s, {cpu:5.2f} s CPU, {blocks} blocks |"
             print(line.rstrip(" |"), flush=True)
 
     best = f"best of {args.repeat}"
@@ -340,12 +412,17 @@ def main() -> None:
         f"{'(w)  write-ahead log alone':<40}: {max(wal_alone):12,.0f} records/s ({best}, blocks of "
         f"200,000 records, fsync each); ratio (w)/plain {max(wal_alone) / baseline:.2f}"
     )
-    for store, runs in reliable.items():
+    print(f"packed fetch: {'on' if packed_fetch_on() else 'off'}")
+    for label, runs in reliable.items():
         rate, cpu = max(runs)
+        name = (
+            f"(b)  receiver, WAL + {label:<9} offsets  "
+            if label in STORE_PARAMS
+            else "(p)  (b) zookeeper, Python packing   "
+        )
         print(
-            f"(b)  receiver, WAL + {store:<9} offsets  : {rate:12,.0f} records/s ({best}), "
-            f"{cpu / args.messages * 1e6:.2f} s CPU per million; "
-            f"ratio (b)/plain {rate / baseline:.2f} (goal >= 0.80)"
+            f"{name}: {rate:12,.0f} records/s ({best}), {cpu / args.messages * 1e6:.2f} s CPU per million; "
+            f"ratio to plain {rate / baseline:.2f}" + (" (goal >= 0.80)" if label in STORE_PARAMS else "")
         )
 
 

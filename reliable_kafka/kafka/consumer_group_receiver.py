@@ -18,7 +18,7 @@ from reliable_kafka.kafka.partition_consumer import DEFAULT_BATCH_SIZE, DEFAULT_
 from reliable_kafka.kafka.zk.paths import TopicAndPartition
 from reliable_kafka.receiver.block_generator import BlockGenerator, BlockGeneratorListener
 from reliable_kafka.receiver.receiver import Receiver
-from reliable_kafka.storage.block_format import PackedChunk
+from reliable_kafka.storage.block_format import EncodedBlock, PackedChunk
 from reliable_kafka.storage.block_id import StreamBlockId
 from reliable_kafka.storage.storage_level import StorageLevel
 
@@ -120,15 +120,22 @@ class OffsetTrackingListener(BlockGeneratorListener):
     def on_generate_block(self, block_id: StreamBlockId) -> None:
         self._offsets.cut(block_id)
 
-    def on_push_block(self, block_id: StreamBlockId, records: list[Any]) -> None:
-        # The block's items are what the consumers added: packed chunks.
+    def prepare_block(self, block_id: StreamBlockId, records: list[Any]) -> EncodedBlock:
+        # The block's items are what the consumers added: packed chunks. Joined here, on the
+        # thread that cut the block, while the push thread stores the one before
+        # (receiver_bench: the join was a fifth of the push thread's time).
+        return EncodedBlock.of(records)
+
+    def on_push_block(self, block_id: StreamBlockId, records: EncodedBlock | list[PackedChunk]) -> None:
+        # A list when prepare_block failed (the generator reported it); encoding is all it did.
+        block = records if isinstance(records, EncodedBlock) else EncodedBlock.of(records)
         try:
-            self.store(block_id, records, self._offsets.ranges(block_id))
+            self.store(block_id, block, self._offsets.ranges(block_id))
         finally:
             self._offsets.done(block_id)
 
     @abstractmethod
-    def store(self, block_id: StreamBlockId, chunks: list[PackedChunk], ranges: list[OffsetRange]) -> None:
+    def store(self, block_id: StreamBlockId, block: EncodedBlock, ranges: list[OffsetRange]) -> None:
         """Store one block of chunks holding ``ranges`` (its ``OffsetRange``s)."""
 
     def on_error(self, message: str, error: BaseException) -> None:

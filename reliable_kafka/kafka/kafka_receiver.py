@@ -18,7 +18,7 @@ from reliable_kafka.kafka.consumer_group_receiver import ConsumerGroupReceiver, 
 from reliable_kafka.kafka.offset_range import OffsetRange, block_metadata
 from reliable_kafka.kafka.partition_consumer import DEFAULT_BATCH_SIZE, DEFAULT_POLL_TIMEOUT_S
 from reliable_kafka.kafka.zk.paths import TopicAndPartition
-from reliable_kafka.storage.block_format import PackedChunk, encode_chunks
+from reliable_kafka.storage.block_format import EncodedBlock
 from reliable_kafka.storage.block_id import StreamBlockId
 from reliable_kafka.storage.storage_level import StorageLevel
 from wal.failure_log import FailureLog
@@ -107,10 +107,5 @@ class KafkaReceiver(ConsumerGroupReceiver):
 class _BlockPusher(OffsetTrackingListener):
     """Stores each block once, with its offset ranges as metadata; errors go to the tracker."""
 
-    def store(self, block_id: StreamBlockId, chunks: list[PackedChunk], ranges: list[OffsetRange]) -> None:
-        self._receiver.store_bytes(
-            encode_chunks(chunks),
-            block_metadata(ranges),
-            sum(chunk.num_records for chunk in chunks),
-            block_id=block_id,
-        )
+    def store(self, block_id: StreamBlockId, block: EncodedBlock, ranges: list[OffsetRange]) -> None:
+        self._receiver.store_bytes(block.data, block_metadata(ranges), block.num_records, block_id=block_id)

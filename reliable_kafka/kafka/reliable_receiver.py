@@ -22,7 +22,7 @@ from reliable_kafka.kafka.consumer_group_receiver import ConsumerGroupReceiver, 
 from reliable_kafka.kafka.offset_range import OffsetRange, block_metadata
 from reliable_kafka.kafka.partition_consumer import DEFAULT_BATCH_SIZE, DEFAULT_POLL_TIMEOUT_S
 from reliable_kafka.kafka.zk.paths import TopicAndPartition
-from reliable_kafka.storage.block_format import PackedChunk, encode_chunks
+from reliable_kafka.storage.block_format import EncodedBlock
 from reliable_kafka.storage.block_id import StreamBlockId
 from reliable_kafka.storage.storage_level import StorageLevel
 from wal.failure_log import FailureLog
@@ -132,18 +132,14 @@ class ReliableKafkaReceiver(ConsumerGroupReceiver):
                 self._flush_timeout_s,
             )
 
-    def _store_block(
-        self, block_id: StreamBlockId, chunks: list[PackedChunk], ranges: list[OffsetRange]
-    ) -> bool:
+    def _store_block(self, block_id: StreamBlockId, block: EncodedBlock, ranges: list[OffsetRange]) -> bool:
         """Store with retries (``store_max_attempts`` in all); on failure stop the receiver."""
         error: BaseException | None = None
         metadata = block_metadata(ranges)
-        data = encode_chunks(chunks)
-        num_records = sum(chunk.num_records for chunk in chunks)
         for attempt in range(1, self.store_max_attempts + 1):
             try:
                 # One id for every attempt: an attempt that left a copy behind is not a second block.
-                self.store_bytes(data, metadata, num_records, block_id=block_id)
+                self.store_bytes(block.data, metadata, block.num_records, block_id=block_id)
                 return True
             except Exception as exc:
                 error = exc
@@ -202,12 +198,12 @@ class _GeneratedBlockHandler(OffsetTrackingListener):
 
     _receiver: ReliableKafkaReceiver
 
-    def store(self, block_id: StreamBlockId, chunks: list[PackedChunk], ranges: list[OffsetRange]) -> None:
+    def store(self, block_id: StreamBlockId, block: EncodedBlock, ranges: list[OffsetRange]) -> None:
         receiver = self._receiver
         if receiver._store_failed.is_set():
             logger.info("dropping block %s: an earlier block failed to store", block_id)
             return
-        if receiver._store_block(block_id, chunks, ranges):
+        if receiver._store_block(block_id, block, ranges):
             offsets = next_offsets(ranges)
             # Remembered before committing: a commit refused after a session loss must not
             # make the partition's next consumer store these records again.

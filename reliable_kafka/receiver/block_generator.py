@@ -38,7 +38,8 @@ class BlockGeneratorListener(ABC):
     ``on_add_data`` and ``on_generate_block`` run under the generator's lock, atomically with the
     add and with the cut: whatever ``on_add_data`` recorded (e.g. an offset) belongs to exactly
     the block announced by the next ``on_generate_block``. They must be quick and must not call
-    back into the generator. ``on_push_block`` and ``on_error`` run on the push thread, unlocked.
+    back into the generator. ``prepare_block`` runs on the thread that cut the block, unlocked;
+    ``on_push_block`` and ``on_error`` run on the push thread, unlocked.
     """
 
     @abstractmethod
@@ -49,9 +50,20 @@ class BlockGeneratorListener(ABC):
     def on_generate_block(self, block_id: StreamBlockId) -> None:
         """When the buffer is cut into block ``block_id``."""
 
+    def prepare_block(self, block_id: StreamBlockId, records: list[Any]) -> Any:
+        """What ``on_push_block`` will get for the block just cut; by default its records.
+
+        Not in Spark, which serializes a block on the push thread as part of storing it: a
+        listener that serializes here does it while the block before is being stored, and the
+        push thread, which stores one block at a time, only stores. If this raises, the error
+        is reported and the records are pushed as they are.
+        """
+        return records
+
     @abstractmethod
-    def on_push_block(self, block_id: StreamBlockId, records: list[Any]) -> None:
-        """Store the block; may block (that is the back-pressure on block generation)."""
+    def on_push_block(self, block_id: StreamBlockId, records: Any) -> None:
+        """Store the block (what ``prepare_block`` made of its records); may block (that is the
+        back-pressure on block generation)."""
 
     @abstractmethod
     def on_error(self, message: str, error: BaseException) -> None:
@@ -73,7 +85,7 @@ class BlockGeneratorStateError(RuntimeError):
 @dataclass(frozen=True, slots=True)
 class Block:
     id: StreamBlockId
-    records: list[Any]
+    records: Any  # what the listener's prepare_block made of the records
 
 
 # Queued after the last block so the push thread can wait on the queue without polling.
@@ -248,20 +260,28 @@ class BlockGenerator:
     def _update_current_buffer(self, time_ms: int) -> None:
         """Cut the buffer into a block (timer thread, and once more on stop)."""
         try:
-            block = None
+            records = None
             with self._lock:
                 if self._current_buffer:
                     block_id = self._block_ids.next_id()
                     # Announce before swapping: if the listener fails, the records stay buffered
                     # for the next cut instead of being dropped with a block nobody recorded.
                     self._listener.on_generate_block(block_id)
-                    block = Block(block_id, self._current_buffer)
+                    records = self._current_buffer
                     self._current_buffer = []
-            if block is not None:
-                self._blocks_for_pushing.put(block)
-                logger.debug("Queued block %s (%d records) at %d", block.id, len(block.records), time_ms)
+            if records is not None:
+                self._blocks_for_pushing.put(Block(block_id, self._prepared(block_id, records)))
+                logger.debug("Queued block %s (%d items) at %d", block_id, len(records), time_ms)
         except Exception as exc:
             self._report_error("Error in block updating thread", exc)
+
+    def _prepared(self, block_id: StreamBlockId, records: list[Any]) -> Any:
+        try:
+            return self._listener.prepare_block(block_id, records)
+        except Exception as exc:
+            # The block is announced and its records are out of the buffer: push it anyway.
+            self._report_error(f"Error preparing block {block_id}; pushing its records as they are", exc)
+            return records
 
     def _keep_pushing_blocks(self) -> None:
         logger.info("Started block pushing thread of BlockGenerator %d", self.receiver_id)

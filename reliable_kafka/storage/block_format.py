@@ -69,6 +69,18 @@ def pack_chunk(
     )
 
 
+@dataclass(frozen=True, slots=True)
+class EncodedBlock:
+    """A block of chunks in the chunk layout, ready to store, and how many records it holds."""
+
+    data: bytes
+    num_records: int
+
+    @classmethod
+    def of(cls, chunks: Sequence[PackedChunk]) -> EncodedBlock:
+        return cls(encode_chunks(chunks), sum(chunk.num_records for chunk in chunks))
+
+
 def encode_block(records: Sequence[Any]) -> bytes:
     """Serialize records in the row layout; raises ``TypeError`` for a value msgpack cannot represent."""
     return BLOCK_MAGIC + msgpack.packb(records, use_bin_type=True)

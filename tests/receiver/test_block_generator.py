@@ -288,3 +288,52 @@ def test_adds_from_many_threads_are_atomic_with_block_cutting() -> None:
             seen[thread] = n
         assert snapshot_at_cut[block_id] == seen
     assert seen == {t: 1999 for t in range(4)}
+
+
+class PreparingListener(RecordingListener):
+    """Prepares each block as a tuple, on whatever thread cuts it; ``fail_prepare`` makes it raise."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.prepared_on: list[str] = []
+        self.pushed_on: list[str] = []
+        self.fail_prepare = False
+        self.on_push = lambda block_id, records: self.pushed_on.append(threading.current_thread().name)
+
+    def prepare_block(self, block_id: StreamBlockId, records: list[Any]) -> Any:
+        self.prepared_on.append(threading.current_thread().name)
+        if self.fail_prepare:
+            raise ValueError("cannot prepare")
+        return ("prepared", *records)
+
+
+def test_prepare_block_runs_on_the_cutting_thread_and_its_result_is_what_is_pushed() -> None:
+    listener = PreparingListener()
+    generator, clock = manual_generator(listener)
+    generator.start()
+    generator.add_data_with_callback("a", 1)
+    generator.add_data_with_callback("b", 2)
+    clock.advance(INTERVAL_MS)
+    wait_until(lambda: len(listener.pushed) == 1, what="the first block")
+    generator.add_data("c")
+    generator.stop()  # the last block is cut, and prepared, by the stopping thread
+    assert [records for _, records in listener.pushed] == [["prepared", "a", "b"], ["prepared", "c"]]
+    assert listener.prepared_on == ["BlockGenerator-0", threading.current_thread().name]
+    assert listener.pushed_on == ["BlockGenerator-0-push"] * 2
+    assert listener.errors == []
+
+
+def test_a_failing_prepare_block_is_reported_and_the_records_are_pushed_as_they_are() -> None:
+    listener = PreparingListener()
+    listener.fail_prepare = True
+    generator, clock = manual_generator(listener)
+    generator.start()
+    generator.add_data("a")
+    clock.advance(INTERVAL_MS)
+    wait_until(lambda: len(listener.pushed) == 1, what="the block")
+    generator.stop()
+    assert listener.pushed[0][1] == ["a"]
+    assert [message for message, _ in listener.errors] == [
+        f"Error preparing block {listener.pushed[0][0]}; pushing its records as they are"
+    ]
+    assert isinstance(listener.errors[0][1], ValueError)
