@@ -141,19 +141,20 @@ def plain_consumer(
     return elapsed
 
 
-def plain_consumer_per_partition(
-    cluster: LocalCluster, topic: str, partitions: int, messages: int, batch: int, take: Take = take_values
+ReadPartition = Callable[[Consumer, TopicPartition, int], None]
+
+
+def per_partition(
+    cluster: LocalCluster, topic: str, partitions: int, messages: int, read: ReadPartition
 ) -> float:
-    """(a'): one consumer and thread per partition, as the receiver reads; seconds to read ``messages``."""
+    """One consumer and thread per partition, each ``read``ing its share of ``messages`` from the
+    partition's start, as the receiver reads; seconds until all are read."""
     config = plain_config(cluster, "bench-plain")
     share = [messages // partitions + (p < messages % partitions) for p in range(partitions)]
     started = time.monotonic()
     consumers = [Consumer(config) for _ in range(partitions)]
     threads = [
-        threading.Thread(
-            target=consume_all,
-            args=(consumer, [TopicPartition(topic, p, OFFSET_BEGINNING)], share[p], batch, take),
-        )
+        threading.Thread(target=read, args=(consumer, TopicPartition(topic, p, OFFSET_BEGINNING), share[p]))
         for p, consumer in enumerate(consumers)
     ]
     for thread in threads:
@@ -164,6 +165,17 @@ def plain_consumer_per_partition(
     for consumer in consumers:
         consumer.close()
     return elapsed
+
+
+def plain_consumer_per_partition(
+    cluster: LocalCluster, topic: str, partitions: int, messages: int, batch: int, take: Take = take_values
+) -> float:
+    """(a'): one consumer and thread per partition, as the receiver reads; seconds to read ``messages``."""
+
+    def read(consumer: Consumer, tp: TopicPartition, share: int) -> None:
+        consume_all(consumer, [tp], share, batch, take)
+
+    return per_partition(cluster, topic, partitions, messages, read)
 
 
 def packed_consume_all(consumer: Consumer, tp: TopicPartition, messages: int, batch: int) -> None:
@@ -189,25 +201,11 @@ def receiver_reading(cluster: LocalCluster, topic: str, partitions: int, message
     it is on, else Python packing); seconds to read ``messages``."""
     if not packed_fetch_on():
         return plain_consumer_per_partition(cluster, topic, partitions, messages, batch, take_as_receiver)
-    config = plain_config(cluster, "bench-plain")
-    share = [messages // partitions + (p < messages % partitions) for p in range(partitions)]
-    started = time.monotonic()
-    consumers = [Consumer(config) for _ in range(partitions)]
-    threads = [
-        threading.Thread(
-            target=packed_consume_all,
-            args=(consumer, TopicPartition(topic, p, OFFSET_BEGINNING), share[p], batch),
-        )
-        for p, consumer in enumerate(consumers)
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    elapsed = time.monotonic() - started
-    for consumer in consumers:
-        consumer.close()
-    return elapsed
+
+    def read(consumer: Consumer, tp: TopicPartition, share: int) -> None:
+        packed_consume_all(consumer, tp, share, batch)
+
+    return per_partition(cluster, topic, partitions, messages, read)
 
 
 def packed_fetch_on() -> bool:

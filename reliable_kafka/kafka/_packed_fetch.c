@@ -92,38 +92,36 @@ static unsigned char *put_uint(unsigned char *p, uint64_t v) {
     return put_be(p, v, 8);
 }
 
-static unsigned char *put_str(unsigned char *p, const char *s, size_t len) {
-    if (len < 32) {
-        *p++ = (unsigned char)(0xa0 | len);
-    } else if (len < 256) {
-        *p++ = 0xd9;
-        p = put_be(p, len, 1);
-    } else if (len < 65536) {
-        *p++ = 0xda;
-        p = put_be(p, len, 2);
-    } else {
-        *p++ = 0xdb;
-        p = put_be(p, len, 4);
+/* The header of a str or bin of len bytes whose 8/16/32-bit length types are tag8/16/32. */
+static unsigned char *put_length(unsigned char *p, size_t len, unsigned char tag8, unsigned char tag16,
+                                 unsigned char tag32) {
+    if (len < 256) {
+        *p++ = tag8;
+        return put_be(p, len, 1);
     }
+    if (len < 65536) {
+        *p++ = tag16;
+        return put_be(p, len, 2);
+    }
+    *p++ = tag32;
+    return put_be(p, len, 4);
+}
+
+static unsigned char *put_str(unsigned char *p, const char *s, size_t len) {
+    if (len < 32)
+        *p++ = (unsigned char)(0xa0 | len);
+    else
+        p = put_length(p, len, 0xd9, 0xda, 0xdb);
     memcpy(p, s, len);
     return p + len;
 }
 
 static unsigned char *put_bin(unsigned char *p, const void *data, size_t len) {
     if (data == NULL) {
-        *p++ = 0xc0;
+        *p++ = 0xc0; /* nil */
         return p;
     }
-    if (len < 256) {
-        *p++ = 0xc4;
-        p = put_be(p, len, 1);
-    } else if (len < 65536) {
-        *p++ = 0xc5;
-        p = put_be(p, len, 2);
-    } else {
-        *p++ = 0xc6;
-        p = put_be(p, len, 4);
-    }
+    p = put_length(p, len, 0xc4, 0xc5, 0xc6);
     memcpy(p, data, len);
     return p + len;
 }
@@ -215,6 +213,11 @@ static PyObject *fetch(PyObject *self, PyObject *args) {
         return NULL;
     if (!queue || !consume_address || !destroy_address) {
         PyErr_SetString(PyExc_ValueError, "null queue or function address");
+        return NULL;
+    }
+    if (partition < 0 || timeout_ms < 0) {
+        PyErr_Format(PyExc_ValueError, "partition and timeout must be >= 0, got %d and %d ms", partition,
+                     timeout_ms);
         return NULL;
     }
     if (max_messages < 1 || max_messages > MAX_BATCH) {

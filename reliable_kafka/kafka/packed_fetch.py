@@ -173,7 +173,7 @@ class PackedFetch:
         if self._queue is None:
             raise RuntimeError(f"packed fetch of {self._topic} [{self._partition}] is closed")
         data, records, first, last, errors = self._fetch(
-            int(timeout_s * 1000), max_messages, self._topic, self._partition
+            max(0, int(timeout_s * 1000)), max_messages, self._topic, self._partition
         )
         return FetchedBatch(
             PackedChunk(data, records) if records else None,

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
 import threading
 from typing import Any
 
@@ -242,8 +241,3 @@ def test_the_switch_turns_packed_fetch_off(monkeypatch: pytest.MonkeyPatch) -> N
         consumer.close()
         monkeypatch.delenv(SWITCH_ENV)
         packed_fetch._librdkafka.cache_clear()
-
-
-@pytest.mark.skipif(not os.environ.get("CI"), reason="only CI promises a C compiler")
-def test_ci_builds_the_extension() -> None:
-    assert packed_fetch._c_fetch is not None, "the C extension reliable_kafka.kafka._packed_fetch is missing"
