@@ -24,7 +24,8 @@
     (dual.commit.enabled).
 (p) (b) with ZooKeeper offsets and packed fetch turned off (``RELIABLE_KAFKA_PACKED_FETCH=0``):
     the receiver as it was before packed fetch, for comparison.
-All read the same topic from offset 0; each clock runs from start until the last message is
+All read the same topic from offset 0, each after ``os.sync()`` (so that no run's fsyncs wait for
+the writeback of what earlier runs wrote); each clock runs from start until the last message is
 counted (a, c) or stored and reported (b, p), start-up included: the receiver's start (ZooKeeper
 registration, rebalance, offsets: 0.1-0.2 s) and the store of its last block (up to a block
 interval plus a WAL write) are fixed costs, which is why the default run is 6M records (a few
@@ -331,6 +332,12 @@ PLAIN_READERS: dict[str, Callable[..., float]] = {
 BASELINES = ("(a)  one consumer, all partitions", "(a') one consumer per partition")
 
 
+def settle() -> None:
+    """Before each run: the dirty pages earlier runs left (their WAL segments, the topic's log)
+    are written out now, not during this run's fsyncs, which would wait for them."""
+    os.sync()
+
+
 def cpu_seconds() -> float:
     times = os.times()
     return times.user + times.system
@@ -371,17 +378,20 @@ def main() -> None:
         wal_alone: list[float] = []
         for run in range(args.repeat):
             line = f"run {run + 1}:"
+            settle()
             wal_s = write_ahead_log_alone(Path(work) / f"wal-alone-{run}", args.messages, args.size, 200_000)
             wal_alone.append(args.messages / wal_s)
             line += f" (w) {wal_alone[-1]:10,.0f} records/s |"
             for name, read in PLAIN_READERS.items():
                 for batch in PLAIN_BATCHES:
+                    settle()
                     cpu = cpu_seconds()
                     plain_s = read(cluster, topic, args.partitions, args.messages, batch)
                     plain[name].append((args.messages / plain_s, cpu_seconds() - cpu, batch))
                 best_run = max(plain[name][-len(PLAIN_BATCHES) :])
                 line += f" {name.split()[0]} {best_run[0]:10,.0f} records/s, {best_run[1]:5.2f} s CPU |"
             for label, store, packed in receivers:
+                settle()
                 cpu = cpu_seconds()
                 with contextlib.nullcontext() if packed else packed_fetch_off():
                     reliable_s, blocks = reliable_receiver(
