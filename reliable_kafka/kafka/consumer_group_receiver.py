@@ -122,8 +122,8 @@ class OffsetTrackingListener(BlockGeneratorListener):
 
     def prepare_block(self, block_id: StreamBlockId, records: list[Any]) -> EncodedBlock:
         # The block's items are what the consumers added: packed chunks. Joined here, on the
-        # thread that cut the block, while the push thread stores the one before
-        # (receiver_bench: the join was a fifth of the push thread's time).
+        # thread that cut the block, while the push thread stores the one before (receiver_bench,
+        # 6M records: 3.74M against 3.22M records/s joined on the push thread).
         return EncodedBlock.of(records)
 
     def on_push_block(self, block_id: StreamBlockId, records: EncodedBlock | list[PackedChunk]) -> None:

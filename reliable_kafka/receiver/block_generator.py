@@ -1,7 +1,8 @@
 """Spark's ``BlockGenerator``: buffers received records and cuts them into blocks on a timer.
 
 Threads: callers add records to the current buffer; a :class:`RecurringTimer` swaps the buffer
-for an empty one every block interval and queues it as a block (the queue is bounded, so a slow
+for an empty one every block interval, lets the listener prepare it (``prepare_block``, e.g.
+serialize it) and queues it as a block (the queue is bounded, so a slow
 push thread throttles the timer, which throttles nobody else: adds keep filling the buffer, and
 the rate limiter is what bounds them); a push thread hands queued blocks to the listener.
 
