@@ -380,6 +380,11 @@ class ConsumerGroupSettings(_Section):
         description="dual.commit.enabled: commit to ZooKeeper too; default true when offsets.storage=kafka "
         "and a zkQuorum is given (Kafka 0.8.2's default)",
     )
+    partition_assignment_strategy: Literal["range", "roundrobin", "cooperative-sticky"] | None = Field(
+        None,
+        description="partition.assignment.strategy of a group without ZooKeeper; default range (the only "
+        "one a ZooKeeper group has)",
+    )
 
 
 class KafkaStreamSettings(BaseSettings):

@@ -337,6 +337,8 @@ def _from_settings(settings: KafkaStreamSettings) -> tuple[dict[str, Any], dict[
         owned["offsets.storage"] = group.offsets_storage
     if group.dual_commit_enabled is not None:
         owned["dual.commit.enabled"] = str(group.dual_commit_enabled).lower()
+    if group.partition_assignment_strategy is not None:
+        owned["partition.assignment.strategy"] = group.partition_assignment_strategy
     if zookeeper is not None:
         owned["zookeeper.connect"] = zookeeper.connect
         owned["zookeeper.session.timeout.ms"] = str(zookeeper.session_timeout_ms)

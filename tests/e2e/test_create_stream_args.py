@@ -199,6 +199,28 @@ def test_kafka_stream_settings_choose_the_offset_store(spark_context: Any) -> No
         ConsumerGroupSettings(group_id="g", offsets_storage="broker")
 
 
+def test_kafka_stream_settings_choose_the_assignment_strategy_of_a_group_without_zookeeper(
+    spark_context: Any,
+) -> None:
+    ssc = StreamingContext(spark_context, 1)
+
+    def stream(zookeeper: ZooKeeperSettings | None, strategy: str) -> Any:
+        settings = KafkaStreamSettings(
+            zookeeper=zookeeper,
+            group=ConsumerGroupSettings(group_id="g", partition_assignment_strategy=strategy),
+            topics={"t": 1},
+            kafka_params={"bootstrap.servers": "broker:9092"},
+        )
+        return KafkaUtils.createStream(ssc, settings=settings)
+
+    assert stream(None, "cooperative-sticky").params.group.assignment_strategy == "cooperative-sticky"
+    assert stream(None, "roundrobin").params.group.assignment_strategy == "roundrobin"
+    with pytest.raises(ValueError, match="assigns by range only"):
+        stream(ZooKeeperSettings(connect=ZK), "roundrobin")
+    with pytest.raises(ValueError, match="partition_assignment_strategy"):
+        ConsumerGroupSettings(group_id="g", partition_assignment_strategy="sticky")
+
+
 def test_kafka_stream_settings_choose_what_decode_errors_do(spark_context: Any) -> None:
     base = {
         "zookeeper": ZooKeeperSettings(connect=ZK),
