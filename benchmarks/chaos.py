@@ -62,7 +62,8 @@ from chaos_audit import Fault, SinkWatcher, audit, table
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NoNodeError
 
-from reliable_kafka.kafka.zk.paths import TopicAndPartition, offset_path
+from reliable_kafka.kafka.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.zk.paths import offset_path
 from reliable_kafka.local import LocalCluster
 from tests.e2e.kill_harness import ChildApp, RecordingProducer
 from tests.e2e.processes import descendants, describe, executor_jvm, kill_tree, session_processes

@@ -54,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from reliable_kafka.kafka import ReliableKafkaReceiver, packed_fetch, parse_kafka_params
 from reliable_kafka.kafka.packed_fetch import SWITCH_ENV, PackedFetch
-from reliable_kafka.kafka.zk.paths import TopicAndPartition
+from reliable_kafka.kafka.topic_partition import TopicAndPartition
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.receiver import (
     ReceivedBlockInfo,

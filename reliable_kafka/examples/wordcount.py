@@ -38,7 +38,8 @@ from pyspark import RDD, SparkConf, SparkContext
 
 from reliable_kafka import KafkaUtils, StreamingContext
 from reliable_kafka.examples.line_producer import LineProducer
-from reliable_kafka.kafka.zk.paths import TopicAndPartition, offset_path
+from reliable_kafka.kafka.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.zk.paths import offset_path
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.util.kazoo_log import kazoo_client, stop_kazoo
 from reliable_kafka.util.librdkafka_log import with_logger

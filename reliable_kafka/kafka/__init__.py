@@ -12,19 +12,16 @@ from typing import Any
 from reliable_kafka.kafka.consumer_connector import ConsumerConnector
 from reliable_kafka.kafka.group.membership import KafkaGroupMembership
 from reliable_kafka.kafka.group.offset_store import KafkaOffsetStore
+from reliable_kafka.kafka.group_member import RebalanceListener
 from reliable_kafka.kafka.kafka_receiver import KafkaReceiver
 from reliable_kafka.kafka.offset_range import OffsetRange, block_metadata, ranges_in_metadata
 from reliable_kafka.kafka.offset_store import CommitResult, OffsetStore
 from reliable_kafka.kafka.params import KafkaParams, parse_kafka_params
 from reliable_kafka.kafka.partition_consumer import Record
 from reliable_kafka.kafka.reliable_receiver import ReliableKafkaReceiver
-from reliable_kafka.kafka.zk.group_membership import (
-    ConsumerRebalanceFailedError,
-    RebalanceListener,
-    ZookeeperConsumerGroup,
-)
+from reliable_kafka.kafka.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.zk.group_membership import ConsumerRebalanceFailedError, ZookeeperConsumerGroup
 from reliable_kafka.kafka.zk.offset_store import CorruptOffsetError, ZooKeeperOffsetStore
-from reliable_kafka.kafka.zk.paths import TopicAndPartition
 from reliable_kafka.kafka.zk.range_assignor import range_assign
 
 # The Spark-facing names load pyspark and the streaming engine; receivers alone need neither.

@@ -12,7 +12,7 @@ import time
 from collections.abc import Collection, Iterable
 
 from reliable_kafka.kafka.offset_range import OffsetRange, merge_offset_ranges
-from reliable_kafka.kafka.zk.paths import TopicAndPartition
+from reliable_kafka.kafka.topic_partition import TopicAndPartition
 from reliable_kafka.storage.block_id import StreamBlockId
 
 

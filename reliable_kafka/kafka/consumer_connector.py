@@ -32,12 +32,12 @@ from reliable_kafka.kafka.partition_consumer import (
     PartitionConsumer,
     RecordSink,
 )
+from reliable_kafka.kafka.topic_partition import TopicAndPartition
 from reliable_kafka.kafka.zk.broker_discovery import discover_bootstrap_servers, legacy_protocol_config
 from reliable_kafka.kafka.zk.client import close_zookeeper, connect_zookeeper, zookeeper_acl
 from reliable_kafka.kafka.zk.group_membership import ZookeeperConsumerGroup
 from reliable_kafka.kafka.zk.offset_store import ZooKeeperOffsetStore
 from reliable_kafka.kafka.zk.ownership import OwnershipGuardedStore, valid_claim
-from reliable_kafka.kafka.zk.paths import TopicAndPartition
 
 logger = logging.getLogger(__name__)
 

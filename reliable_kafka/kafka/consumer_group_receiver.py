@@ -15,7 +15,7 @@ from reliable_kafka.kafka.fetch_stall import FetchStallMonitor
 from reliable_kafka.kafka.offset_range import OffsetRange
 from reliable_kafka.kafka.params import KafkaParams, parse_kafka_params
 from reliable_kafka.kafka.partition_consumer import DEFAULT_BATCH_SIZE, DEFAULT_POLL_TIMEOUT_S
-from reliable_kafka.kafka.zk.paths import TopicAndPartition
+from reliable_kafka.kafka.topic_partition import TopicAndPartition
 from reliable_kafka.receiver.block_generator import BlockGenerator, BlockGeneratorListener
 from reliable_kafka.receiver.receiver import Receiver
 from reliable_kafka.storage.block_format import EncodedBlock, PackedChunk

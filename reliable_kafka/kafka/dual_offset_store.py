@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from reliable_kafka.kafka.offset_store import REFUSED, CommitResult, OffsetStore
-from reliable_kafka.kafka.zk.paths import TopicAndPartition
+from reliable_kafka.kafka.topic_partition import TopicAndPartition
 
 # ZooKeeper said this partition is not ours (or someone else is writing it): Kafka must not get it.
 _OWNERSHIP_REFUSALS = frozenset({CommitResult.NOT_OWNER, CommitResult.CONFLICT})

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from typing import Protocol
 
-from reliable_kafka.kafka.zk.paths import TopicAndPartition
+from reliable_kafka.kafka.topic_partition import TopicAndPartition
 
 
 class CommitResult(enum.Enum):

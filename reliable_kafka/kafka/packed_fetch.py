@@ -41,7 +41,7 @@ from typing import NamedTuple
 
 from confluent_kafka import Consumer, KafkaError, libversion
 
-from reliable_kafka.kafka.zk.paths import TopicAndPartition
+from reliable_kafka.kafka.topic_partition import TopicAndPartition
 from reliable_kafka.storage.block_format import PackedChunk
 
 try:

@@ -29,7 +29,7 @@ from confluent_kafka import (
 from reliable_kafka.kafka.fetch_stall import NO_RECORDS_CAUSE, FetchStallMonitor, FetchWatch, likely_cause
 from reliable_kafka.kafka.packed_fetch import PackedFetch
 from reliable_kafka.kafka.params import OffsetReset, is_secret_key
-from reliable_kafka.kafka.zk.paths import TopicAndPartition
+from reliable_kafka.kafka.topic_partition import TopicAndPartition
 from reliable_kafka.storage.block_format import PackedChunk, pack_chunk
 from reliable_kafka.util.librdkafka_log import LibrdkafkaLog
 

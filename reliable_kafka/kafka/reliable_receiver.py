@@ -21,7 +21,7 @@ from reliable_kafka.kafka.block_offsets import BlockOffsetTracker, next_offsets
 from reliable_kafka.kafka.consumer_group_receiver import ConsumerGroupReceiver, OffsetTrackingListener
 from reliable_kafka.kafka.offset_range import OffsetRange, block_metadata
 from reliable_kafka.kafka.partition_consumer import DEFAULT_BATCH_SIZE, DEFAULT_POLL_TIMEOUT_S
-from reliable_kafka.kafka.zk.paths import TopicAndPartition
+from reliable_kafka.kafka.topic_partition import TopicAndPartition
 from reliable_kafka.storage.block_format import EncodedBlock
 from reliable_kafka.storage.block_id import StreamBlockId
 from reliable_kafka.storage.storage_level import StorageLevel

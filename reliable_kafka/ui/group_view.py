@@ -25,8 +25,9 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from reliable_kafka.kafka.group.offset_store import KafkaOffsetStore
+from reliable_kafka.kafka.topic_partition import TopicAndPartition
 from reliable_kafka.kafka.zk.broker_discovery import topic_partitions
-from reliable_kafka.kafka.zk.paths import TopicAndPartition, group_dir, offset_path, owner_path
+from reliable_kafka.kafka.zk.paths import group_dir, offset_path, owner_path
 from reliable_kafka.util.librdkafka_log import with_logger
 
 logger = logging.getLogger(__name__)

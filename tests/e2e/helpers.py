@@ -9,7 +9,8 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 from kazoo.exceptions import NoNodeError
 
-from reliable_kafka.kafka.zk.paths import TopicAndPartition, offset_path
+from reliable_kafka.kafka.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.zk.paths import offset_path
 from tests.cluster_backends import ClusterUnderTest
 
 

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 
 from reliable_kafka.kafka.dual_offset_store import DualOffsetStore
 from reliable_kafka.kafka.offset_store import CommitResult
-from reliable_kafka.kafka.zk.paths import TopicAndPartition
+from reliable_kafka.kafka.topic_partition import TopicAndPartition
 
 TP0 = TopicAndPartition("t", 0)
 TP1 = TopicAndPartition("t", 1)

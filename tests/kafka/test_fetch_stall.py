@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from reliable_kafka.kafka.fetch_stall import FetchStallError, FetchStallMonitor
-from reliable_kafka.kafka.zk.paths import TopicAndPartition as TP
+from reliable_kafka.kafka.topic_partition import TopicAndPartition as TP
 
 
 class Clock:

@@ -15,10 +15,10 @@ from kazoo.loggingsupport import BLATHER
 
 from reliable_kafka.kafka.offset_store import CommitResult
 from reliable_kafka.kafka.params import ConsumerGroupParams, ZooKeeperParams
+from reliable_kafka.kafka.topic_partition import TopicAndPartition as TP
 from reliable_kafka.kafka.zk.client import close_zookeeper, connect_zookeeper
 from reliable_kafka.kafka.zk.group_membership import ZookeeperConsumerGroup
 from reliable_kafka.kafka.zk.offset_store import ZooKeeperOffsetStore
-from reliable_kafka.kafka.zk.paths import TopicAndPartition as TP
 from reliable_kafka.local import LocalCluster
 from tests.cluster_backends import unique_name
 from tests.kafka.harness import expire_session

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping
 import pytest
 
 from reliable_kafka.kafka.group.membership import KafkaGroupMembership
-from reliable_kafka.kafka.zk.paths import TopicAndPartition as TP
+from reliable_kafka.kafka.topic_partition import TopicAndPartition as TP
 from reliable_kafka.local import LocalCluster
 from tests.cluster_backends import unique_name
 from tests.kafka.harness import produce, wait_for

@@ -14,7 +14,7 @@ from confluent_kafka import KafkaError, TopicPartition
 
 from reliable_kafka.kafka.group import membership
 from reliable_kafka.kafka.group.membership import GroupJoinFailedError, KafkaGroupMembership
-from reliable_kafka.kafka.zk.paths import TopicAndPartition as TP
+from reliable_kafka.kafka.topic_partition import TopicAndPartition as TP
 
 Callback = Callable[[Any, list[TopicPartition]], None]
 

@@ -13,7 +13,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from reliable_kafka.kafka.group.offset_store import KafkaOffsetStore
 from reliable_kafka.kafka.offset_store import CommitResult
-from reliable_kafka.kafka.zk.paths import TopicAndPartition
+from reliable_kafka.kafka.topic_partition import TopicAndPartition
 from tests.kafka.mock_cluster import MockCluster, mock_cluster
 
 GROUP = "g"

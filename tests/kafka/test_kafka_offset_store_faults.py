@@ -15,7 +15,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from reliable_kafka.kafka.group.offset_store import KafkaOffsetStore
 from reliable_kafka.kafka.offset_store import CommitResult
-from reliable_kafka.kafka.zk.paths import TopicAndPartition
+from reliable_kafka.kafka.topic_partition import TopicAndPartition
 from tests.kafka.mock_cluster import API_OFFSET_COMMIT, API_OFFSET_FETCH, MockCluster, mock_cluster
 
 GROUP = "faults"

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from reliable_kafka.kafka.partition_consumer import PartitionConsumer
-from reliable_kafka.kafka.zk.paths import TopicAndPartition
+from reliable_kafka.kafka.topic_partition import TopicAndPartition
 
 TP = TopicAndPartition("t", 0)
 LOG = (100, 200)  # log start, log end

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from reliable_kafka.kafka.partition_consumer import PartitionConsumer
-from reliable_kafka.kafka.zk.paths import TopicAndPartition
+from reliable_kafka.kafka.topic_partition import TopicAndPartition
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.storage.block_format import PackedChunk
 from tests.cluster_backends import unique_name

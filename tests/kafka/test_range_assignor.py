@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from reliable_kafka.kafka.zk.paths import TopicAndPartition as TP
+from reliable_kafka.kafka.topic_partition import TopicAndPartition as TP
 from reliable_kafka.kafka.zk.range_assignor import consumer_threads_per_topic, range_assign
 
 

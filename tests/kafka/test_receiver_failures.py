@@ -22,7 +22,8 @@ from kazoo.exceptions import NoNodeError
 
 from reliable_kafka.kafka import ReliableKafkaReceiver, range_assign
 from reliable_kafka.kafka.group.offset_store import KafkaOffsetStore
-from reliable_kafka.kafka.zk.paths import TopicAndPartition, owner_path
+from reliable_kafka.kafka.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.zk.paths import owner_path
 from reliable_kafka.kafka.zk.range_assignor import consumer_threads_per_topic
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.receiver import ReceivedBlockInfo

@@ -23,7 +23,7 @@ from confluent_kafka import Consumer, TopicPartition
 from reliable_kafka.kafka import ReliableKafkaReceiver, consumer_connector, ranges_in_metadata
 from reliable_kafka.kafka.group.offset_store import KafkaOffsetStore
 from reliable_kafka.kafka.offset_store import CommitResult
-from reliable_kafka.kafka.zk.paths import TopicAndPartition
+from reliable_kafka.kafka.topic_partition import TopicAndPartition
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.receiver import ReceivedBlockInfo
 from reliable_kafka.storage import StorageLevel

@@ -13,7 +13,8 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from reliable_kafka.cli import main
-from reliable_kafka.kafka.zk.paths import TopicAndPartition, offset_path, owner_path
+from reliable_kafka.kafka.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.zk.paths import offset_path, owner_path
 from reliable_kafka.local.cluster import KAFKA_09_CLIENT_CONFIG
 from tests.cluster_backends import ClusterUnderTest, unique_name
 from tests.e2e.helpers import committed_offsets, log_end_offsets, produce, wait_until

@@ -16,7 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from pyspark import SparkContext
 
 from reliable_kafka import KafkaUtils, StreamingContext
-from reliable_kafka.kafka.zk.paths import TopicAndPartition, offset_path
+from reliable_kafka.kafka.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.zk.paths import offset_path
 from reliable_kafka.settings import StreamingSettings, UISettings
 from reliable_kafka.ui import metrics
 from reliable_kafka.ui.lag import LagMonitor, LagSource

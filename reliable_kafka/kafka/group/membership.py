@@ -34,10 +34,9 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from reliable_kafka.kafka.group_member import RebalanceListener, consumer_thread_id, new_consumer_id
 from reliable_kafka.kafka.partition_consumer import ClientErrorLog, LibrdkafkaLog
-from reliable_kafka.kafka.zk.group_membership import RebalanceListener, new_consumer_id
-from reliable_kafka.kafka.zk.paths import TopicAndPartition
-from reliable_kafka.kafka.zk.range_assignor import consumer_thread_id
+from reliable_kafka.kafka.topic_partition import TopicAndPartition
 
 logger = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from tenacity import Retrying, before_sleep_log, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from reliable_kafka.kafka.offset_store import REFUSED, CommitResult, log_repair
-from reliable_kafka.kafka.zk.paths import TopicAndPartition
+from reliable_kafka.kafka.topic_partition import TopicAndPartition
 from reliable_kafka.util import instruments
 from reliable_kafka.util.librdkafka_log import with_logger
 

@@ -17,19 +17,18 @@ from __future__ import annotations
 import json
 import logging
 import re
-import socket
 import threading
 import time
-import uuid
 from collections.abc import Mapping
 from contextlib import AbstractContextManager, suppress
-from typing import Any, Protocol
+from typing import Any
 
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NodeExistsError, NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from kazoo.security import ACL
 
+from reliable_kafka.kafka.group_member import RebalanceListener, consumer_thread_id, new_consumer_id
 from reliable_kafka.kafka.params import ConsumerGroupParams
 from reliable_kafka.kafka.zk.broker_discovery import topic_partitions
 from reliable_kafka.kafka.zk.client import RETRIABLE_ZOOKEEPER_ERRORS, ensure_connected, zk_retrying
@@ -42,46 +41,13 @@ from reliable_kafka.kafka.zk.paths import (
     owner_path,
     topic_path,
 )
-from reliable_kafka.kafka.zk.range_assignor import (
-    consumer_thread_id,
-    consumer_threads_per_topic,
-    range_assign,
-)
+from reliable_kafka.kafka.zk.range_assignor import consumer_threads_per_topic, range_assign
 
 logger = logging.getLogger(__name__)
 
 
 class ConsumerRebalanceFailedError(RuntimeError):
     """Every rebalance attempt failed (Kafka 0.8's ConsumerRebalanceFailedException)."""
-
-
-class RebalanceListener(Protocol):
-    """Told about ownership changes, on the group's rebalance thread."""
-
-    def on_partitions_revoked(self, partitions: list[TopicAndPartition]) -> None:
-        """Stop consuming these and return once stopped; they are still owned meanwhile,
-        except after a session loss, when their claims are already void."""
-
-    def on_partitions_assigned(self, partitions: Mapping[TopicAndPartition, str]) -> None:
-        """Start consuming these (value: the consumer thread id that owns each)."""
-
-    def on_rebalance_failed(self, error: BaseException) -> None:
-        """Every attempt failed; this member now owns nothing until the next change."""
-
-    def on_session_suspended(self) -> None:
-        """The connection to ZooKeeper dropped: ownership is uncertain and no commit can pass
-        until it is back, so stop taking in records. On kazoo's connection thread: must not block."""
-
-    def on_session_resumed(self) -> None:
-        """Connected again in the same session: every claim still holds, resume what was paused.
-        Not called when the session was lost meanwhile: those partitions are revoked instead."""
-
-
-def new_consumer_id(group_id: str, consumer_id: str | None = None) -> str:
-    """``<group>_<host>-<millis>-<uuid8>`` as 0.8 builds it, or ``<group>_<consumer.id>``."""
-    if consumer_id:
-        return f"{group_id}_{consumer_id}"
-    return f"{group_id}_{socket.gethostname()}-{int(time.time() * 1000)}-{uuid.uuid4().hex[:8]}"
 
 
 def registration_json(subscription: Mapping[str, int]) -> bytes:

@@ -6,21 +6,11 @@ consumer itself) can read and share what this package writes.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from reliable_kafka.kafka.topic_partition import TopicAndPartition
 
 CONSUMERS_PATH = "/consumers"
 BROKER_IDS_PATH = "/brokers/ids"
 BROKER_TOPICS_PATH = "/brokers/topics"
-
-
-class TopicAndPartition(NamedTuple):
-    """Kafka 0.8's name for a topic-partition; sorts by topic, then partition."""
-
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"[{self.topic},{self.partition}]"
 
 
 def group_dir(group: str) -> str:

@@ -10,13 +10,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 
-from reliable_kafka.kafka.zk.paths import TopicAndPartition
+from reliable_kafka.kafka.group_member import consumer_thread_id
+from reliable_kafka.kafka.topic_partition import TopicAndPartition
 
 logger = logging.getLogger(__name__)
-
-
-def consumer_thread_id(consumer_id: str, thread: int) -> str:
-    return f"{consumer_id}-{thread}"
 
 
 def consumer_threads_per_topic(subscriptions: Mapping[str, Mapping[str, int]]) -> dict[str, list[str]]:
