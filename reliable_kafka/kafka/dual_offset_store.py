@@ -17,7 +17,9 @@ from reliable_kafka.kafka.topic_partition import TopicAndPartition
 _OWNERSHIP_REFUSALS = frozenset({CommitResult.NOT_OWNER, CommitResult.CONFLICT})
 
 
-def _larger(first: int | None, second: int | None) -> int | None:
+def larger_offset(first: int | None, second: int | None) -> int | None:
+    """The larger of two stores' offsets for a partition, None only if neither has one: where a
+    group that commits to both resumes."""
     if first is None:
         return second
     if second is None:
@@ -47,7 +49,7 @@ class DualOffsetStore:
         tps = list(partitions)
         in_zookeeper = self._zookeeper.fetch(tps)
         in_kafka = self._kafka.fetch(tps)
-        return {tp: _larger(in_zookeeper.get(tp), in_kafka.get(tp)) for tp in tps}
+        return {tp: larger_offset(in_zookeeper.get(tp), in_kafka.get(tp)) for tp in tps}
 
     def commit(self, offsets: Mapping[TopicAndPartition, int]) -> dict[TopicAndPartition, CommitResult]:
         """ZooKeeper first: its owner nodes decide ownership, and Kafka only gets what it allowed.

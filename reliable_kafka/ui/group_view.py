@@ -24,6 +24,7 @@ from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from reliable_kafka.kafka.dual_offset_store import larger_offset
 from reliable_kafka.kafka.group.offset_store import KafkaOffsetStore
 from reliable_kafka.kafka.topic_partition import TopicAndPartition
 from reliable_kafka.kafka.zk.broker_discovery import topic_partitions
@@ -55,9 +56,8 @@ def _owns_nothing(_tp: TopicAndPartition) -> bool:
 
 def _larger(zookeeper: Committed, kafka: int | None) -> Committed:
     """The larger offset, as ``DualOffsetStore.fetch`` takes it (ZooKeeper's mtime only with its value)."""
-    if kafka is None or (zookeeper.offset is not None and zookeeper.offset >= kafka):
-        return zookeeper
-    return Committed(kafka)
+    offset = larger_offset(zookeeper.offset, kafka)
+    return zookeeper if offset == zookeeper.offset else Committed(offset)
 
 
 def _answer(future: Future[Any], what: str) -> Any:
