@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +26,34 @@ from reliable_kafka.storage import BlockManager, decode_block
 from wal import FileBasedWriteAheadLog
 
 KafkaRecord = tuple[Any, ...]  # key, value, topic, partition, offset
+REPO = Path(__file__).resolve().parents[2]
+
+
+def start_receiver_child(
+    zookeeper_connect: str,
+    group: str,
+    topic: str,
+    checkpoint: Path,
+    max_rate: int,
+    report_delay_ms: int,
+    params: Mapping[str, Any],
+) -> subprocess.Popen[str]:
+    """``tests.kafka.receiver_child`` (no zkQuorum when ``zookeeper_connect`` is empty), once it
+    says it started."""
+    child = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "tests.kafka.receiver_child", zookeeper_connect, group, topic),
+            *(str(checkpoint), str(max_rate), str(report_delay_ms), json.dumps(dict(params))),
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert child.stdout is not None
+    line = child.stdout.readline()
+    assert line.strip() == "started", f"child did not start (exit code {child.poll()})"
+    return child
 
 
 def wait_for(condition: Callable[[], bool], timeout_s: float = 30.0, what: str = "condition") -> None:

@@ -3,11 +3,8 @@ a group member leaving, and the broker killed and restarted under it."""
 
 from __future__ import annotations
 
-import json
-import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 import traceback
@@ -40,6 +37,7 @@ from tests.kafka.harness import (
     expire_session,
     offsets_reach,
     produce,
+    start_receiver_child,
     streaming_settings,
     wait_for,
     wal_blocks,
@@ -48,7 +46,6 @@ from tests.small_disk import resize, small_tmpfs
 
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
 FAST_GROUP_PARAMS = {
     "auto.offset.reset": "smallest",
     "zookeeper.session.timeout.ms": "2000",
@@ -80,29 +77,10 @@ def start_child(
     report_delay_ms: int = 0,
     extra: Mapping[str, Any] | None = None,
 ) -> subprocess.Popen[str]:
-    params = json.dumps({**cluster.client_config(), **FAST_GROUP_PARAMS, **(extra or {})})
-    child = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "tests.kafka.receiver_child",
-            cluster.zookeeper_connect,
-            group,
-            topic,
-            str(checkpoint),
-            str(max_rate),
-            str(report_delay_ms),
-            params,
-        ],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+    params = {**cluster.client_config(), **FAST_GROUP_PARAMS, **(extra or {})}
+    return start_receiver_child(
+        cluster.zookeeper_connect, group, topic, checkpoint, max_rate, report_delay_ms, params
     )
-    assert child.stdout is not None
-    line = child.stdout.readline()
-    assert line.strip() == "started", f"child did not start (exit code {child.poll()})"
-    return child
 
 
 @pytest.mark.slow

@@ -4,11 +4,8 @@ and keeps their offsets, committed through each receiver's own group member. Kaf
 
 from __future__ import annotations
 
-import json
-import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -33,6 +30,7 @@ from tests.kafka.harness import (
     RunningReceiver,
     assert_exactly_once,
     produce,
+    start_receiver_child,
     wait_for,
     wal_blocks,
 )
@@ -40,7 +38,6 @@ from tests.kafka.kafka_tools import describe_group
 
 pytestmark = [pytest.mark.integration, pytest.mark.brokers("3.9", "4")]
 
-REPO = Path(__file__).resolve().parents[2]
 
 GROUP_PARAMS = {
     "auto.offset.reset": "smallest",
@@ -251,20 +248,8 @@ def start_child(
     cluster: LocalCluster, group: str, topic: str, checkpoint: Path, max_rate: int, report_delay_ms: int = 0
 ) -> subprocess.Popen[str]:
     """tests.kafka.receiver_child with no zkQuorum."""
-    child = subprocess.Popen(
-        [
-            *(sys.executable, "-m", "tests.kafka.receiver_child", "", group, topic, str(checkpoint)),
-            *(str(max_rate), str(report_delay_ms), json.dumps({**cluster.client_config(), **GROUP_PARAMS})),
-        ],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-    )
-    assert child.stdout is not None
-    line = child.stdout.readline()
-    assert line.strip() == "started", f"child did not start (exit code {child.poll()})"
-    return child
+    params = {**cluster.client_config(), **GROUP_PARAMS}
+    return start_receiver_child("", group, topic, checkpoint, max_rate, report_delay_ms, params)
 
 
 @pytest.mark.slow
