@@ -65,6 +65,15 @@ def committed_offsets(cluster: ClusterUnderTest, group: str, topic: str, partiti
         zk.close()
 
 
+def commit_in_kafka(cluster: ClusterUnderTest, group: str, topic: str, offsets: dict[int, int]) -> None:
+    """Commit through the group coordinator as a simple (non-subscribed) consumer of ``group``."""
+    consumer = Consumer(cluster.client_config(**{"group.id": group, "enable.auto.commit": False}))
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
+    finally:
+        consumer.close()
+
+
 def kafka_committed_offsets(
     cluster: ClusterUnderTest, group: str, topic: str, partitions: int
 ) -> dict[int, int]:

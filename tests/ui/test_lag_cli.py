@@ -17,7 +17,14 @@ from reliable_kafka.kafka.topic_partition import TopicAndPartition
 from reliable_kafka.kafka.zk.paths import offset_path, owner_path
 from reliable_kafka.local.cluster import KAFKA_09_CLIENT_CONFIG
 from tests.cluster_backends import ClusterUnderTest, unique_name
-from tests.e2e.helpers import committed_offsets, log_end_offsets, produce, wait_until
+from tests.e2e.helpers import (
+    commit_in_kafka,
+    committed_offsets,
+    kafka_committed_offsets,
+    log_end_offsets,
+    produce,
+    wait_until,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -144,24 +151,6 @@ def run_on(cluster: ClusterUnderTest, *args: str) -> tuple[int, str]:
     return code, out.getvalue()
 
 
-def commit_in_kafka(cluster: ClusterUnderTest, group: str, topic: str, offsets: dict[int, int]) -> None:
-    """Commit through the group coordinator as a simple (non-subscribed) consumer of ``group``."""
-    consumer = Consumer(cluster.client_config(**{"group.id": group, "enable.auto.commit": False}))
-    try:
-        consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
-    finally:
-        consumer.close()
-
-
-def kafka_committed(cluster: ClusterUnderTest, group: str, topic: str, partitions: int) -> dict[int, int]:
-    consumer = Consumer(cluster.client_config(**{"group.id": group, "enable.auto.commit": False}))
-    try:
-        answer = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=30)
-    finally:
-        consumer.close()
-    return {tp.partition: tp.offset for tp in answer if tp.offset >= 0}
-
-
 def rows_of(out: str) -> list[dict[str, object]]:
     rows: list[dict[str, object]] = json.loads(out)["partitions"]
     return rows
@@ -173,7 +162,7 @@ def test_offsets_in_kafka_without_zookeeper_args(local_cluster: ClusterUnderTest
     local_cluster.create_topic(topic, partitions=3)
     produce(local_cluster, topic, [(None, b"x", p) for p in range(3) for _ in range(10 * (p + 1))])
     commit_in_kafka(local_cluster, group, topic, {0: 4, 1: 20})
-    assert kafka_committed(local_cluster, group, topic, 3) == {0: 4, 1: 20}
+    assert kafka_committed_offsets(local_cluster, group, topic, 3) == {0: 4, 1: 20}
     log_end = log_end_offsets(local_cluster, topic, 3)
 
     code, out = run_on(local_cluster, "--group", group, "--json")

@@ -11,7 +11,6 @@ import re
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 from pyspark import SparkContext
 
@@ -24,7 +23,7 @@ from reliable_kafka.ui.lag import LagMonitor, LagSource
 from reliable_kafka.ui.status_store import StreamingStatusStore
 from reliable_kafka.ui.status_ui import StatusUI, lag_sources_of
 from tests.cluster_backends import ClusterUnderTest, unique_name
-from tests.e2e.helpers import produce
+from tests.e2e.helpers import commit_in_kafka, produce
 
 _ROW = re.compile(r"<tr data-topic='([^']*)' data-partition='(\d+)'>(.*?)</tr>", re.S)
 _FIELD = re.compile(r"<td class='num' data-field=([a-z-]+)>([^<]*)</td>")
@@ -50,14 +49,6 @@ def gauges(ui: StatusUI, family: str) -> dict[tuple[str, int], float]:
     text = metrics.render(ui.registry).decode()
     found = {f.name: f for f in text_string_to_metric_families(text)}[family]
     return {(s.labels["group"], int(s.labels["partition"])): s.value for s in found.samples}
-
-
-def commit_in_kafka(cluster: ClusterUnderTest, group: str, topic: str, offsets: dict[int, int]) -> None:
-    consumer = Consumer(cluster.client_config(**{"group.id": group, "enable.auto.commit": False}))
-    try:
-        consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
-    finally:
-        consumer.close()
 
 
 @pytest.fixture
