@@ -27,6 +27,13 @@ from wal import FileBasedWriteAheadLog
 
 KafkaRecord = tuple[Any, ...]  # key, value, topic, partition, offset
 REPO = Path(__file__).resolve().parents[2]
+# A ZooKeeper group that notices a dead member in 2 s and rebalances until it settles.
+FAST_GROUP_PARAMS = {
+    "auto.offset.reset": "smallest",
+    "zookeeper.session.timeout.ms": "2000",
+    "rebalance.backoff.ms": "300",
+    "rebalance.max.retries": "30",
+}
 
 
 def start_receiver_child(
@@ -279,3 +286,27 @@ def offset_ranges_cover(infos: Iterable[ReceivedBlockInfo]) -> Counter[tuple[str
         for r in ranges_in_metadata(info.metadata):
             counts[(r.topic, r.partition)] += r.count()
     return counts
+
+
+def assert_resumed_within_one_block(
+    run1: list[list[KafkaRecord]],
+    run2: list[list[KafkaRecord]],
+    topic: str,
+    sent: Mapping[int, list[bytes]],
+    started_at: Mapping[int, int],
+) -> None:
+    """Two runs of a receiver on ``topic``, the first killed (their write-ahead-log blocks): every
+    record sent is stored, the second run re-read only what the first stored but had not
+    committed (part of one block per partition), no run stored a record twice, and the second
+    run started each partition exactly at ``started_at[partition]``."""
+    for p, values in sent.items():
+        offsets = [r[4] for block in run1 + run2 for r in block if (r[2], r[3]) == (topic, p)]
+        assert set(offsets) == set(range(len(values))), f"partition {p} lost messages"
+        first_run = [{r[4] for r in block if (r[2], r[3]) == (topic, p)} for block in run1]
+        second_run = {r[4] for block in run2 for r in block if (r[2], r[3]) == (topic, p)}
+        duplicates = {o for block in first_run for o in block} & second_run
+        assert not duplicates or any(duplicates <= block for block in first_run), (
+            f"partition {p}: duplicates {min(duplicates)}..{max(duplicates)} span more than one block"
+        )
+        assert len(offsets) - len(values) == len(duplicates), "a run stored a record twice"
+        assert min(second_run) == started_at[p]

@@ -16,6 +16,7 @@ from reliable_kafka.local import LocalCluster
 from reliable_kafka.storage import StorageLevel, decode_block
 from tests.cluster_backends import unique_name
 from tests.kafka.harness import (
+    FAST_GROUP_PARAMS,
     STORE_PARAMS,
     CommittedOffsets,
     RunningReceiver,
@@ -26,12 +27,6 @@ from tests.kafka.harness import (
 
 pytestmark = pytest.mark.integration
 
-FAST_GROUP_PARAMS = {
-    "auto.offset.reset": "smallest",
-    "zookeeper.session.timeout.ms": "2000",
-    "rebalance.backoff.ms": "300",
-    "rebalance.max.retries": "30",
-}
 PARTITIONS = 2
 PER_PARTITION = 6000
 # Each phase runs until the group committed this share of everything, so the next one takes

@@ -27,12 +27,14 @@ from reliable_kafka.receiver import ReceivedBlockInfo
 from reliable_kafka.storage import StorageLevel, decode_block
 from tests.cluster_backends import unique_name
 from tests.kafka.harness import (
+    FAST_GROUP_PARAMS,
     OFFSET_STORES,
     STORE_PARAMS,
     CommittedOffsets,
     RecordingTracker,
     RunningReceiver,
     assert_exactly_once,
+    assert_resumed_within_one_block,
     committed_offset,
     expire_session,
     offsets_reach,
@@ -45,13 +47,6 @@ from tests.kafka.harness import (
 from tests.small_disk import resize, small_tmpfs
 
 pytestmark = pytest.mark.integration
-
-FAST_GROUP_PARAMS = {
-    "auto.offset.reset": "smallest",
-    "zookeeper.session.timeout.ms": "2000",
-    "rebalance.backoff.ms": "300",
-    "rebalance.max.retries": "30",
-}
 
 
 def reliable_receiver(
@@ -126,24 +121,15 @@ def test_sigkill_mid_stream_then_a_new_receiver_loses_nothing_and_duplicates_at_
     finally:
         committed.close()
 
-    run1, run2 = wal_blocks(tmp_path / "run1"), wal_blocks(tmp_path / "run2")
-    seen: dict[tuple[str, int], list[int]] = {}
-    for block in run1 + run2:
-        for record in block:
-            seen.setdefault((record[2], record[3]), []).append(record[4])
-    for p, values in sent.items():
-        offsets = seen[(topic, p)]
-        assert set(offsets) == set(range(len(values))), f"partition {p} lost messages"
-        first_run = [{r[4] for r in block if r[3] == p} for block in run1]
-        second_run = {r[4] for block in run2 for r in block if r[3] == p}
-        duplicates = {o for block in first_run for o in block} & second_run
-        # Re-read only what was stored but not yet committed: part of one block at most.
-        assert not duplicates or any(duplicates <= block for block in first_run), (
-            f"partition {p}: duplicates {min(duplicates)}..{max(duplicates)} span more than one block"
-        )
-        assert len(offsets) - len(values) == len(duplicates), "a run stored a record twice"
-        # The second receiver started exactly at the committed offset.
-        assert min(second_run) == (at_kill[p] or 0)
+    # Re-read only what was stored but not yet committed; the second receiver started exactly at
+    # the committed offset.
+    assert_resumed_within_one_block(
+        wal_blocks(tmp_path / "run1"),
+        wal_blocks(tmp_path / "run2"),
+        topic,
+        sent,
+        {p: at_kill[p] or 0 for p in sent},
+    )
 
 
 def record_kafka_commits(

@@ -18,6 +18,7 @@ from reliable_kafka.receiver import ReceivedBlockInfo, WriteAheadLogBasedBlockHa
 from reliable_kafka.storage import BlockManager, StorageLevel, decode_block
 from tests.cluster_backends import ClusterUnderTest, unique_name
 from tests.kafka.harness import (
+    FAST_GROUP_PARAMS,
     OFFSET_STORES,
     STORE_PARAMS,
     CommittedOffsets,
@@ -34,13 +35,6 @@ from wal import FileBasedWriteAheadLog, RecordHandle, WriteAheadLog
 
 # The ZooKeeper receiver protocol on the legacy broker too (the 4.x broker has no ZooKeeper).
 pytestmark = [pytest.mark.integration, pytest.mark.brokers("3.9", "0.9")]
-
-FAST_GROUP_PARAMS = {
-    "auto.offset.reset": "smallest",
-    "zookeeper.session.timeout.ms": "2000",
-    "rebalance.backoff.ms": "300",
-    "rebalance.max.retries": "30",
-}
 
 
 @pytest.fixture
