@@ -13,8 +13,9 @@ How it reaches librdkafka, and what keeps that safe:
 
 - The ``rd_kafka_t`` is the one of the partition's confluent-kafka ``Consumer``, which keeps
   doing everything else (assign, metadata, watermarks, close). confluent-kafka's C ``Handle``
-  holds it right after the object header (unchanged since confluent-kafka 0.9 and pinned to
-  < 3 by this package); it is used only after librdkafka confirms it: ``rd_kafka_opaque()`` of
+  holds it right after the object header (confluent-kafka's own layout, not an API: this
+  package accepts confluent-kafka >= 2.6, < 3); it is used only after librdkafka confirms it:
+  ``rd_kafka_opaque()`` of
   the handle must be the ``Consumer`` object itself, as confluent-kafka sets it, and
   ``rd_kafka_type()`` must say consumer.
 - librdkafka is the copy confluent-kafka loaded (found in ``/proc/self/maps``), called through
