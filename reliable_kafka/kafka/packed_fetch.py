@@ -15,9 +15,8 @@ How it reaches librdkafka, and what keeps that safe:
   doing everything else (assign, metadata, watermarks, close). confluent-kafka's C ``Handle``
   holds it right after the object header (confluent-kafka's own layout, not an API: this
   package accepts confluent-kafka >= 2.6, < 3); it is used only after librdkafka confirms it:
-  ``rd_kafka_opaque()`` of
-  the handle must be the ``Consumer`` object itself, as confluent-kafka sets it, and
-  ``rd_kafka_type()`` must say consumer.
+  ``rd_kafka_opaque()`` of the handle must be the ``Consumer`` object itself, as
+  confluent-kafka sets it, and ``rd_kafka_type()`` must say consumer.
 - librdkafka is the copy confluent-kafka loaded (found in ``/proc/self/maps``), called through
   ctypes for the queue calls and through function addresses by the extension.
 - The partition's queue is detached from the consumer queue before ``assign()``
