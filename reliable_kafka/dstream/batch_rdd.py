@@ -289,7 +289,9 @@ def create_block_rdd(
         )
         if data is not None:
             partitions.append(BlockPartition(info.block_id.name, data))
-        elif block_store is None and result.location is not None:
+        elif result.location is not None:
+            # Kept by an executor (executor placement; on a local master, beside receivers that
+            # run in the driver and store in ``block_store``).
             partitions.append(
                 BlockPartition(
                     info.block_id.name, None, handle, result.location, fetch_secret, fetch_tls_ca, recovery

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import socket
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 from reliable_kafka.receiver.receiver_supervisor import ReceiverSupervisor
@@ -29,6 +29,7 @@ class DriverReceiverRunner:
 
     keeps_blocks_after_stop = False
     block_fetch_secret = None
+    block_store: BlockStore
 
     def __init__(
         self,
@@ -37,12 +38,18 @@ class DriverReceiverRunner:
         settings: StreamingSettings,
         checkpoint_dir: str | None,
         executors: Sequence[ExecutorCacheTaskLocation] | None = None,
+        *,
+        local_executor: ExecutorCacheTaskLocation | None = None,
     ) -> None:
         self._endpoint = endpoint
         self.block_store = block_store
         self._settings = settings
         self._checkpoint_dir = checkpoint_dir
-        self.local_executor = ExecutorCacheTaskLocation(socket.gethostname(), DRIVER_EXECUTOR_ID)
+        # Beside executor placement on a local master, the driver executor as Spark names it, so
+        # that these receivers register where the shared schedule put them.
+        self.local_executor = local_executor or ExecutorCacheTaskLocation(
+            socket.gethostname(), DRIVER_EXECUTOR_ID
+        )
         self._executors = list(executors) if executors is not None else [self.local_executor]
 
     def check(self, streams: Sequence[ReceiverInputDStream]) -> None:
@@ -70,7 +77,7 @@ class DriverReceiverRunner:
         supervisor.start()
         supervisor.await_termination()
 
-    def cancel(self) -> None:
+    def cancel(self, stream_ids: Collection[int] | None = None) -> None:
         pass  # supervisors in this process end when told to stop; nothing to cancel
 
     def release(self) -> None:

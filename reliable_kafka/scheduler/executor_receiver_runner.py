@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING
 
 from reliable_kafka.receiver.receiver_task import ReceiverTaskDescription, run_receiver_task
 from reliable_kafka.rpc import new_secret
 from reliable_kafka.scheduler.receiver_scheduling_policy import ExecutorCacheTaskLocation
+from reliable_kafka.scheduler.task_slots import check_cluster_receivers, task_slots
 from reliable_kafka.scheduler.tracker_server import ReceiverTrackerServer
 from reliable_kafka.util.located_rdd import executor_locations, located_rdd, wait_for_executors
 
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from reliable_kafka.receiver.tracker_endpoint import ReceiverTrackerEndpoint
     from reliable_kafka.scheduler.receiver_scheduling_policy import TaskLocation
     from reliable_kafka.settings import StreamingSettings
+    from reliable_kafka.storage.block_store import BlockStore
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +42,8 @@ class ExecutorReceiverRunner:
 
     keeps_blocks_after_stop = True
     block_fetch_secret: bytes | None
+    # Blocks stay on the executors; the driver holds none.
+    block_store: BlockStore | None = None
 
     def __init__(
         self,
@@ -68,6 +72,8 @@ class ExecutorReceiverRunner:
         )
         self._job_group = f"reliable-kafka-receivers-{uuid.uuid4().hex}"
         self._app_id = sc.applicationId
+        self._receivers = 0
+        self._streams: set[int] = set()
 
     def __repr__(self) -> str:
         return f"ExecutorReceiverRunner(app={self._app_id})"
@@ -76,6 +82,7 @@ class ExecutorReceiverRunner:
         """Fail at start, not at the first launch, for a receiver that cannot cross to executors."""
         for stream in streams:
             stream.receiver_descriptor()
+        self._receivers = len(streams)
 
     def start(self) -> None:
         self.server.start()
@@ -85,6 +92,9 @@ class ExecutorReceiverRunner:
         )
         executors = wait_for_executors(self._sc, 1, EXECUTORS_WAIT_S)
         logger.info("Scheduling receivers on %d executor(s): %s", len(executors), executors)
+        slots = task_slots(self._sc)
+        if not slots.local:  # a local master's receivers were split so that a slot stays free
+            check_cluster_receivers(self._receivers, slots)
 
     def executors(self) -> list[ExecutorCacheTaskLocation]:
         return [
@@ -106,7 +116,13 @@ class ExecutorReceiverRunner:
         preferred = [str(location) for location in locations]
         sc = self._sc
         # Thread-local in pyspark's pinned-thread mode: applies to this launcher thread's jobs only.
-        sc.setJobGroup(self._job_group, f"Streaming job running receiver {stream.id}", interruptOnCancel=True)
+        # One group per stream, so that a job still queued for a slot can be cancelled alone.
+        sc.setJobGroup(
+            self._job_group_of(stream.id),
+            f"Streaming job running receiver {stream.id}",
+            interruptOnCancel=True,
+        )
+        self._streams.add(stream.id)
         rdd = located_rdd(sc, [(description.encode(), preferred)]).mapPartitionsWithIndex(run_receiver_task)
         logger.info(
             "Launching receiver %d (launch %d) at %s", stream.id, launch, ", ".join(preferred) or "any"
@@ -114,11 +130,15 @@ class ExecutorReceiverRunner:
         rdd.collect()
         logger.info("Receiver %d job (launch %d) ended", stream.id, launch)
 
-    def cancel(self) -> None:
-        try:
-            self._sc.cancelJobGroup(self._job_group)
-        except Exception as exc:
-            logger.warning("Could not cancel the receiver jobs: %r", exc)
+    def cancel(self, stream_ids: Collection[int] | None = None) -> None:
+        for stream_id in sorted(self._streams if stream_ids is None else stream_ids):
+            try:
+                self._sc.cancelJobGroup(self._job_group_of(stream_id))
+            except Exception as exc:
+                logger.warning("Could not cancel the job of receiver %d: %r", stream_id, exc)
+
+    def _job_group_of(self, stream_id: int) -> str:
+        return f"{self._job_group}-{stream_id}"
 
     def release(self) -> None:
         # Closing the tracker socket ends every receiver task: they drop their blocks and exit.

@@ -37,6 +37,7 @@ from reliable_kafka.scheduler.listener import (
     StreamingListenerOutputOperationCompleted,
     StreamingListenerOutputOperationStarted,
 )
+from reliable_kafka.scheduler.slot_watch import SlotWatch
 from reliable_kafka.util.clock import wall_clock_ms
 from reliable_kafka.util.daemon_pool import DaemonThreadPool
 from reliable_kafka.util.worker_python import report_missing_package
@@ -83,6 +84,8 @@ class ReceiverTrackerLike(Protocol):
 
     def release_receivers(self) -> None: ...
 
+    def active_receiver_ids(self) -> list[int]: ...
+
 
 ReceiverTrackerFactory = Callable[["StreamingContext"], ReceiverTrackerLike]
 
@@ -115,6 +118,7 @@ class JobScheduler:
         self._state = "initialized"  # -> started -> stopping -> stopped
         self._thread_state = threading.local()
         self.status_ui: StatusUI | None = None
+        self._slot_watch: SlotWatch | None = None
 
     @property
     def is_started(self) -> bool:
@@ -143,8 +147,24 @@ class JobScheduler:
         self._saved_properties = self._capture_local_properties()
         self.receiver_tracker = self._receiver_tracker_factory(self.ssc)
         self.receiver_tracker.start()
+        self._start_slot_watch(self.receiver_tracker)
         self.job_generator.start()
         logger.info("Started JobScheduler with %d job thread(s)", settings.jobs.concurrent_jobs)
+
+    def _start_slot_watch(self, tracker: ReceiverTrackerLike) -> None:
+        """Receivers that run as tasks hold task slots for good: watch for batches left without."""
+        settings = self.ssc.settings
+        if settings.receiver.placement != "executors" or not self.ssc.graph.get_receiver_input_streams():
+            return
+        self._slot_watch = SlotWatch(
+            self.ssc.sparkContext,
+            self.job_group_id,
+            receivers=lambda: len(tracker.active_receiver_ids()),
+            post=self.listener_bus.post,
+            clock=self.clock,
+            period_ms=self.ssc.batch_duration_ms,
+        )
+        self._slot_watch.start()
 
     def stop(self, graceful: bool) -> None:
         with self._lock:
@@ -153,6 +173,8 @@ class JobScheduler:
                 return
             self._state = "stopping" if graceful else "stopped"
         logger.info("Stopping JobScheduler (graceful=%s)", graceful)
+        if self._slot_watch is not None:
+            self._slot_watch.stop()
         # First stop receiving, then stop generating (waiting, if graceful, for every received
         # block to be processed), then stop the job threads.
         if self.receiver_tracker is not None:

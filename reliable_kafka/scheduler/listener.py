@@ -186,6 +186,18 @@ class StreamingListenerReceiverStopped(StreamingListenerEvent):
 
 
 @dataclass(frozen=True, slots=True)
+class StreamingListenerStreamingError(StreamingListenerEvent):
+    """Something wrong with the stream as a whole, not one receiver or batch (not in Spark):
+    batches waiting for task slots that receivers hold, for example."""
+
+    time_ms: int
+    message: str
+    listener_method: ClassVar[str] = "onStreamingError"
+
+    time = _alias("time_ms")
+
+
+@dataclass(frozen=True, slots=True)
 class StreamingListenerBatchSubmitted(StreamingListenerEvent):
     batch_info: BatchInfo
     listener_method: ClassVar[str] = "onBatchSubmitted"
@@ -243,6 +255,9 @@ class StreamingListener:
     def onReceiverStopped(self, receiverStopped: StreamingListenerReceiverStopped) -> None:
         self.on_receiver_stopped(receiverStopped)
 
+    def onStreamingError(self, streamingError: StreamingListenerStreamingError) -> None:
+        self.on_streaming_error(streamingError)
+
     def onBatchSubmitted(self, batchSubmitted: StreamingListenerBatchSubmitted) -> None:
         self.on_batch_submitted(batchSubmitted)
 
@@ -274,6 +289,9 @@ class StreamingListener:
         pass
 
     def on_receiver_stopped(self, event: StreamingListenerReceiverStopped) -> None:
+        pass
+
+    def on_streaming_error(self, event: StreamingListenerStreamingError) -> None:
         pass
 
     def on_batch_submitted(self, event: StreamingListenerBatchSubmitted) -> None:

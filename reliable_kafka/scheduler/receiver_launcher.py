@@ -17,12 +17,13 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from reliable_kafka.dstream.receiver_input_dstream import ReceiverInputDStream
     from reliable_kafka.scheduler.receiver_scheduling_policy import ExecutorCacheTaskLocation, TaskLocation
+    from reliable_kafka.storage.block_store import BlockStore
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +36,8 @@ class ReceiverRunner(Protocol):
     keeps_blocks_after_stop: bool
     #: What authenticates block fetches from the executors keeping blocks (None: no fetches).
     block_fetch_secret: bytes | None
+    #: The driver's block store, where receivers run in this process keep blocks (else None).
+    block_store: BlockStore | None
 
     def check(self, streams: Sequence[ReceiverInputDStream]) -> None:
         """Raise if one of these streams' receivers cannot run this way."""
@@ -53,8 +56,9 @@ class ReceiverRunner(Protocol):
         has ended. ``launch`` counts the incarnations of this receiver, from 1."""
         ...
 
-    def cancel(self) -> None:
-        """Make the incarnations still running end (a non-graceful stop that timed out)."""
+    def cancel(self, stream_ids: Collection[int] | None = None) -> None:
+        """Make the incarnations still running end (a non-graceful stop that timed out), or those
+        of ``stream_ids`` only (receiver jobs still queued for a task slot)."""
         ...
 
     def release(self) -> None:

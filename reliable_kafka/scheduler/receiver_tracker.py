@@ -41,6 +41,8 @@ from reliable_kafka.scheduler.receiver_scheduling_policy import (
     TaskLocation,
     accepts,
 )
+from reliable_kafka.scheduler.split_receiver_runner import SplitReceiverRunner
+from reliable_kafka.scheduler.task_slots import split_local_receivers, task_slots
 from reliable_kafka.storage.block_id import StreamBlockId
 from reliable_kafka.storage.block_manager import BlockManager
 from reliable_kafka.util.clock import wall_clock_ms
@@ -161,9 +163,7 @@ class ReceiverTracker:
         if runner is None:
             runner = self._default_runner(block_store, executors)
         self.runner = runner
-        self.block_store: BlockStore | None = (
-            runner.block_store if isinstance(runner, DriverReceiverRunner) else None
-        )
+        self.block_store: BlockStore | None = runner.block_store
         self.scheduling_policy = ReceiverSchedulingPolicy()
         self.stopping = threading.Event()
         self._launcher = ReceiverLauncher(self, runner, self.settings.receiver.restart_delay_ms)
@@ -183,20 +183,46 @@ class ReceiverTracker:
         self, block_store: BlockStore | None, executors: Sequence[ExecutorCacheTaskLocation] | None
     ) -> ReceiverRunner:
         if self.settings.receiver.placement == "executors" and not self.skip_receiver_launch:
-            # Imported here: only executor placement needs Spark's JVM side and the socket.
-            from reliable_kafka.scheduler.executor_receiver_runner import (  # noqa: PLC0415
-                ExecutorReceiverRunner,
-            )
+            return self._executor_runner()
+        return self._driver_runner(block_store, executors)
 
-            return ExecutorReceiverRunner(
-                self, self.ssc.sparkContext, self.settings, self.checkpoint_dir, self._now_ms
-            )
+    def _driver_runner(
+        self,
+        block_store: BlockStore | None,
+        executors: Sequence[ExecutorCacheTaskLocation] | None,
+        local_executor: ExecutorCacheTaskLocation | None = None,
+    ) -> DriverReceiverRunner:
         if block_store is None:
             block_store = BlockManager()
             # Not closed on stop: the batches of a graceful stop still read it. Closing it when
             # the tracker goes away (or at exit) removes its spill directory.
             weakref.finalize(self, block_store.close)
-        return DriverReceiverRunner(self, block_store, self.settings, self.checkpoint_dir, executors)
+        return DriverReceiverRunner(
+            self, block_store, self.settings, self.checkpoint_dir, executors, local_executor=local_executor
+        )
+
+    def _executor_runner(self) -> ReceiverRunner:
+        """Receivers as tasks; on a local master only as many as leave a task slot for batches,
+        the others in this process (see ``task_slots``)."""
+        # Imported here: only executor placement needs Spark's JVM side and the socket.
+        from reliable_kafka.scheduler.executor_receiver_runner import (  # noqa: PLC0415
+            ExecutorReceiverRunner,
+        )
+        from reliable_kafka.util.located_rdd import executor_locations  # noqa: PLC0415
+
+        sc = self.ssc.sparkContext
+        slots = task_slots(sc)
+        in_driver: list[int] = []
+        if slots.local and self.receiver_input_stream_ids:
+            _, in_driver = split_local_receivers(self.receiver_input_stream_ids, slots)
+        if in_driver and len(in_driver) == len(self.receiver_input_stream_ids):
+            return self._driver_runner(None, None)
+        on_executors = ExecutorReceiverRunner(self, sc, self.settings, self.checkpoint_dir, self._now_ms)
+        if not in_driver:
+            return on_executors
+        host, executor_id = executor_locations(sc)[0]
+        driver_executor = ExecutorCacheTaskLocation(host, executor_id)
+        return SplitReceiverRunner(on_executors, self._driver_runner(None, None, driver_executor), in_driver)
 
     # ------------------------------------------------------------ life cycle
 
@@ -276,10 +302,19 @@ class ReceiverTracker:
     def release_receivers(self) -> None:
         """After the last batch: let receivers free the blocks they kept for batches, and wait
         (bounded) for their jobs to end."""
+        with self._lock:
+            # Launched and never registered: a job still queued for a task slot (on a cluster
+            # whose receivers outnumber its slots) ends only when cancelled; waiting is no use.
+            queued = [
+                sid for sid, info in self._tracking_infos.items() if info.state is ReceiverState.SCHEDULED
+            ]
         try:
             self.runner.release()
         except Exception:
             logger.exception("Could not release the receivers' resources")
+        if queued and self._launcher.any_running():
+            logger.info("Cancelling the job(s) of receiver(s) %s, which never got a task slot", queued)
+            self.runner.cancel(queued)
         self._join_receiver_jobs(STOP_WAIT_S)
 
     def _join_receiver_jobs(self, timeout_s: float | None) -> None:
@@ -361,7 +396,10 @@ class ReceiverTracker:
         if self.block_store is not None:
             for block_id in block_ids:
                 self.block_store.remove(block_id)
-            return
+            if not self.runner.keeps_blocks_after_stop:
+                return
+            # Local masters may also run receivers as tasks (SplitReceiverRunner): their blocks
+            # are on the executor, and the driver-run ones' removal below finds nothing left.
         by_stream: dict[int, list[str]] = {}
         for block_id in block_ids:
             by_stream.setdefault(block_id.stream_id, []).append(block_id.name)

@@ -99,6 +99,7 @@ def streaming_page(
         f"<dt>Batches completed</dt><dd id='summary-batches-completed'>{snapshot.batches_completed}</dd>",
         f"<dt>Records received</dt><dd id='summary-records'>{snapshot.records_received}</dd>",
         "</dl>",
+        _streaming_error(snapshot),
         _charts(snapshot),
         "<h3>Receivers</h3>",
         _receivers(snapshot),
@@ -110,6 +111,13 @@ def streaming_page(
         _completed_batches(snapshot.completed),
     ]
     return _page("Streaming Statistics", "".join(body))
+
+
+def _streaming_error(snapshot: StatusSnapshot) -> str:
+    if snapshot.last_streaming_error is None:
+        return ""
+    time_ms, message = snapshot.last_streaming_error
+    return f"<p id='streaming-error' class='failed'>{date_time(time_ms)}: {escape(message)}</p>"
 
 
 def _charts(snapshot: StatusSnapshot) -> str:

@@ -27,6 +27,7 @@ from reliable_kafka.scheduler.listener import (
     StreamingListenerReceiverError,
     StreamingListenerReceiverStarted,
     StreamingListenerReceiverStopped,
+    StreamingListenerStreamingError,
     StreamingListenerStreamingStarted,
 )
 from reliable_kafka.util.instruments import Histogram, HistogramSnapshot
@@ -57,6 +58,8 @@ class StatusSnapshot:
     scheduling_delay: HistogramSnapshot
     processing_delay: HistogramSnapshot
     total_delay: HistogramSnapshot
+    # The last StreamingListenerStreamingError: (time, message), e.g. batches starved of slots.
+    last_streaming_error: tuple[int, str] | None = None
 
 
 class StreamingStatusStore(StreamingListener):
@@ -71,6 +74,7 @@ class StreamingStatusStore(StreamingListener):
         self._completed_by_time: dict[int, BatchInfo] = {}
         self._active: dict[int, BatchInfo] = {}
         self._receivers: dict[int, ReceiverInfo] = {}
+        self._last_streaming_error: tuple[int, str] | None = None
         self._batches_completed = 0
         self._records_received = 0
         self._records_per_stream: dict[int, int] = {}
@@ -94,6 +98,10 @@ class StreamingStatusStore(StreamingListener):
 
     def on_receiver_stopped(self, event: StreamingListenerReceiverStopped) -> None:
         self._set_receiver(event.receiver_info)
+
+    def on_streaming_error(self, event: StreamingListenerStreamingError) -> None:
+        with self._lock:
+            self._last_streaming_error = (event.time_ms, event.message)
 
     def _set_receiver(self, info: ReceiverInfo) -> None:
         with self._lock:
@@ -166,6 +174,7 @@ class StreamingStatusStore(StreamingListener):
             active = sorted(self._active.values(), key=lambda b: b.batch_time_ms)
             receivers = sorted(self._receivers.values(), key=lambda r: r.stream_id)
             retained_records = dict(self._retained_records)
+            last_streaming_error = self._last_streaming_error
             snapshot_totals = (
                 self._started_ms,
                 self._batches_completed,
@@ -191,4 +200,5 @@ class StreamingStatusStore(StreamingListener):
             scheduling_delay=self._scheduling.snapshot(),
             processing_delay=self._processing.snapshot(),
             total_delay=self._total.snapshot(),
+            last_streaming_error=last_streaming_error,
         )

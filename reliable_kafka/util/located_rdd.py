@@ -124,6 +124,27 @@ def executor_locations(sc: SparkContext) -> list[tuple[str, str]]:
     return sorted(found, key=lambda pair: (pair[0], _numeric_first(pair[1])))
 
 
+def executor_cores(sc: SparkContext) -> int:
+    """The cores of the live executors, added up (a cluster master's driver runs no tasks and is
+    left out); 0 on a local master, whose task threads are its master URL's business."""
+    jsc = sc._jsc.sc()
+    if jsc.isLocal():
+        return 0
+    summaries = jsc.statusStore().executorList(True)
+    return sum(
+        int(summary.totalCores())
+        for summary in (summaries.apply(i) for i in range(summaries.size()))
+        if str(summary.id()) != DRIVER_EXECUTOR_ID
+    )
+
+
+def available_processors(sc: SparkContext) -> int:
+    """The driver JVM's processors: what ``local[*]`` means (Spark's own count, not Python's)."""
+    jvm = sc._jvm
+    assert jvm is not None
+    return int(jvm.java.lang.Runtime.getRuntime().availableProcessors())
+
+
 def wait_for_executors(sc: SparkContext, min_executors: int, timeout_s: float) -> list[tuple[str, str]]:
     """The live executors once at least ``min_executors`` are there, or whatever is there after
     ``timeout_s`` (Spark schedules receivers on what it has; the caller decides if too few).
