@@ -20,6 +20,7 @@ the offset ranges of a batch it gave up on so that they can be replayed from Kaf
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import threading
 import uuid
@@ -194,10 +195,34 @@ class JobScheduler:
             self.status_ui.stop()
         logger.info("Stopped JobScheduler")
 
+    def _starved_while_draining(self, watch: SlotWatch) -> bool:
+        """Wait for the jobs of a graceful stop, unless they wait for task slots that receivers
+        hold: those are freed only once the receivers are released, after this wait, so the batches
+        would never run. Then the stop goes on as a non-graceful one: the batches stay incomplete
+        in the checkpoint and run again after a restart."""
+        starved = watch.starved_streak()
+        while True:
+            with self._lock:
+                futures = list(self._futures)
+            if not futures:
+                return False
+            concurrent.futures.wait(futures, timeout=watch.period_s)
+            if starved():
+                break
+        logger.warning(
+            "Stopping without the batches still waiting for task slots that receivers hold; they "
+            "run again after a restart from the checkpoint"
+        )
+        with self._lock:
+            self._state = "stopped"  # their cancelled jobs must not complete their batches
+        return True
+
     def _stop_executor(self, graceful: bool) -> None:
         executor = self._executor
         if executor is None:
             return
+        if graceful and self._slot_watch is not None and self._starved_while_draining(self._slot_watch):
+            graceful = False
         if not graceful:
             with self._lock:
                 futures = list(self._futures)

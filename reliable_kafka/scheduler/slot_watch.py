@@ -63,6 +63,11 @@ class SlotStarvation:
         self._streak = streak
         self._seen = 0
 
+    @property
+    def starved(self) -> bool:
+        """Batches have waited for a slot at ``streak`` checks in a row, up to the last one."""
+        return self._seen >= self._streak
+
     def observe(self, use: SlotUse | None) -> str | None:
         if use is None or not use.batch_waits_for_slot:
             self._seen = 0
@@ -116,11 +121,31 @@ class SlotWatch:
         self._job_group = job_group
         self._post = post
         self._clock = clock
+        self._period_ms = period_ms
+        self._receivers = receivers
         self._rule = SlotStarvation(period_ms, receivers)
         self._timer = RecurringTimer(clock, period_ms, self._check, "SlotWatch")
 
+    @property
+    def period_s(self) -> float:
+        return self._period_ms / 1000
+
     def start(self) -> None:
         self._timer.start()
+
+    def starved_streak(self) -> Callable[[], bool]:
+        """A fresh streak, checked once per call: True once batches waited at ``STREAK`` calls
+        in a row (a graceful stop asks this instead of waiting for batches that cannot run)."""
+        rule = SlotStarvation(self._period_ms, self._receivers)
+
+        def starved() -> bool:
+            try:
+                rule.observe(probe_slot_use(self._sc, self._job_group))
+            except Exception as exc:
+                logger.debug("Could not read Spark's task status: %r", exc)
+            return rule.starved
+
+        return starved
 
     def stop(self) -> None:
         self._timer.stop(interrupt_timer=True)

@@ -15,6 +15,7 @@ placement). Listener events are appended as they come:
 
     {"kind": "receiver_started" | "receiver_stopped" | "receiver_error", "stream": S,
      "executor_id": E, "host": H, "time": wall seconds, "message": ...}
+    {"kind": "streaming_error", "time": wall seconds, "message": ...}
 
 plus ``{"kind": "tracker", "host": H, "port": P}`` at start and ``{"kind": "job_error", ...}`` for
 a failed batch. Prints ``started`` once running; SIGTERM stops gracefully, then prints ``stopped``.
@@ -44,6 +45,7 @@ from reliable_kafka.scheduler.listener import (
     StreamingListenerReceiverError,
     StreamingListenerReceiverStarted,
     StreamingListenerReceiverStopped,
+    StreamingListenerStreamingError,
 )
 from reliable_kafka.storage.block_format import decode_block
 from reliable_kafka.util import instruments
@@ -60,6 +62,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--master", default="local-cluster[2,2,1024]")
     parser.add_argument("--placement", choices=("executors", "driver"), default="executors")
     parser.add_argument("--kafka-params", default="{}")
+    parser.add_argument("--graceful-stop-timeout", default="120s")
+    parser.add_argument("--conf", action="append", default=[], help="KEY=VALUE, another SparkConf entry")
     parser.add_argument(
         "--probe-fetch",
         action="store_true",
@@ -108,6 +112,9 @@ class ReceiverEvents(StreamingListener):
 
     def onReceiverError(self, receiverError: StreamingListenerReceiverError) -> None:
         self._write("receiver_error", receiverError.receiver_info)
+
+    def onStreamingError(self, streamingError: StreamingListenerStreamingError) -> None:
+        self._sink.write({"kind": "streaming_error", "time": time.time(), "message": streamingError.message})
 
     def onOutputOperationCompleted(self, outputOperationCompleted: Any) -> None:
         info = outputOperationCompleted.output_operation_info
@@ -168,9 +175,12 @@ def main(argv: list[str]) -> int:
         .set("spark.streaming.receiver.placement", args.placement)
         .set("spark.streaming.receiver.writeAheadLog.enable", "true" if args.wal == "on" else "false")
         .set("spark.streaming.blockInterval", "200ms")
-        .set("spark.streaming.gracefulStopTimeout", "120s")
+        .set("spark.streaming.gracefulStopTimeout", args.graceful_stop_timeout)
         .set("spark.streaming.receiverRestartDelay", "500ms")
     )
+    for entry in args.conf:
+        key, _, value = entry.partition("=")
+        conf.set(key, value)
     sc = SparkContext(conf=conf)
     sc.setLogLevel("ERROR")
     sink = Sink(args.output)
