@@ -98,6 +98,29 @@ def parse_time_ms(value: str | int | float, default_unit: str) -> int:
     return int(float(match.group(1)) * _TIME_UNITS_MS[match.group(2) or default_unit])
 
 
+_BYTE_UNITS = {
+    "": 1,
+    "b": 1,
+    "k": 1 << 10,
+    "kb": 1 << 10,
+    "m": 1 << 20,
+    "mb": 1 << 20,
+    "g": 1 << 30,
+    "gb": 1 << 30,
+}
+_BYTE_STRING = re.compile(r"^\s*(\d+)\s*([a-z]*)\s*$")
+
+
+def parse_bytes(value: str | int) -> int:
+    """Spark's byte strings (``64m``, ``1g``, ``512k``); a bare number is in bytes."""
+    if isinstance(value, int):
+        return value
+    match = _BYTE_STRING.match(value.lower())
+    if match is None or match.group(2) not in _BYTE_UNITS:
+        raise ValueError(f"{value!r} is not a size: use a number of bytes, or one with k, m or g")
+    return int(match.group(1)) * _BYTE_UNITS[match.group(2)]
+
+
 def _parse_bool(value: str | bool) -> bool:
     if isinstance(value, bool):
         return value
@@ -114,6 +137,15 @@ class _Section(BaseModel):
 class ReceiverSettings(_Section):
     block_interval_ms: int = Field(200, gt=0, description="spark.streaming.blockInterval")
     block_queue_size: int = Field(10, gt=0, description="spark.streaming.blockQueueSize")
+    max_buffered_bytes: int = Field(
+        64 << 20,
+        gt=0,
+        description=(
+            "spark.streaming.receiver.maxBufferedBytes (not in Spark): bytes a receiver holds "
+            "received and not yet stored (its block buffer and block queue); its sources wait "
+            "beyond it"
+        ),
+    )
     max_rate: int = Field(0, ge=0, description="spark.streaming.receiver.maxRate; 0 = unlimited")
     block_store_timeout_s: int = Field(30, gt=0, description="spark.streaming.receiver.blockStoreTimeout")
     restart_delay_ms: int = Field(2000, ge=0, description="spark.streaming.receiverRestartDelay")
@@ -208,6 +240,7 @@ class UISettings(_Section):
 _SPARK_KEYS: dict[str, tuple[str, str, Any]] = {
     "spark.streaming.blockInterval": ("receiver", "block_interval_ms", lambda v: parse_time_ms(v, "ms")),
     "spark.streaming.blockQueueSize": ("receiver", "block_queue_size", int),
+    "spark.streaming.receiver.maxBufferedBytes": ("receiver", "max_buffered_bytes", parse_bytes),
     "spark.streaming.receiver.maxRate": ("receiver", "max_rate", int),
     "spark.streaming.receiver.blockStoreTimeout": (
         "receiver",

@@ -102,7 +102,7 @@ class ConsumerGroupReceiver(Receiver):
     def _add_chunk(self, tp: TopicAndPartition, chunk: PackedChunk, first: int, last: int) -> None:
         generator = self._block_generator
         assert generator is not None
-        generator.add_data_with_callback(chunk, (tp, first, last), chunk.num_records)
+        generator.add_data_with_callback(chunk, (tp, first, last), chunk.num_records, len(chunk.data))
 
 
 class OffsetTrackingListener(BlockGeneratorListener):

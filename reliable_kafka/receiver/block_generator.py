@@ -6,12 +6,13 @@ serialize it) and queues it as a block (the queue is bounded, so a slow
 push thread throttles the timer, which throttles nobody else: adds keep filling the buffer, and
 the rate limiter is what bounds them); a push thread hands queued blocks to the listener.
 
-Memory: the current buffer has no size limit. While storing stalls (a slow block store or WAL,
-a ZooKeeper outage holding commits, a block store timeout being waited out), the queue fills,
-the timer stops cutting, and every record received meanwhile accumulates in the one buffer,
-as in Spark. Only a max rate (``spark.streaming.receiver.maxRate``, or backpressure) bounds it:
-at most rate x stall time records. Set one for sources that can deliver faster than the
-stores can take.
+Memory (not in Spark, where the current buffer has no size limit): with ``max_buffered_bytes``,
+the bytes added and not yet pushed (the current buffer, the queued blocks, the block being
+pushed) stay within that bound. While storing stalls (a slow block store or WAL, a ZooKeeper
+outage holding commits, a block store timeout being waited out) the queue fills, the timer stops
+cutting, and adds that would pass the bound wait until a push frees room: the source's threads
+stop taking records, rather than the buffer growing with everything received meanwhile. Adds
+that state no size (``num_bytes=0``) are bounded only by a max rate, as in Spark.
 """
 
 from __future__ import annotations
@@ -87,6 +88,7 @@ class BlockGeneratorStateError(RuntimeError):
 class Block:
     id: StreamBlockId
     records: Any  # what the listener's prepare_block made of the records
+    num_bytes: int = 0  # what the adds of its records said they weigh
 
 
 # Queued after the last block so the push thread can wait on the queue without polling.
@@ -105,13 +107,17 @@ class BlockGenerator:
         clock: Clock | None = None,
         block_ids: StreamBlockIdGenerator | None = None,
         rate_limiter: RateLimiter | None = None,
+        max_buffered_bytes: int | None = None,
     ) -> None:
         """``block_ids`` lets generators of one receiver share a counter (unique ids per stream);
-        ``rate_limiter`` replaces the one built from ``max_rate``."""
+        ``rate_limiter`` replaces the one built from ``max_rate``; ``max_buffered_bytes`` bounds
+        the bytes added and not yet pushed (see the module docstring)."""
         if block_interval_ms <= 0:
             raise ValueError(f"block interval must be > 0 ms, got {block_interval_ms}")
         if block_queue_size <= 0:
             raise ValueError(f"block queue size must be > 0, got {block_queue_size}")
+        if max_buffered_bytes is not None and max_buffered_bytes <= 0:
+            raise ValueError(f"max buffered bytes must be > 0, got {max_buffered_bytes}")
         if block_ids is not None and block_ids.stream_id != receiver_id:
             raise ValueError(f"block ids are for stream {block_ids.stream_id}, not {receiver_id}")
         self._listener = listener
@@ -122,6 +128,11 @@ class BlockGenerator:
         self._lock = threading.Lock()
         self._state = BlockGeneratorState.INITIALIZED
         self._current_buffer: list[Any] = []
+        self._max_buffered_bytes = max_buffered_bytes
+        self._current_bytes = 0  # of the current buffer
+        self._buffered_bytes = 0  # added and not yet pushed
+        self._room = threading.Condition(self._lock)  # pushes made room, or adding stopped
+        self._adds_waiting = 0
         self._blocks_for_pushing: queue.Queue[Block | None] = queue.Queue(maxsize=block_queue_size)
         self._block_interval_timer = RecurringTimer(
             clock or SystemClock(),
@@ -163,6 +174,7 @@ class BlockGenerator:
             state = self._state
             if state is BlockGeneratorState.ACTIVE:
                 self._state = BlockGeneratorState.STOPPED_ADDING_DATA
+                self._room.notify_all()  # adds waiting for room give up
         if state is BlockGeneratorState.INITIALIZED:
             logger.warning("Cannot stop BlockGenerator %d as it was never started", self.receiver_id)
             return
@@ -209,20 +221,51 @@ class BlockGenerator:
                 self._raise_not_active()
             self._current_buffer.append(data)
 
-    def add_data_with_callback(self, data: Any, metadata: Any, num_records: int = 1) -> None:
+    def add_data_with_callback(
+        self, data: Any, metadata: Any, num_records: int = 1, num_bytes: int = 0
+    ) -> None:
         """Add one item and call ``on_add_data(data, metadata)`` atomically with it.
 
         ``num_records`` is how many records the item stands for in the rate limit (a receiver
-        that buffers packed chunks of records counts each chunk's records).
+        that buffers packed chunks of records counts each chunk's records); ``num_bytes`` what it
+        weighs against ``max_buffered_bytes``: the call waits for room first.
         """
         if self._state is not BlockGeneratorState.ACTIVE:
             self._raise_not_active()
         self._rate_limiter.acquire(num_records)
         with self._lock:
+            if num_bytes and self._max_buffered_bytes is not None:
+                self._wait_for_room(num_bytes, self._max_buffered_bytes)
             if self._state is not BlockGeneratorState.ACTIVE:
                 self._raise_not_active()
             self._current_buffer.append(data)
+            self._current_bytes += num_bytes
+            self._buffered_bytes += num_bytes
             self._listener.on_add_data(data, metadata)
+
+    def _wait_for_room(self, num_bytes: int, bound: int) -> None:
+        # Under the lock. One item larger than the bound still goes in when nothing else is
+        # buffered, or it would wait for ever.
+        while (
+            self._buffered_bytes
+            and self._buffered_bytes + num_bytes > bound
+            and self._state is BlockGeneratorState.ACTIVE
+        ):
+            self._adds_waiting += 1
+            try:
+                self._room.wait()
+            finally:
+                self._adds_waiting -= 1
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes added (with their size stated) and not yet pushed."""
+        return self._buffered_bytes
+
+    @property
+    def adds_waiting(self) -> int:
+        """Adds waiting for room under ``max_buffered_bytes`` now."""
+        return self._adds_waiting
 
     def add_multiple_data_with_callback(self, items: Iterable[Any], metadata: Any) -> None:
         """Add records as one unit: all land in the same block, then one ``on_add_data(items, metadata)``."""
@@ -269,9 +312,11 @@ class BlockGenerator:
                     # for the next cut instead of being dropped with a block nobody recorded.
                     self._listener.on_generate_block(block_id)
                     records = self._current_buffer
+                    num_bytes = self._current_bytes
                     self._current_buffer = []
+                    self._current_bytes = 0
             if records is not None:
-                self._blocks_for_pushing.put(Block(block_id, self._prepared(block_id, records)))
+                self._blocks_for_pushing.put(Block(block_id, self._prepared(block_id, records), num_bytes))
                 logger.debug("Queued block %s (%d items) at %d", block_id, len(records), time_ms)
         except Exception as exc:
             self._report_error("Error in block updating thread", exc)
@@ -298,6 +343,11 @@ class BlockGenerator:
             self._report_error(f"Error pushing block {block.id}", exc)
         else:
             logger.debug("Pushed block %s", block.id)
+        finally:
+            if block.num_bytes:
+                with self._lock:
+                    self._buffered_bytes -= block.num_bytes
+                    self._room.notify_all()
 
     def _report_error(self, message: str, error: BaseException) -> None:
         logger.warning("%s: %s", message, error)

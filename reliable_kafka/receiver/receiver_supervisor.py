@@ -167,6 +167,7 @@ class ReceiverSupervisor:
                 self.stream_id,
                 block_interval_ms=receiver_settings.block_interval_ms,
                 block_queue_size=receiver_settings.block_queue_size,
+                max_buffered_bytes=receiver_settings.max_buffered_bytes,
                 clock=self._clock,
                 block_ids=self._block_ids,
                 rate_limiter=rate_limiter,

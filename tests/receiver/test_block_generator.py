@@ -337,3 +337,56 @@ def test_a_failing_prepare_block_is_reported_and_the_records_are_pushed_as_they_
         f"Error preparing block {listener.pushed[0][0]}; pushing its records as they are"
     ]
     assert isinstance(listener.errors[0][1], ValueError)
+
+
+def test_max_buffered_bytes_holds_adds_while_storing_stalls_then_lets_them_in_order() -> None:
+    listener = RecordingListener()
+    stored = threading.Event()  # the block store stalls until set
+    listener.on_push = lambda block_id, records: stored.wait()
+    generator, clock = manual_generator(listener, max_buffered_bytes=100, block_queue_size=1)
+    generator.start()
+    added: list[int] = []
+
+    def add_all() -> None:
+        for item in range(12):
+            generator.add_data_with_callback(item, None, num_bytes=30)
+            added.append(item)
+
+    adder = threading.Thread(target=add_all, daemon=True)
+    adder.start()
+    wait_until(lambda: generator.adds_waiting == 1)
+    assert added == [0, 1, 2]  # a fourth 30-byte item would pass 100 bytes
+    assert generator.buffered_bytes == 90
+    clock.advance(INTERVAL_MS)  # the cut block is stuck in the push: no room comes from cutting
+    wait_until(lambda: len(listener.pushed) == 1)
+    assert generator.adds_waiting == 1 and added == [0, 1, 2]
+    stored.set()
+    while adder.is_alive():
+        clock.advance(INTERVAL_MS)
+        adder.join(0.05)
+    generator.stop()
+    assert listener.pushed_records() == list(range(12))
+    assert generator.buffered_bytes == 0
+
+
+def test_an_add_larger_than_the_bound_goes_in_alone_and_stop_releases_a_waiting_add() -> None:
+    listener = RecordingListener()
+    generator, _ = manual_generator(listener, max_buffered_bytes=100)
+    generator.start()
+    generator.add_data_with_callback("big", None, num_bytes=500)  # nothing else buffered: in
+    errors: list[BaseException] = []
+
+    def add_one_more() -> None:
+        try:
+            generator.add_data_with_callback("late", None, num_bytes=10)
+        except BlockGeneratorStateError as exc:
+            errors.append(exc)
+
+    adder = threading.Thread(target=add_one_more, daemon=True)
+    adder.start()
+    wait_until(lambda: generator.adds_waiting == 1)
+    generator.stop()
+    adder.join(10)
+    assert not adder.is_alive()
+    assert len(errors) == 1  # refused once adding stopped, never added after the final block
+    assert listener.pushed_records() == ["big"]
