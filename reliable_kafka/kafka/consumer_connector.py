@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from confluent_kafka import KafkaException
 from kazoo.client import KazooClient
 
+from reliable_kafka.kafka.client import create_consumer
 from reliable_kafka.kafka.dual_offset_store import DualOffsetStore
 from reliable_kafka.kafka.fetch_stall import FetchStallMonitor
 from reliable_kafka.kafka.group.membership import KafkaGroupMembership
@@ -32,6 +35,7 @@ from reliable_kafka.kafka.partition_consumer import (
     PartitionConsumer,
     RecordSink,
 )
+from reliable_kafka.kafka.shared_client import SharedFetchClient
 from reliable_kafka.kafka.topic_partition import TopicAndPartition
 from reliable_kafka.kafka.zk.broker_discovery import discover_bootstrap_servers, legacy_protocol_config
 from reliable_kafka.kafka.zk.client import close_zookeeper, connect_zookeeper, zookeeper_acl
@@ -41,9 +45,11 @@ from reliable_kafka.kafka.zk.ownership import OwnershipGuardedStore, valid_claim
 
 logger = logging.getLogger(__name__)
 
-# How long a stop waits for one partition thread (it polls with a short timeout, so only a
-# sink stuck in back-pressure takes long).
+# How long a stop waits for the partition threads, all of them together (each polls with a
+# short timeout, so only a sink stuck in back-pressure takes long).
 CONSUMER_JOIN_TIMEOUT_S = 30.0
+
+_METADATA_TIMEOUT_S = 5.0
 
 # Revoked partitions -> next offset each consumer would have read (None: it read nothing).
 RevokeHook = Callable[[dict[TopicAndPartition, int | None]], None]
@@ -92,6 +98,7 @@ class ConsumerConnector:
         self._group: ZookeeperConsumerGroup | KafkaGroupMembership | None = None
         self._offsets: OffsetStore | None = None
         self._consumer_config: dict[str, Any] = {}
+        self._client: SharedFetchClient | None = None
 
     @property
     def offsets(self) -> OffsetStore:
@@ -199,6 +206,10 @@ class ConsumerConnector:
     def shutdown(self) -> None:
         """Stop consumers, leave the group, close ZooKeeper. Idempotent."""
         self.stop_consumers()
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
         if self._group is not None:
             self._group.stop()
         if self._offsets is not None:
@@ -211,11 +222,48 @@ class ConsumerConnector:
     def _stop_and_join(consumers: list[PartitionConsumer]) -> None:
         for consumer in consumers:
             consumer.stop()
+        deadline = time.monotonic() + CONSUMER_JOIN_TIMEOUT_S
         for consumer in consumers:
-            if not consumer.join(CONSUMER_JOIN_TIMEOUT_S):
+            if not consumer.join(max(0.0, deadline - time.monotonic())):
                 logger.warning(
                     "consumer of %s did not stop within %s s", consumer.tp, CONSUMER_JOIN_TIMEOUT_S
                 )
+
+    def _shared_client(self, partitions: Mapping[TopicAndPartition, str]) -> SharedFetchClient:
+        """The receiver's one fetch client, made at the first assignment and sized for every
+        partition of its topics (any of them may come to this receiver)."""
+        with self._lock:
+            if self._client is not None:
+                return self._client
+        count = max(len(partitions), self._partitions_of_topics())
+        client = SharedFetchClient.create(
+            self._consumer_config,
+            f"receiver {self._params.group.group_id}",
+            prefetch_bytes=self._params.prefetch_bytes,
+            partitions=count,
+        )
+        logger.info(
+            "one Kafka client for up to %d partition(s) of %s, prefetch within %d bytes",
+            count,
+            ", ".join(sorted(self._topics)),
+            self._params.prefetch_bytes,
+        )
+        with self._lock:
+            self._client = client
+        return client
+
+    def _partitions_of_topics(self) -> int:
+        """How many partitions the topics have (0 when no metadata comes): asked once, at the
+        first assignment, by a client that lives only for the question."""
+        probe = create_consumer(self._consumer_config, f"receiver {self._params.group.group_id} metadata")
+        try:
+            metadata = probe.list_topics(timeout=_METADATA_TIMEOUT_S)
+        except KafkaException as exc:
+            logger.info("partition counts unknown (%r): the prefetch is sized for the partitions owned", exc)
+            return 0
+        finally:
+            probe.close()
+        return sum(len(metadata.topics[t].partitions) for t in self._topics if t in metadata.topics)
 
     # -- RebalanceListener -------------------------------------------------------------------
 
@@ -223,12 +271,14 @@ class ConsumerConnector:
         if self._closing.is_set():
             return
         committed = self._start_offsets(self.offsets.fetch(partitions))
+        client = self._shared_client(partitions)
+        client.ensure_metadata({tp.topic for tp in partitions})
         started: list[PartitionConsumer] = []
         for tp in sorted(partitions):
             consumer = PartitionConsumer(
                 tp,
                 partitions[tp],
-                self._consumer_config,
+                client,
                 start_offset=committed[tp],
                 offset_reset=self._params.group.auto_offset_reset,
                 sink=self._sink,
@@ -249,6 +299,7 @@ class ConsumerConnector:
                 tp,
                 committed[tp] if committed[tp] is not None else self._params.group.auto_offset_reset,
             )
+        client.assign({consumer.tp: consumer.prepare() for consumer in started})
         for consumer in started:
             consumer.start()
 
@@ -285,7 +336,10 @@ class ConsumerConnector:
     def on_partitions_revoked(self, partitions: list[TopicAndPartition]) -> None:
         with self._lock:
             consumers = [self._consumers.pop(tp) for tp in partitions if tp in self._consumers]
+            client = self._client
         self._stop_and_join(consumers)
+        if client is not None and consumers:
+            client.unassign(c.tp for c in consumers)
         if self._before_release is not None and consumers:
             self._before_release({c.tp: c.next_offset for c in consumers})
 

@@ -67,6 +67,10 @@ class FetchStallMonitor:
         self._lock = threading.Lock()
         self._stalls: dict[TopicAndPartition, _Stall] = {}
         self._reported = False
+        # One probe at a time per receiver: its partitions share one client, and a round of
+        # probes of hundreds of idle partitions at once would queue behind each other inside it,
+        # holding every partition thread (and a stop) for as long as the whole round takes.
+        self.probe_gate = threading.Lock()
 
     def watch(self, tp: TopicAndPartition, brokers: str, probe: Probe) -> FetchWatch:
         return FetchWatch(self, tp, brokers, probe, self._clock)
@@ -136,7 +140,13 @@ class FetchWatch:
         now = self._clock()
         if now - self._last_check < self._monitor.probe_interval_s:
             return
-        cause = self._probe()
+        gate = self._monitor.probe_gate
+        if not gate.acquire(blocking=False):
+            return  # another partition probes now: this one's turn comes at a later quiet poll
+        try:
+            cause = self._probe()
+        finally:
+            gate.release()
         self._last_check = self._clock()
         if cause is None:
             self.fetched()

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 from reliable_kafka.dstream.batch_rdd import BlockRDD
 from reliable_kafka.dstream.receiver_input_dstream import ReceiverInputDStream
 from reliable_kafka.kafka.block_reread import recovery_source
+from reliable_kafka.kafka.client import check_client_config
 from reliable_kafka.kafka.consumer_group_receiver import validate_topics
 from reliable_kafka.kafka.decode_errors import DEAD_LETTERED_KEY, SKIPPED_KEY
 from reliable_kafka.kafka.offset_range import ranges_in_metadata
 from reliable_kafka.kafka.params import KafkaParams, parse_kafka_params, redacted
-from reliable_kafka.kafka.partition_consumer import check_client_config
 from reliable_kafka.kafka.receiver_factory import kafka_receiver_descriptor
 from reliable_kafka.storage.storage_level import StorageLevel
 

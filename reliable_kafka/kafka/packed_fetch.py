@@ -185,22 +185,29 @@ class PackedFetch:
     def serve_events(self) -> list[KafkaError]:
         """Runs the consumer's pending callbacks (error_cb, logger) and returns its pending errors.
         ``RuntimeError`` if a record reached the consumer queue: this reader would lose its order."""
-        errors = []
-        for message in self._consumer.consume(_EVENTS_PER_SERVE, 0):
-            error = message.error()
-            if error is None:
-                raise RuntimeError(
-                    f"a record of {message.topic()} [{message.partition()}] reached the consumer queue "
-                    f"of the packed fetch of {self._topic} [{self._partition}]"
-                )
-            errors.append(error)
-        return errors
+        return serve_events(self._consumer)
 
     def close(self) -> None:
         """Releases the queue; before the consumer's ``close()``."""
         if self._queue is not None:
             self._librdkafka.lib.rd_kafka_queue_destroy(self._queue)
             self._queue = None
+
+
+def serve_events(consumer: Consumer) -> list[KafkaError]:
+    """Runs the pending callbacks (error_cb, logger) of a consumer whose partitions are all read
+    by packed fetch, and returns its pending errors. ``RuntimeError`` if a record reached its
+    consumer queue: a partition reader would lose its order."""
+    errors = []
+    for message in consumer.consume(_EVENTS_PER_SERVE, 0):
+        error = message.error()
+        if error is None:
+            raise RuntimeError(
+                f"a record of {message.topic()} [{message.partition()}] reached the consumer queue "
+                "of a packed fetch: its partition reader would lose its order"
+            )
+        errors.append(error)
+    return errors
 
 
 def _kafka_error(code: int, text: bytes | None) -> KafkaError:

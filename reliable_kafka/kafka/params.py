@@ -18,6 +18,11 @@ from reliable_kafka.kafka.fetch_stall import DEFAULT_FETCH_STALL_TIMEOUT_MS, FET
 from reliable_kafka.kafka.zk.broker_discovery import LISTENER_NAME_PARAM
 from reliable_kafka.settings import is_secret_key, redacted
 
+# kafkaParams key (ours, not librdkafka's): what a receiver's client may prefetch, whatever its
+# partition count (see kafka/shared_client.py).
+PREFETCH_PARAM = "receiver.prefetch.bytes"
+DEFAULT_PREFETCH_BYTES = 64 << 20
+
 # is_secret_key and redacted are re-exported: the rule lives with the settings, which must not
 # import the kafka package (it imports the receivers, which import the settings).
 __all__ = [
@@ -83,6 +88,7 @@ _OWN_KEYS = frozenset(
         "metadata.broker.list",
         LISTENER_NAME_PARAM,
         FETCH_STALL_TIMEOUT_PARAM,
+        PREFETCH_PARAM,
         *_AUTO_COMMIT_KEYS,
     }
 )
@@ -152,6 +158,8 @@ class KafkaParams:
     listener_name: str | None = None
     # How long a partition may go without fetching before the receiver reports an error.
     fetch_stall_timeout_ms: int = DEFAULT_FETCH_STALL_TIMEOUT_MS
+    # What the receiver's Kafka client may prefetch, all partitions together.
+    prefetch_bytes: int = DEFAULT_PREFETCH_BYTES
 
     @property
     def bootstrap_servers(self) -> str | None:
@@ -356,4 +364,5 @@ def parse_kafka_params(
             params.get(FETCH_STALL_TIMEOUT_PARAM, DEFAULT_FETCH_STALL_TIMEOUT_MS),
             1,
         ),
+        prefetch_bytes=_integer(PREFETCH_PARAM, params.get(PREFETCH_PARAM, DEFAULT_PREFETCH_BYTES), 1 << 20),
     )

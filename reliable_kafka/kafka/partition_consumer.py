@@ -1,44 +1,29 @@
-"""One partition, one confluent-kafka consumer, one thread: reads by assign() from a given offset.
+"""One partition, one thread, reading through the receiver's shared client from a given offset.
 
-Offsets live in ZooKeeper, so the consumer never joins a Kafka group and never commits; it
-starts at the committed offset, or where ``auto.offset.reset`` says when there is none, and
-librdkafka applies the same reset if that offset is out of range. Broker outages are
-librdkafka's to ride out: it reconnects and resumes fetching at the position it had, so
-transport errors are logged and the thread keeps going.
+The receiver's offset store keeps offsets, so the client never joins a Kafka group through this
+thread and never commits; it starts at the committed offset, or where ``auto.offset.reset`` says
+when there is none, and librdkafka applies the same reset if that offset is out of range. Broker
+outages are librdkafka's to ride out: it reconnects and resumes fetching at the position it had,
+so transport errors are logged and the thread keeps going. The client is shared by every
+partition of the receiver (:mod:`reliable_kafka.kafka.shared_client`).
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import threading
-import time
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable
 
-from confluent_kafka import (
-    OFFSET_BEGINNING,
-    OFFSET_END,
-    Consumer,
-    KafkaError,
-    KafkaException,
-    Message,
-    TopicPartition,
-)
+from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaException, TopicPartition
 
+from reliable_kafka.kafka.client import ClientErrorLog
 from reliable_kafka.kafka.fetch_stall import NO_RECORDS_CAUSE, FetchStallMonitor, FetchWatch, likely_cause
-from reliable_kafka.kafka.packed_fetch import PackedFetch
-from reliable_kafka.kafka.params import OffsetReset, is_secret_key
+from reliable_kafka.kafka.params import OffsetReset
+from reliable_kafka.kafka.shared_client import PackedReader, PartitionReader, SharedFetchClient
 from reliable_kafka.kafka.topic_partition import TopicAndPartition
-from reliable_kafka.storage.block_format import PackedChunk, pack_chunk
-from reliable_kafka.util.librdkafka_log import LibrdkafkaLog
+from reliable_kafka.storage.block_format import PackedChunk
 
 logger = logging.getLogger(__name__)
-# The configuration check's client has no brokers, and says so; nobody needs to read that.
-_quiet_logger = logging.getLogger("reliable_kafka.librdkafka.config_check")
-_quiet_logger.propagate = False
-_quiet_logger.addHandler(logging.NullHandler())
-
 # A Kafka record as blocks decode to it.
 Record = tuple[bytes | None, bytes | None, str, int, int]  # key, value, topic, partition, offset
 
@@ -48,104 +33,21 @@ FailureHandler = Callable[[str, BaseException], None]
 # (partition, committed offset the broker rejected, offset auto.offset.reset chose) -> None.
 OutOfRangeHandler = Callable[[TopicAndPartition, int, int], None]
 
-# Small batches: a consume() of 10,000 messages keeps that many GC-tracked Message objects
-# alive at once, and the collections they trigger cost more than the message handling
+# Small batches: a batch of 10,000 messages keeps that many GC-tracked Message objects alive at
+# once (Python path), and the collections they trigger cost more than the message handling
 # (receiver_bench: ~2.5 vs ~1.4 CPU seconds per million records at 10,000 vs 200); a small
 # batch is also still in the CPU cache when it is packed.
 DEFAULT_BATCH_SIZE = 200
-_message_error = Message.error
-_message_key = Message.key
-_message_value = Message.value
-_message_offset = Message.offset
 DEFAULT_POLL_TIMEOUT_S = 0.2
-# How often a packed fetch serves the consumer's logs and error callbacks.
-_EVENT_SERVE_INTERVAL_S = 0.1
 _METADATA_TIMEOUT_S = 5.0
-_ERROR_LOG_INTERVAL_S = 30.0
-
-# Errors a broker restart or a leader move produces; librdkafka recovers from them itself.
-_TRANSIENT_ERRORS = frozenset(
-    {
-        KafkaError._TRANSPORT,
-        KafkaError._ALL_BROKERS_DOWN,
-        KafkaError._RESOLVE,
-        KafkaError._TIMED_OUT,
-        KafkaError.LEADER_NOT_AVAILABLE,
-        KafkaError.NOT_LEADER_FOR_PARTITION,
-        KafkaError.UNKNOWN_TOPIC_OR_PART,
-        KafkaError.REQUEST_TIMED_OUT,
-        KafkaError.BROKER_NOT_AVAILABLE,
-        KafkaError.NETWORK_EXCEPTION,
-    }
-)
-
-
-class ClientErrorLog:
-    """librdkafka's error callback, logged at most every 30 s per error code so that a broker
-    outage does not flood the log."""
-
-    def __init__(self, name: str) -> None:
-        self._name = name
-        self._last: dict[int, float] = {}
-
-    def __call__(self, error: KafkaError) -> None:
-        self.log(error)
-
-    def log(self, error: KafkaError) -> None:
-        now = time.monotonic()
-        if now - self._last.get(error.code(), -_ERROR_LOG_INTERVAL_S) < _ERROR_LOG_INTERVAL_S:
-            return
-        self._last[error.code()] = now
-        level = logging.INFO if error.code() in _TRANSIENT_ERRORS else logging.WARNING
-        logger.log(level, "%s: %s (librdkafka recovers by itself where it can)", self._name, error)
-
-
-def create_consumer(config: dict[str, Any], name: str) -> Consumer:
-    """A Consumer, or ``ValueError`` with librdkafka's message (it names the bad key)."""
-    try:
-        return Consumer({**config, "error_cb": ClientErrorLog(name), "logger": LibrdkafkaLog()})
-    except (KafkaException, TypeError, ValueError) as exc:
-        raise ValueError(f"kafka params rejected by confluent-kafka: {exc}") from exc
-
-
-# librdkafka's callbacks and logger: the only config values that are not plain data.
-_CALLBACK_KEYS = frozenset({"error_cb", "throttle_cb", "stats_cb", "oauth_cb", "on_commit", "logger"})
-_QUOTED_PROPERTY = re.compile(r'property:? "([^"]+)"')
-
-
-def check_client_config(config: Mapping[str, Any]) -> None:
-    """``ValueError`` naming the key when librdkafka would refuse ``config`` (an unknown key, a
-    bad value, a value of the wrong type). Builds a client without brokers: nothing connects."""
-    for key, value in config.items():
-        if key in _CALLBACK_KEYS:
-            continue
-        if not isinstance(value, str | int | float | bool):
-            raise ValueError(
-                f"kafka param {key}: expected a string, number or boolean, got {type(value).__name__}"
-            )
-    probe = {k: v for k, v in config.items() if k not in ("bootstrap.servers", "metadata.broker.list")}
-    probe.setdefault("group.id", "reliable-kafka-config-check")
-    probe["logger"] = _quiet_logger
-    try:
-        Consumer(probe).close()
-    except (KafkaException, TypeError, ValueError) as exc:
-        error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
-        text = error.str() if error is not None else str(exc)
-        match = _QUOTED_PROPERTY.search(text)
-        key = match.group(1) if match else None
-        if key is not None and is_secret_key(key):
-            # librdkafka quotes the value, and this one is a secret.
-            raise ValueError(f"kafka param {key}: invalid value (rejected by librdkafka)") from None
-        named = f"kafka param {key}: " if key is not None else "kafka params: "
-        raise ValueError(f"{named}{text}") from None
 
 
 class PartitionConsumer:
     """Reads ``tp`` from ``start_offset`` (None: ``offset_reset``) and hands batches to ``sink``.
 
-    With ``packed_fetch`` (and the C extension available) the records are read and packed by
-    :class:`~reliable_kafka.kafka.packed_fetch.PackedFetch`, with the GIL released; otherwise
-    from confluent-kafka's ``Message`` objects, in Python. Both hand ``sink`` the same bytes.
+    The records come through ``client``: read and packed by the C extension with the GIL released
+    (packed fetch), or handed over by the client's dispatcher and packed here (Python path). Both
+    hand ``sink`` the same bytes.
 
     ``on_failure`` hears about errors the thread cannot recover from (fatal client errors, a
     failing sink); the thread has ended by then.
@@ -155,7 +57,7 @@ class PartitionConsumer:
         self,
         tp: TopicAndPartition,
         thread_id: str,
-        config: dict[str, Any],
+        client: SharedFetchClient,
         *,
         start_offset: int | None,
         offset_reset: OffsetReset,
@@ -165,7 +67,6 @@ class PartitionConsumer:
         poll_timeout_s: float = DEFAULT_POLL_TIMEOUT_S,
         on_out_of_range: OutOfRangeHandler | None = None,
         stall_monitor: FetchStallMonitor | None = None,
-        packed_fetch: bool = True,
     ) -> None:
         self.tp = tp
         self._offset_reset = offset_reset
@@ -181,12 +82,11 @@ class PartitionConsumer:
         self.start_offset = start_offset
         if start_offset is None:
             start_offset = OFFSET_BEGINNING if offset_reset == "smallest" else OFFSET_END
-        self._assignment = TopicPartition(tp.topic, tp.partition, start_offset)
-        self._consumer = create_consumer(config, f"{thread_id} {tp}")
-        self._packed_fetch_wanted = packed_fetch
-        self._packed: PackedFetch | None = None
+        self._start_at = start_offset
+        self._client = client
+        self._reader: PartitionReader | None = None
+        self._assigned_here = False
         self._error_log = ClientErrorLog(f"{thread_id} {tp}")
-        self._events_due = 0.0
         self._thread = threading.Thread(
             target=self._run, name=f"kafka-{tp.topic}-{tp.partition}", daemon=True
         )
@@ -194,7 +94,13 @@ class PartitionConsumer:
         self._watch: FetchWatch | None = None
         if stall_monitor is not None:
             self._probe_timeout_s = max(0.1, min(_METADATA_TIMEOUT_S, stall_monitor.probe_interval_s))
-            self._watch = stall_monitor.watch(tp, str(config.get("bootstrap.servers", "")), self._probe)
+            bootstrap = str(client.consumer_config.get("bootstrap.servers", ""))
+            self._watch = stall_monitor.watch(tp, bootstrap, self._probe)
+
+    @property
+    def packed_fetch(self) -> bool:
+        """Whether the C extension reads this partition (known once the thread has started)."""
+        return isinstance(self._reader, PackedReader)
 
     def start(self) -> None:
         self._thread.start()
@@ -203,7 +109,7 @@ class PartitionConsumer:
         """Ask the thread to end (after the batch in hand); see :meth:`join`."""
         self._stopping.set()
         if self._thread.ident is None:
-            self._close()  # never started: the thread that would close it never will
+            self._close()  # never started: the thread that would close its reader never will
 
     def join(self, timeout_s: float | None = None) -> bool:
         if self._thread is threading.current_thread() or not self._thread.is_alive():
@@ -243,26 +149,19 @@ class PartitionConsumer:
             self._close()
 
     def _close(self) -> None:
-        if self._packed is not None:
-            self._packed.close()
-        try:
-            self._consumer.close()
-        except (KafkaException, RuntimeError) as exc:
-            logger.debug("closing the consumer of %s: %r", self.tp, exc)
+        if self._reader is not None:
+            self._reader.close()
+        if self._assigned_here:
+            self._client.unassign([self.tp])
 
-    def _assign(self) -> None:
-        # librdkafka resolves smallest/largest only once it knows the partition's leader, and a
-        # partition assigned before the first metadata reply waits for a fixed 500 ms retry
-        # timer; asking for the topic's metadata first makes the first fetch ~10x sooner.
-        # Best effort: without an answer, librdkafka keeps asking by itself.
-        try:
-            self._consumer.list_topics(self.tp.topic, timeout=_METADATA_TIMEOUT_S)
-        except KafkaException as exc:
-            logger.debug("%s: no metadata before assign (%r); librdkafka retries", self.tp, exc)
+    def prepare(self) -> int:
+        """Before the partition is assigned: repair an out-of-range start, take the partition's
+        reader; returns the offset to assign it at. A connector prepares all the partitions of a
+        rebalance, assigns them in one call and starts their threads; a consumer started
+        unprepared prepares and assigns itself (and unassigns itself when it ends)."""
         self._reset_if_out_of_range()
-        if self._packed_fetch_wanted:
-            self._packed = PackedFetch.attach(self._consumer, self.tp)
-        self._consumer.assign([self._assignment])
+        self._reader = self._client.attach(self.tp)
+        return self._start_at
 
     def _reset_if_out_of_range(self) -> None:
         """Start at the reset offset, and have it committed, when the broker's log no longer (or
@@ -272,7 +171,7 @@ class PartitionConsumer:
         if committed is None:
             return
         try:
-            low, high = self._consumer.get_watermark_offsets(
+            low, high = self._client.consumer.get_watermark_offsets(
                 TopicPartition(self.tp.topic, self.tp.partition), timeout=_METADATA_TIMEOUT_S, cached=False
             )
         except KafkaException as exc:
@@ -290,23 +189,31 @@ class PartitionConsumer:
             self._offset_reset,
             reset_to,
         )
-        self._assignment = TopicPartition(self.tp.topic, self.tp.partition, reset_to)
+        self._start_at = reset_to
         self.next_offset = reset_to
         if self._on_out_of_range is not None:
             self._on_out_of_range(self.tp, committed, reset_to)
 
     def _consume_until_stopped(self) -> None:
-        self._assign()
+        if self._stopping.is_set():
+            return
+        if self._reader is None:
+            self._client.ensure_metadata([self.tp.topic])
+            self._client.assign({self.tp: self.prepare()})
+            self._assigned_here = True
+        reader = self._reader
+        assert reader is not None
         tp = self.tp
-        next_batch = self._next_packed_batch if self._packed is not None else self._next_batch
         batch_size, timeout = self._batch_size, self._poll_timeout_s
         stopping = self._stopping.is_set
         running = self._running
         sink = self._sink
         watch = self._watch
         while not stopping():
-            batch = next_batch(batch_size, timeout)
-            if batch is None:
+            batch = reader.fetch(batch_size, timeout)
+            for error in batch.errors:
+                self._on_error(error)
+            if batch.chunk is None:
                 if watch is not None:
                     watch.quiet()
                 continue
@@ -316,56 +223,15 @@ class PartitionConsumer:
                 while not running.wait(timeout):
                     if stopping():
                         return
-            chunk, first, last = batch
             if watch is not None:
                 watch.fetched()
-            sink(tp, chunk, first, last)
-            self.next_offset = last + 1
-
-    def _next_batch(self, batch_size: int, timeout_s: float) -> tuple[PackedChunk, int, int] | None:
-        """The next records from confluent-kafka's ``Message`` objects, packed; None if none came.
-
-        The whole per-message Python work, as maps over the client's C accessors (no bytecode
-        per message): an error check, then the columns of a chunk, packed while the messages are
-        still in the CPU cache."""
-        messages = self._consumer.consume(batch_size, timeout_s)
-        if not messages:
-            return None
-        if any(map(_message_error, messages)):
-            messages = self._without_errors(messages)
-            if not messages:
-                return None
-        offsets = list(map(_message_offset, messages))
-        chunk = pack_chunk(
-            self.tp.topic,
-            self.tp.partition,
-            list(map(_message_key, messages)),
-            list(map(_message_value, messages)),
-            offsets,
-        )
-        return chunk, offsets[0], offsets[-1]
-
-    def _next_packed_batch(self, batch_size: int, timeout_s: float) -> tuple[PackedChunk, int, int] | None:
-        """The next records read and packed by the C extension; None if none came."""
-        packed = self._packed
-        assert packed is not None
-        now = time.monotonic()
-        if now >= self._events_due:
-            # The consumer queue now carries only the client's logs and errors.
-            self._events_due = now + _EVENT_SERVE_INTERVAL_S
-            for error in packed.serve_events():
-                self._on_error(error)
-        batch = packed.fetch(batch_size, timeout_s)
-        for error in batch.errors:
-            self._on_error(error)
-        if batch.chunk is None:
-            return None
-        return batch.chunk, batch.first_offset, batch.last_offset
+            sink(tp, batch.chunk, batch.first_offset, batch.last_offset)
+            self.next_offset = batch.last_offset + 1
 
     def _probe(self) -> str | None:
         """None when the leader of this partition answers and holds nothing past our position."""
         try:
-            low, high = self._consumer.get_watermark_offsets(
+            low, high = self._client.consumer.get_watermark_offsets(
                 TopicPartition(self.tp.topic, self.tp.partition), timeout=self._probe_timeout_s, cached=False
             )
         except KafkaException as exc:
@@ -379,16 +245,6 @@ class PartitionConsumer:
         if position is not None and high > position:
             return NO_RECORDS_CAUSE.format(position=position, high=high)
         return None
-
-    def _without_errors(self, messages: list[Message]) -> list[Message]:
-        records: list[Message] = []
-        for message in messages:
-            error = message.error()
-            if error is None:
-                records.append(message)
-            else:
-                self._on_error(error)
-        return records
 
     def _on_error(self, error: KafkaError) -> None:
         """An error among the records: fatal ones end the thread, the rest are logged."""

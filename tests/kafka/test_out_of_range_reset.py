@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from reliable_kafka.kafka.partition_consumer import PartitionConsumer
+from reliable_kafka.kafka.shared_client import SharedFetchClient
 from reliable_kafka.kafka.topic_partition import TopicAndPartition
 
 TP = TopicAndPartition("t", 0)
@@ -28,18 +29,17 @@ class WatermarkOnly:
 def consumer(
     start: int | None, reset: str, repaired: list[tuple[TopicAndPartition, int, int]]
 ) -> PartitionConsumer:
+    client = SharedFetchClient(WatermarkOnly(), {}, packed_fetch=False, handoff_bytes=1)  # type: ignore[arg-type]
     partition_consumer = PartitionConsumer(
         TP,
         "thread-0",
-        {"group.id": "g"},
+        client,
         start_offset=start,
         offset_reset=reset,  # type: ignore[arg-type]
         sink=lambda *_: None,
         on_failure=lambda *_: None,
         on_out_of_range=lambda tp, old, new: repaired.append((tp, old, new)),
     )
-    partition_consumer._consumer.close()
-    partition_consumer._consumer = WatermarkOnly()  # type: ignore[assignment]
     return partition_consumer
 
 
@@ -53,7 +53,7 @@ def test_an_offset_outside_the_log_starts_at_the_reset_offset_and_is_reported(
     repaired: list[tuple[TopicAndPartition, int, int]] = []
     c = consumer(start, reset, repaired)
     c._reset_if_out_of_range()
-    assert c._assignment.offset == expected
+    assert c._start_at == expected
     assert c.next_offset == expected
     assert repaired == [(TP, start, expected)]
 
@@ -62,7 +62,7 @@ def test_an_offset_outside_the_log_starts_at_the_reset_offset_and_is_reported(
 def test_an_offset_inside_the_log_or_none_is_kept(start: int | None) -> None:
     repaired: list[tuple[TopicAndPartition, int, int]] = []
     c = consumer(start, "smallest", repaired)
-    before = c._assignment.offset
+    before = c._start_at
     c._reset_if_out_of_range()
-    assert c._assignment.offset == before
+    assert c._start_at == before
     assert repaired == []

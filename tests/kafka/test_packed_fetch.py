@@ -16,6 +16,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, To
 from reliable_kafka.kafka import packed_fetch
 from reliable_kafka.kafka.packed_fetch import SWITCH_ENV, FetchedBatch, PackedFetch
 from reliable_kafka.kafka.partition_consumer import PartitionConsumer
+from reliable_kafka.kafka.shared_client import SharedFetchClient
 from reliable_kafka.kafka.topic_partition import TopicAndPartition
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.storage.block_format import PackedChunk, decode_block, encode_chunks, pack_chunk
@@ -122,23 +123,26 @@ def test_a_partition_consumer_hands_the_sink_the_same_chunks_either_way(
         with lock:
             return sum(chunk.num_records for chunk, _, _ in handed)
 
+    client = SharedFetchClient.create(
+        local_cluster.client_config(**{"group.id": unique_name("g")}), "test", packed_fetch=packed
+    )
     consumer = PartitionConsumer(
         TopicAndPartition(topic, 0),
         "thread-0",
-        local_cluster.client_config(**{"group.id": unique_name("g")}),
+        client,
         start_offset=None,
         offset_reset="smallest",
         sink=sink,
         on_failure=lambda message, error: pytest.fail(f"{message}: {error!r}"),
-        packed_fetch=packed,
     )
     consumer.start()
     try:
         wait_for(lambda: received() >= len(records), 60, "every record")
-        assert (consumer._packed is not None) is packed
+        assert consumer.packed_fetch is packed
     finally:
         consumer.stop()
         assert consumer.join(30)
+        client.close()
     with lock:
         chunks = [chunk for chunk, _, _ in handed]
         ranges = [(first, last) for _, first, last in handed]

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from reliable_kafka.kafka.partition_consumer import PartitionConsumer
+from reliable_kafka.kafka.shared_client import SharedFetchClient
 from reliable_kafka.kafka.topic_partition import TopicAndPartition
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.storage.block_format import PackedChunk
@@ -36,16 +37,18 @@ def test_a_paused_consumer_hands_nothing_over_and_resumes_at_the_next_offset(
         with lock:
             return handed[-1][1] if handed else -1
 
+    client = SharedFetchClient.create(
+        local_cluster.client_config(**{"group.id": unique_name("g")}), "test", packed_fetch=packed
+    )
     consumer = PartitionConsumer(
         TopicAndPartition(topic, 0),
         "thread-0",
-        local_cluster.client_config(**{"group.id": unique_name("g")}),
+        client,
         start_offset=0,
         offset_reset="smallest",
         sink=sink,
         on_failure=lambda message, error: pytest.fail(f"{message}: {error!r}"),
         batch_size=10,
-        packed_fetch=packed,
     )
     consumer.start()
     try:
@@ -62,6 +65,7 @@ def test_a_paused_consumer_hands_nothing_over_and_resumes_at_the_next_offset(
     finally:
         consumer.stop()
         consumer.join(30)
+        client.close()
     with lock:
         offsets = [o for first, last in handed for o in range(first, last + 1)]
     assert offsets == list(range(200)), "skipped or repeated offsets across the pause"

@@ -34,9 +34,10 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from reliable_kafka.kafka.client import ClientErrorLog
 from reliable_kafka.kafka.group_member import RebalanceListener, consumer_thread_id, new_consumer_id
-from reliable_kafka.kafka.partition_consumer import ClientErrorLog, LibrdkafkaLog
 from reliable_kafka.kafka.topic_partition import TopicAndPartition
+from reliable_kafka.util.librdkafka_log import LibrdkafkaLog
 
 logger = logging.getLogger(__name__)
 

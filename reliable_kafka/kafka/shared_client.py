@@ -1,0 +1,388 @@
+"""One librdkafka client per receiver, shared by its partition threads.
+
+A confluent-kafka ``Consumer`` is a whole librdkafka client: its own threads, a connection per
+broker, and a prefetch queue filled up to ``queued.max.messages.kbytes`` (64 MB by default). One
+per partition made a receiver of 256 partitions hold ~1,300 threads and fetch up to 16 GB ahead.
+Here every partition thread of a receiver reads through the receiver's one client, which fetches
+for all of its partitions over one connection per broker; each thread still reads only its own
+partition, in order:
+
+- **Packed fetch** (the C extension): each partition's librdkafka queue is detached from the
+  consumer queue before the partition is assigned, and its thread reads it directly
+  (:class:`~reliable_kafka.kafka.packed_fetch.PackedFetch`); the consumer queue then carries
+  only the client's logs and errors, served by whichever partition thread comes first.
+- **Python path** (no extension): confluent-kafka offers no per-partition queues, so one
+  dispatcher thread polls the client and hands each partition's messages to that partition's
+  thread (:class:`PartitionHandoff`), which packs them; a partition whose thread falls behind by
+  its share of the prefetch budget is paused in librdkafka (which then stops fetching it) until
+  its thread catches up. Packing stays on the partition threads, as with packed fetch.
+
+Prefetch is bounded per receiver, not per partition (:func:`prefetch_config`).
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+
+from reliable_kafka.kafka.client import create_consumer
+from reliable_kafka.kafka.packed_fetch import FetchedBatch, PackedFetch, serve_events
+from reliable_kafka.kafka.params import DEFAULT_PREFETCH_BYTES
+from reliable_kafka.kafka.topic_partition import TopicAndPartition
+from reliable_kafka.storage.block_format import PackedChunk, pack_chunk
+from reliable_kafka.util.malloc_tuning import tune_malloc_for_receivers
+
+logger = logging.getLogger(__name__)
+
+# The librdkafka keys the prefetch budget sets, unless kafkaParams set them.
+_QUEUED_KBYTES = "queued.max.messages.kbytes"
+_FETCH_MAX_BYTES = "fetch.max.bytes"
+_PARTITION_FETCH_BYTES = "max.partition.fetch.bytes"
+# Below this a partition's share would make every fetch a round trip for a few records.
+_MIN_SHARE_BYTES = 16 << 10
+_MAX_PARTITION_FETCH_BYTES = 1 << 20
+# How often the client's logs and errors are served off the consumer queue (packed fetch).
+_EVENT_SERVE_INTERVAL_S = 0.1
+_DISPATCH_BATCH = 500
+_DISPATCH_TIMEOUT_S = 0.1
+_METADATA_TIMEOUT_S = 5.0
+
+
+_message_error = Message.error
+_message_key = Message.key
+_message_value = Message.value
+_message_offset = Message.offset
+
+
+def _size(messages: list[Message]) -> int:
+    """What ``messages`` weigh against a partition's share of the prefetch budget."""
+    return sum(len(v) for v in map(_message_value, messages) if v) + sum(
+        len(k) for k in map(_message_key, messages) if k
+    )
+
+
+def prefetch_config(budget_bytes: int, partitions: int, client_config: Mapping[str, Any]) -> dict[str, Any]:
+    """librdkafka settings that keep a receiver's prefetch within ``budget_bytes`` whatever its
+    partition count (see :func:`receiver_memory_bound`). Each partition gets a share of a quarter
+    of the budget: librdkafka fetches a partition while its queue holds less than
+    ``queued.max.messages.kbytes`` (half the share), and a fetch adds at most
+    ``max.partition.fetch.bytes`` (the other half, at most librdkafka's default of 1 MiB), so a
+    queue holds at most its share, and the batch its thread holds (taken from the queue) at
+    most as much again. One fetch response of at most a quarter of the budget is in flight per
+    broker. Keys already in ``client_config`` are left as the user set them."""
+    share = max(_MIN_SHARE_BYTES, budget_bytes // 4 // max(1, partitions))
+    fetch_max = max(_MIN_SHARE_BYTES, budget_bytes // 4)
+    wanted = {
+        _QUEUED_KBYTES: max(1, share // 2 // 1024),
+        _PARTITION_FETCH_BYTES: min(_MAX_PARTITION_FETCH_BYTES, share // 2),
+        _FETCH_MAX_BYTES: fetch_max,
+    }
+    return {key: value for key, value in wanted.items() if key not in client_config}
+
+
+# What each partition costs a receiver whatever it reads: its thread (stack pages touched, the
+# interpreter's thread state), its fetch watch and librdkafka's state of it (measured: ~16 MiB
+# for 256 partitions).
+PER_PARTITION_BYTES = 64 << 10
+# librdkafka's bookkeeping of each prefetched record, beyond its bytes (its op and message).
+PER_RECORD_BYTES = 320
+
+
+def receiver_memory_bound(
+    prefetch_bytes: int, max_buffered_bytes: int, *, brokers: int, partitions: int, record_bytes: int
+) -> int:
+    """What a Kafka receiver holds at most beyond its process's size before it started, for
+    records of about ``record_bytes``:
+
+    - prefetch: the partitions' queues and the batches their threads hold, half the budget, plus
+      librdkafka's bookkeeping of those records, plus one fetch response (a quarter of the
+      budget) per broker;
+    - the blocks received and not yet stored (``spark.streaming.receiver.maxBufferedBytes``),
+      the one being stored counted twice (its chunks and its joined copy);
+    - a fixed cost per partition (:data:`PER_PARTITION_BYTES`).
+    """
+    share = max(_MIN_SHARE_BYTES, prefetch_bytes // 4 // max(1, partitions))
+    held = 2 * share * partitions
+    held += held // max(1, record_bytes) * PER_RECORD_BYTES
+    prefetch = held + brokers * max(_MIN_SHARE_BYTES, prefetch_bytes // 4)
+    return prefetch + 2 * max_buffered_bytes + partitions * PER_PARTITION_BYTES
+
+
+class PartitionReader(Protocol):
+    """What a partition thread reads its records through."""
+
+    def fetch(self, max_messages: int, timeout_s: float) -> FetchedBatch: ...
+
+    def close(self) -> None: ...
+
+
+class SharedFetchClient:
+    """The receiver's client. Thread-safe: partition threads attach, assign and unassign their
+    own partitions concurrently; :meth:`close` once every partition thread has ended."""
+
+    def __init__(
+        self,
+        consumer: Consumer,
+        consumer_config: Mapping[str, Any],
+        *,
+        packed_fetch: bool,
+        handoff_bytes: int,
+    ) -> None:
+        self.consumer = consumer
+        # Plain data only (no callbacks): what the fetch-stall report names (bootstrap.servers).
+        self.consumer_config = dict(consumer_config)
+        self._packed_fetch = packed_fetch
+        self._handoff_bytes = handoff_bytes
+        self._lock = threading.Lock()
+        # librdkafka's (incremental_)assign waits for ever while another thread is inside
+        # consume() of the same consumer: the dispatcher polls under this lock, and assignment
+        # changes take it between two polls.
+        self._poll_lock = threading.Lock()
+        self._handoffs: dict[TopicAndPartition, PartitionHandoff] = {}
+        self._dispatcher: threading.Thread | None = None
+        self._closing = threading.Event()
+        self._events_due = 0.0
+        self._client_errors: list[KafkaError] = []
+
+    @classmethod
+    def create(
+        cls,
+        config: Mapping[str, Any],
+        name: str,
+        *,
+        prefetch_bytes: int = DEFAULT_PREFETCH_BYTES,
+        partitions: int = 1,
+        packed_fetch: bool = True,
+    ) -> SharedFetchClient:
+        """A client for up to ``partitions`` partitions within ``prefetch_bytes`` (see
+        :func:`prefetch_config`); ``ValueError`` naming the key librdkafka refuses."""
+        tune_malloc_for_receivers()  # before any partition thread allocates (util/malloc_tuning.py)
+        tuned = {**config, **prefetch_config(prefetch_bytes, partitions, config)}
+        handoff_bytes = int(tuned[_QUEUED_KBYTES]) * 1024
+        return cls(
+            create_consumer(tuned, name), tuned, packed_fetch=packed_fetch, handoff_bytes=handoff_bytes
+        )
+
+    # ------------------------------------------------------------ partitions
+
+    def attach(self, tp: TopicAndPartition) -> PartitionReader:
+        """The reader of ``tp``; call before :meth:`assign`."""
+        if self._packed_fetch:
+            packed = PackedFetch.attach(self.consumer, tp)
+            if packed is not None:
+                return PackedReader(self, packed)
+        handoff = PartitionHandoff(self, tp, self._handoff_bytes)
+        with self._lock:
+            self._handoffs[tp] = handoff
+            if self._dispatcher is None:
+                self._dispatcher = threading.Thread(
+                    target=self._dispatch, name="kafka-fetch-dispatcher", daemon=True
+                )
+                self._dispatcher.start()
+        return handoff
+
+    def ensure_metadata(self, topics: Iterable[str]) -> None:
+        """Ask for the topics' metadata now, once for all their partitions: librdkafka resolves
+        smallest/largest only once it knows a partition's leader, and a partition assigned before
+        the first metadata reply waits for a fixed 500 ms retry timer (asking first makes the
+        first fetch ~10x sooner). Best effort: without an answer, librdkafka keeps asking."""
+        for topic in sorted(set(topics)):
+            try:
+                self.consumer.list_topics(topic, timeout=_METADATA_TIMEOUT_S)
+            except KafkaException as exc:
+                logger.debug("%s: no metadata before assign (%r); librdkafka retries", topic, exc)
+
+    def assign(self, offsets: Mapping[TopicAndPartition, int]) -> None:
+        """Start fetching these partitions, in one assignment change (librdkafka serves each
+        change on its own: one per partition of a 256-partition rebalance took seconds)."""
+        assignment = [TopicPartition(tp.topic, tp.partition, offset) for tp, offset in offsets.items()]
+        with self._poll_lock:
+            self.consumer.incremental_assign(assignment)
+
+    def unassign(self, partitions: Iterable[TopicAndPartition]) -> None:
+        """Stop fetching these partitions (their threads have ended), in one change."""
+        partitions = list(partitions)
+        with self._lock:
+            for tp in partitions:
+                self._handoffs.pop(tp, None)
+        try:
+            with self._poll_lock:
+                self.consumer.incremental_unassign(
+                    [TopicPartition(tp.topic, tp.partition) for tp in partitions]
+                )
+        except (KafkaException, RuntimeError) as exc:
+            logger.debug("unassigning %s: %r", partitions, exc)
+
+    def pause(self, tp: TopicAndPartition) -> None:
+        self.consumer.pause([TopicPartition(tp.topic, tp.partition)])
+
+    def resume(self, tp: TopicAndPartition) -> None:
+        self.consumer.resume([TopicPartition(tp.topic, tp.partition)])
+
+    # ------------------------------------------------------------ client events
+
+    def serve_events(self) -> list[KafkaError]:
+        """Packed fetch: the client's pending logs and errors, at most every 100 ms, by one
+        partition thread at a time (the others go on reading)."""
+        now = time.monotonic()
+        if now < self._events_due or not self._poll_lock.acquire(blocking=False):
+            return []
+        try:
+            self._events_due = now + _EVENT_SERVE_INTERVAL_S
+            return serve_events(self.consumer)
+        finally:
+            self._poll_lock.release()
+
+    def _dispatch(self) -> None:
+        """Python path: poll the client, hand each partition its messages in order."""
+        while not self._closing.is_set():
+            try:
+                with self._poll_lock:
+                    messages = self.consumer.consume(_DISPATCH_BATCH, _DISPATCH_TIMEOUT_S)
+            except (KafkaException, RuntimeError) as exc:
+                if self._closing.is_set():
+                    return
+                self._fail_all(exc)
+                return
+            by_partition: dict[TopicAndPartition, list[Message]] = {}
+            for message in messages:
+                error = message.error()
+                topic, partition = message.topic(), message.partition()
+                if error is not None and (topic is None or partition is None or partition < 0):
+                    self._client_error(error)
+                    continue
+                by_partition.setdefault(TopicAndPartition(topic, partition), []).append(message)
+            with self._lock:
+                handoffs = {tp: self._handoffs.get(tp) for tp in by_partition}
+            for tp, batch in by_partition.items():
+                handoff = handoffs[tp]
+                if handoff is not None:  # else unassigned meanwhile: its next owner reads them
+                    handoff.put(batch)
+
+    def _client_error(self, error: KafkaError) -> None:
+        """An error of the whole client (not one partition's): fatal ones end every partition."""
+        if error.fatal():
+            self._fail_all(KafkaException(error))
+            return
+        with self._lock:
+            handoffs = list(self._handoffs.values())
+        for handoff in handoffs[:1]:  # logged once, by one partition thread
+            handoff.put_error(error)
+
+    def _fail_all(self, exc: BaseException) -> None:
+        with self._lock:
+            handoffs = list(self._handoffs.values())
+        for handoff in handoffs:
+            handoff.fail(exc)
+
+    # ------------------------------------------------------------ life cycle
+
+    def close(self) -> None:
+        self._closing.set()
+        dispatcher = self._dispatcher
+        if dispatcher is not None and dispatcher is not threading.current_thread():
+            dispatcher.join()
+        try:
+            self.consumer.close()
+        except (KafkaException, RuntimeError) as exc:
+            logger.debug("closing the receiver's Kafka client: %r", exc)
+
+
+class PackedReader:
+    """A partition's queue read by the C extension, plus the client's events now and then."""
+
+    def __init__(self, client: SharedFetchClient, packed: PackedFetch) -> None:
+        self._client = client
+        self._packed = packed
+
+    def fetch(self, max_messages: int, timeout_s: float) -> FetchedBatch:
+        events = self._client.serve_events()
+        batch = self._packed.fetch(max_messages, timeout_s)
+        return batch._replace(errors=events + batch.errors) if events else batch
+
+    def close(self) -> None:
+        self._packed.close()
+
+
+class PartitionHandoff:
+    """Python path: one partition's messages from the dispatcher to its thread, bounded.
+
+    Past ``max_bytes`` waiting, the partition is paused in librdkafka; below half, resumed.
+    A pause drops what librdkafka had prefetched of it and resumes at the next message not yet
+    handed over, so nothing is skipped or read twice.
+    """
+
+    def __init__(self, client: SharedFetchClient, tp: TopicAndPartition, max_bytes: int) -> None:
+        self._client = client
+        self.tp = tp
+        self._max_bytes = max(1, max_bytes)
+        self._cond = threading.Condition()
+        self._messages: collections.deque[Message] = collections.deque()
+        self._errors: list[KafkaError] = []
+        self._bytes = 0
+        self._paused = False
+        self._failure: BaseException | None = None
+
+    def put(self, messages: Iterable[Message]) -> None:
+        pause = False
+        batch = list(messages)
+        if any(map(_message_error, batch)):
+            errors = [m.error() for m in batch if m.error() is not None]
+            batch = [m for m in batch if m.error() is None]
+        else:
+            errors = []
+        with self._cond:
+            self._errors.extend(errors)
+            self._messages.extend(batch)
+            self._bytes += _size(batch)
+            if self._bytes > self._max_bytes and not self._paused:
+                self._paused = pause = True
+            self._cond.notify_all()
+        if pause:
+            self._client.pause(self.tp)
+
+    def put_error(self, error: KafkaError) -> None:
+        with self._cond:
+            self._errors.append(error)
+            self._cond.notify_all()
+
+    def fail(self, exc: BaseException) -> None:
+        with self._cond:
+            self._failure = exc
+            self._cond.notify_all()
+
+    def fetch(self, max_messages: int, timeout_s: float) -> FetchedBatch:
+        resume = False
+        with self._cond:
+            if not self._messages and not self._errors and self._failure is None:
+                self._cond.wait(timeout_s)
+            if self._failure is not None:
+                raise self._failure
+            errors, self._errors = self._errors, []
+            taken = [self._messages.popleft() for _ in range(min(max_messages, len(self._messages)))]
+            self._bytes -= _size(taken)
+            if self._paused and self._bytes <= self._max_bytes // 2:
+                self._paused, resume = False, True
+        if resume:
+            self._client.resume(self.tp)
+        if not taken:
+            return FetchedBatch(None, -1, -1, errors)
+        # Maps over the client's C accessors: no bytecode per message.
+        offsets = list(map(_message_offset, taken))
+        chunk: PackedChunk = pack_chunk(
+            self.tp.topic,
+            self.tp.partition,
+            list(map(_message_key, taken)),
+            list(map(_message_value, taken)),
+            offsets,
+        )
+        return FetchedBatch(chunk, offsets[0], offsets[-1], errors)
+
+    def close(self) -> None:
+        pass  # the client forgets it on unassign
