@@ -434,6 +434,10 @@ class ReceiverTracker:
         """How many times the receiver of a stream was started (1 + restarts)."""
         return self._launcher.launch_count(stream_id)
 
+    def restart_delay_ms(self, stream_id: int) -> int:
+        """How long the receiver of a stream would wait before its next start, were it to end now."""
+        return self._launcher.restart_delay_ms(stream_id)
+
     def all_receivers_stopped(self) -> bool:
         """No receiver registered and none about to (re)start."""
         with self._lock:
