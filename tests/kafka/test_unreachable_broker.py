@@ -28,7 +28,8 @@ from tests.e2e.helpers import wait_until
 from tests.kafka.harness import FAST_GROUP_PARAMS, produce
 from tests.scheduler.fakes import FakeStream, FakeStreamingContext
 
-pytestmark = pytest.mark.integration
+# Brokers from ZooKeeper's /brokers/ids: every broker line that has ZooKeeper.
+pytestmark = [pytest.mark.integration, pytest.mark.brokers("3.9", "0.9")]
 
 RESTART_DELAY_MS = 200
 MAX_RESTART_DELAY_MS = 1600
@@ -83,8 +84,6 @@ def messages(caplog: pytest.LogCaptureFixture, logger: str, level: int) -> list[
 def test_an_unreachable_broker_is_logged_and_reported_once_restarts_back_off_and_the_receiver_recovers(
     local_cluster: LocalCluster, admin_zk: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    if not local_cluster.has_zookeeper:
-        pytest.skip("brokers are discovered from ZooKeeper")
     topic, group = unique_name("unreachable"), unique_name("g")
     local_cluster.create_topic(topic, partitions=1)
     chroot, registration = chroot_with_unreachable_broker(admin_zk, topic)
@@ -180,8 +179,6 @@ finally:
 def test_a_receiver_task_logs_through_logging_with_time_level_logger_and_stream_id(
     local_cluster: LocalCluster, admin_zk: Any
 ) -> None:
-    if not local_cluster.has_zookeeper:
-        pytest.skip("brokers are discovered from ZooKeeper")
     topic = unique_name("unreachable")
     local_cluster.create_topic(topic, partitions=1)
     chroot, _ = chroot_with_unreachable_broker(admin_zk, topic)
