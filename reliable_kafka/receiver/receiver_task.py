@@ -218,7 +218,10 @@ def _run(description: ReceiverTaskDescription) -> str:
                 ),
             )
         except Exception as exc:
-            endpoint.report_error(
+            # Reported as a launch that ended with this error (not a receiver's report_error): the
+            # tracker counts it in the failure streak, so a receiver that cannot be built on
+            # every launch is logged and told to the listeners once, and restarted less often.
+            endpoint.deregister_receiver(
                 sid, f"Could not create receiver {sid} on executor {executor_id}", format_error(exc)
             )
             return f"Receiver {sid} could not be created: {exc!r}"
