@@ -149,6 +149,14 @@ class ReceiverSettings(_Section):
     max_rate: int = Field(0, ge=0, description="spark.streaming.receiver.maxRate; 0 = unlimited")
     block_store_timeout_s: int = Field(30, gt=0, description="spark.streaming.receiver.blockStoreTimeout")
     restart_delay_ms: int = Field(2000, ge=0, description="spark.streaming.receiverRestartDelay")
+    max_restart_delay_ms: int = Field(
+        60_000,
+        ge=0,
+        description=(
+            "spark.streaming.receiver.maxRestartDelay: a receiver that keeps failing waits twice as "
+            "long before each restart, from spark.streaming.receiverRestartDelay up to this"
+        ),
+    )
     store_max_attempts: int = Field(
         4, ge=1, description="attempts to store a block before the receiver stops"
     )
@@ -250,6 +258,11 @@ _SPARK_KEYS: dict[str, tuple[str, str, Any]] = {
     "spark.streaming.receiverRestartDelay": (
         "receiver",
         "restart_delay_ms",
+        lambda v: parse_time_ms(v, "ms"),
+    ),
+    "spark.streaming.receiver.maxRestartDelay": (
+        "receiver",
+        "max_restart_delay_ms",
         lambda v: parse_time_ms(v, "ms"),
     ),
     "spark.streaming.receiver.placement": ("receiver", "placement", lambda v: v.strip().lower()),

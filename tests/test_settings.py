@@ -21,6 +21,7 @@ def test_defaults_are_sparks() -> None:
     assert settings.receiver.max_rate == 0
     assert settings.receiver.block_store_timeout_s == 30
     assert settings.receiver.restart_delay_ms == 2000
+    assert settings.receiver.max_restart_delay_ms == 60_000  # ours: Spark restarts every 2 s for ever
     assert settings.wal.enable is False
     assert settings.wal.rolling_interval_s == 60
     assert settings.wal.max_failures == 3
@@ -37,6 +38,7 @@ def test_spark_conf_keys_are_read() -> None:
             "spark.streaming.blockInterval": "50ms",
             "spark.streaming.receiver.writeAheadLog.enable": "true",
             "spark.streaming.receiver.blockStoreTimeout": "1min",
+            "spark.streaming.receiver.maxRestartDelay": "30s",
             "spark.streaming.concurrentJobs": "3",
             "spark.streaming.backpressure.pid.minRate": "10",
             "spark.app.name": "ignored",
@@ -45,6 +47,7 @@ def test_spark_conf_keys_are_read() -> None:
     assert settings.receiver.block_interval_ms == 50
     assert settings.wal.enable is True
     assert settings.receiver.block_store_timeout_s == 60
+    assert settings.receiver.max_restart_delay_ms == 30_000
     assert settings.jobs.concurrent_jobs == 3
     assert settings.backpressure.pid_min_rate == 10.0
 

@@ -23,30 +23,41 @@ class FailureLog:
         self._lock = threading.Lock()
         self._failures = 0
         self._since = 0.0
+        self._last_text: str | None = None
 
     @property
     def failing(self) -> bool:
         # No lock: callers on a hot path only ask whether to call succeeded(), which locks.
         return self._failures > 0
 
-    def failed(self, error: BaseException, detail: str = "") -> None:
-        """Log a failure: with its traceback if it is the first of a run, else one line."""
+    def failed(self, error: BaseException | str, detail: str = "") -> None:
+        """Log a failure: with its traceback if it is the first of a run, else one line.
+
+        ``error`` may be text: a failure another process reported (a receiver on an executor),
+        whose traceback stays with that process. Repeated word for word, as a failure retried
+        against the same broken server is, it becomes "the same error" after the first line.
+        """
         with self._lock:
             self._failures += 1
             failures = self._failures
             if failures == 1:
                 self._since = time.monotonic()
+                self._last_text = None
+            same = isinstance(error, str) and error == self._last_text
+            self._last_text = error if isinstance(error, str) else None
         suffix = f" ({detail})" if detail else ""
         if failures == 1:
-            self._logger.log(self._level, "%s failed%s: %s", self._what, suffix, error, exc_info=error)
+            exc_info = error if isinstance(error, BaseException) else None
+            self._logger.log(self._level, "%s failed%s: %s", self._what, suffix, error, exc_info=exc_info)
         else:
+            shown = repr(error) if isinstance(error, BaseException) else error
             self._logger.log(
                 self._level,
-                "%s failed again%s, %d failures in a row: %r",
+                "%s failed again%s, %d failures in a row: %s",
                 self._what,
                 suffix,
                 failures,
-                error,
+                "the same error" if same else shown,
             )
 
     def succeeded(self) -> None:

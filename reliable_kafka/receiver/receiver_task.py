@@ -11,6 +11,10 @@ streaming settings, where the driver's tracker listens and the context's secret)
    connection): the last batches of a graceful stop still read them;
 5. removes its blocks and ends. A lost connection stops the receiver (it could no longer report
    blocks), so the task ends and the driver, if alive, relaunches it.
+
+Its log lines (and those of everything it runs: broker discovery, kazoo, the WAL) go through
+Python logging with time, level, logger and the receiver's stream id; see
+:func:`receiver_task_logging`.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import logging
 import os
 import threading
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +47,9 @@ from reliable_kafka.util.located_rdd import current_executor, task_attempt_numbe
 logger = logging.getLogger(__name__)
 
 INSTRUMENTS_INTERVAL_S = 5.0
+
+#: How a receiver task's lines look when the worker has no logging configuration of its own.
+RECEIVER_TASK_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s [receiver %(receiver_stream)s]: %(message)s"
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,8 +110,49 @@ def run_receiver_task(_split: int, elements: Iterable[bytes]) -> Iterator[bytes]
     here and reported to the tracker, so nothing has to travel back through Spark's pickles."""
     for raw in elements:
         description = ReceiverTaskDescription.decode(raw)
-        logger.info("%s", _run(description))
+        with receiver_task_logging(description.stream_id):
+            logger.info("%s", _run(description))
     return iter(())
+
+
+class _ReceiverStreamFilter(logging.Filter):
+    """Adds ``receiver_stream`` to every record: the stream of the receiver task this worker runs
+    (a Python worker runs one task at a time), "-" between tasks (a reused worker's batch tasks)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stream_id: int | None = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.receiver_stream = "-" if self.stream_id is None else self.stream_id
+        return True
+
+
+_stream_filter = _ReceiverStreamFilter()
+_handler_lock = threading.Lock()
+
+
+@contextmanager
+def receiver_task_logging(stream_id: int) -> Iterator[None]:
+    """Log the receiver task of ``stream_id`` through Python logging, to the worker's stderr.
+
+    A Python worker starts with no logging configuration, so a WARNING reached stderr through
+    logging's last resort: the bare message, without time, level or logger, and nothing saying
+    which receiver it is about. Installs one handler on the root logger per worker, unless the
+    application configured the worker's logging itself (then its handlers stay in charge).
+    """
+    with _handler_lock:
+        root = logging.getLogger()
+        if not root.handlers:
+            handler = logging.StreamHandler()  # stderr: Spark keeps it in the executor's log
+            handler.setFormatter(logging.Formatter(RECEIVER_TASK_LOG_FORMAT))
+            handler.addFilter(_stream_filter)
+            root.addHandler(handler)
+        _stream_filter.stream_id = stream_id
+    try:
+        yield
+    finally:
+        _stream_filter.stream_id = None
 
 
 def _run(description: ReceiverTaskDescription) -> str:
@@ -169,7 +218,10 @@ def _run(description: ReceiverTaskDescription) -> str:
                 ),
             )
         except Exception as exc:
-            endpoint.report_error(
+            # Reported as a launch that ended with this error (not a receiver's report_error): the
+            # tracker counts it in the failure streak, so a receiver that cannot be built on
+            # every launch is logged and told to the listeners once, and restarted less often.
+            endpoint.deregister_receiver(
                 sid, f"Could not create receiver {sid} on executor {executor_id}", format_error(exc)
             )
             return f"Receiver {sid} could not be created: {exc!r}"

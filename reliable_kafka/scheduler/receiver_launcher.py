@@ -8,6 +8,12 @@ callback:
 2. if the tracker is stopping, finish;
 3. else wait the restart delay, ask the tracker to reschedule the receiver, and go to 1.
 
+The restart delay is Spark's (``spark.streaming.receiverRestartDelay``) after a receiver that
+worked, and doubles with each restart of one that keeps failing, up to
+``spark.streaming.receiver.maxRestartDelay``: a receiver whose broker is unreachable would
+otherwise start, fail and log every 2 s for as long as it lasts. The tracker counts the failed
+launches in a row; a stored block ends the count. The wait ends at once when the tracker stops.
+
 How an incarnation runs is the :class:`ReceiverRunner`'s business: a supervisor thread in this
 process (driver placement) or a one-task Spark job on an executor (executor placement).
 """
@@ -19,6 +25,8 @@ import threading
 import time
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, Protocol
+
+from reliable_kafka.util.clock import Clock, SystemClock
 
 if TYPE_CHECKING:
     from reliable_kafka.dstream.receiver_input_dstream import ReceiverInputDStream
@@ -77,14 +85,36 @@ class LaunchTarget(Protocol):
 
     def receiver_failed(self, stream_id: int, error: BaseException) -> None: ...
 
+    def failure_streak(self, stream_id: int) -> int:
+        """How many launches of the receiver in a row failed (0: it worked since the last one)."""
+        ...
+
+
+def backoff_delay_ms(first_ms: int, max_ms: int, failure_streak: int) -> int:
+    """The wait before a restart: ``first_ms`` unless the last launches failed, then doubled per
+    failed launch after the first, at most ``max_ms`` (never below ``first_ms``)."""
+    doublings = min(max(failure_streak - 1, 0), 32)  # 2 s << 32 is past any cap
+    return max(first_ms, min(first_ms << doublings, max_ms))
+
 
 class ReceiverLauncher:
     """One launcher thread per receiver stream; see the module docstring."""
 
-    def __init__(self, target: LaunchTarget, runner: ReceiverRunner, restart_delay_ms: int) -> None:
+    def __init__(
+        self,
+        target: LaunchTarget,
+        runner: ReceiverRunner,
+        restart_delay_ms: int,
+        max_restart_delay_ms: int | None = None,
+        clock: Clock | None = None,
+    ) -> None:
         self._target = target
         self.runner = runner
-        self._restart_delay_s = restart_delay_ms / 1000
+        self._restart_delay_ms = restart_delay_ms
+        # No cap given: no backoff, Spark's fixed delay.
+        self._max_restart_delay_ms = max_restart_delay_ms or restart_delay_ms
+        # Not the batch clock: tests that step batch time by hand still restart receivers.
+        self._clock: Clock = clock or SystemClock()
         self._lock = threading.Lock()
         self._threads: dict[int, threading.Thread] = {}
         self._launch_counts: dict[int, int] = {}
@@ -105,6 +135,11 @@ class ReceiverLauncher:
     def launch_count(self, stream_id: int) -> int:
         with self._lock:
             return self._launch_counts.get(stream_id, 0)
+
+    def restart_delay_ms(self, stream_id: int) -> int:
+        """How long the receiver would wait were its incarnation to end now."""
+        streak = self._target.failure_streak(stream_id)
+        return backoff_delay_ms(self._restart_delay_ms, self._max_restart_delay_ms, streak)
 
     def any_running(self) -> bool:
         with self._lock:
@@ -130,8 +165,13 @@ class ReceiverLauncher:
                 self._target.receiver_failed(stream.id, exc)
             if self._target.stopping.is_set():
                 break
-            logger.info("Restarting Receiver %d in %.3f s", stream.id, self._restart_delay_s)
-            if self._target.stopping.wait(self._restart_delay_s):
+            streak = self._target.failure_streak(stream.id)
+            delay_ms = backoff_delay_ms(self._restart_delay_ms, self._max_restart_delay_ms, streak)
+            failed = f" ({streak} failed launches in a row)" if streak > 1 else ""
+            logger.info("Restarting Receiver %d in %.3f s%s", stream.id, delay_ms / 1000, failed)
+            clock = self._clock
+            clock.wait_till_time(clock.get_time_ms() + delay_ms, self._target.stopping)
+            if self._target.stopping.is_set():
                 break
             locations = self._target.reschedule(stream.id)
         logger.info("Receiver %d job finished", stream.id)

@@ -20,6 +20,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from reliable_kafka.receiver.receiver_supervisor import format_error
 from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo, ReceiverControl
 from reliable_kafka.receiver.wal_block_handler import RECEIVER_WAL_WITHOUT_CHECKPOINT
 from reliable_kafka.scheduler.driver_receiver_runner import DriverReceiverRunner
@@ -166,7 +167,9 @@ class ReceiverTracker:
         self.block_store: BlockStore | None = runner.block_store
         self.scheduling_policy = ReceiverSchedulingPolicy()
         self.stopping = threading.Event()
-        self._launcher = ReceiverLauncher(self, runner, self.settings.receiver.restart_delay_ms)
+        self._launcher = ReceiverLauncher(
+            self, runner, self.settings.receiver.restart_delay_ms, self.settings.receiver.max_restart_delay_ms
+        )
 
         self._lock = threading.RLock()
         self._registrations_changed = threading.Condition(self._lock)
@@ -175,9 +178,14 @@ class ReceiverTracker:
         self._preferred_locations: dict[int, str | None] = {}
         self._controls: dict[int, ReceiverControl] = {}
         # Per stream: a receiver failing again and again logs its traceback once, then a line per
-        # restart, then a line when it stores a block again.
+        # restart, then a line when it stores a block again. The same streak tells the listeners
+        # once and lengthens the launcher's restart delay; only a stored block ends it (a
+        # registration does not: a receiver that cannot reach Kafka registers, then fails).
         self._receiver_failures: dict[int, FailureLog] = {}
-        self._failing_streams: set[int] = set()
+        self._failure_streaks: dict[int, int] = {}  # stream -> failed launches in a row
+        # Per stream, the launch whose failure its supervisor already reported by deregistering:
+        # the launcher's report of the same ended launch is then not a second failure.
+        self._reported_launches: dict[int, int] = {}
 
     def _default_runner(
         self, block_store: BlockStore | None, executors: Sequence[ExecutorCacheTaskLocation] | None
@@ -464,6 +472,10 @@ class ReceiverTracker:
         """How many times the receiver of a stream was started (1 + restarts)."""
         return self._launcher.launch_count(stream_id)
 
+    def restart_delay_ms(self, stream_id: int) -> int:
+        """How long the receiver of a stream would wait before its next start, were it to end now."""
+        return self._launcher.restart_delay_ms(stream_id)
+
     def all_receivers_stopped(self) -> bool:
         """No receiver registered and none about to (re)start."""
         with self._lock:
@@ -497,6 +509,9 @@ class ReceiverTracker:
                 ReceiverState.ACTIVE,
                 running_executor=ExecutorCacheTaskLocation(host, executor_id),
                 name=f"{receiver_type}-{stream_id}",
+                # Kept (Spark drops it): a receiver failing at every start registers before each
+                # failure, and the status page would show its error only between the two.
+                error_info=None if old is None else old.error_info,
             )
             self._tracking_infos[stream_id] = info
             self._controls[stream_id] = control
@@ -505,20 +520,52 @@ class ReceiverTracker:
         return True
 
     def add_block(self, info: ReceivedBlockInfo) -> bool:
-        if self._failing_streams and info.stream_id in self._failing_streams:
-            self._failing_streams.discard(info.stream_id)
+        if self._failure_streaks and info.stream_id in self._failure_streaks:
+            with self._lock:
+                self._failure_streaks.pop(info.stream_id, None)
+                self._reported_launches.pop(info.stream_id, None)
             self._failure_log(info.stream_id).succeeded()
         return self.received_block_tracker.add_block(info)
 
+    def failure_streak(self, stream_id: int) -> int:
+        """Failed launches of the receiver since it last stored a block (the launcher backs off)."""
+        with self._lock:
+            return self._failure_streaks.get(stream_id, 0)
+
     def receiver_failed(self, stream_id: int, error: BaseException) -> None:
         """An incarnation of the receiver ended with ``error``; the launcher restarts it."""
+        launch = self._launcher.launch_count(stream_id)
+        error_info = ReceiverErrorInfo("Receiver job failed", format_error(error), self._now_ms())
+        info: ReceiverTrackingInfo | None = None
         with self._lock:
-            self._failing_streams.add(stream_id)
+            if self._reported_launches.get(stream_id) == launch:
+                return  # its supervisor deregistered with this error (driver placement)
+            if self._start_failure(stream_id, launch):
+                info = self._with_error(stream_id, error_info)
+        if info is not None:
+            self._post(StreamingListenerReceiverError(_receiver_info(info)))
         # A worker without the package fails every launch alike: say once what fixes it, instead
         # of a Py4J trace per restart that hides the cause in its middle.
-        if report_missing_package(self.ssc.sparkContext, error) is not None:
-            return
-        self._failure_log(stream_id).failed(error, "it has been stopped; restarting it")
+        if report_missing_package(self.ssc.sparkContext, error) is None:
+            self._failure_log(stream_id).failed(error, "it has been stopped; restarting it")
+
+    def _start_failure(self, stream_id: int, launch: int) -> bool:
+        """Count the failure of ``launch`` (once); whether it begins a streak. Under the lock."""
+        streak = self._failure_streaks.get(stream_id, 0)
+        if self._reported_launches.get(stream_id) != launch:
+            self._reported_launches[stream_id] = launch
+            self._failure_streaks[stream_id] = streak + 1
+        return streak == 0
+
+    def _with_error(self, stream_id: int, error_info: ReceiverErrorInfo) -> ReceiverTrackingInfo:
+        """The stream's tracking info with ``error_info`` as its last error. Called under the lock."""
+        old = self._tracking_infos.get(stream_id)
+        if old is None:
+            info = ReceiverTrackingInfo(stream_id, ReceiverState.INACTIVE, error_info=error_info)
+        else:
+            info = old.with_state(old.state, error_info=error_info)
+        self._tracking_infos[stream_id] = info
+        return info
 
     def _failure_log(self, stream_id: int) -> FailureLog:
         with self._lock:
@@ -547,6 +594,7 @@ class ReceiverTracker:
     def deregister_receiver(self, stream_id: int, message: str, error: str) -> bool:
         last_error_time = self._now_ms() if error else -1
         error_info = ReceiverErrorInfo(message, error, last_error_time)
+        launch = self._launcher.launch_count(stream_id)
         with self._lock:
             old = self._tracking_infos.get(stream_id)
             if old is not None:
@@ -557,11 +605,15 @@ class ReceiverTracker:
             self._tracking_infos[stream_id] = info
             self._controls.pop(stream_id, None)
             self._registrations_changed.notify_all()
+            first = bool(error) and self._start_failure(stream_id, launch)
+        if first:
+            # Once per streak: a receiver failing at every start must not flood the listeners.
+            self._post(StreamingListenerReceiverError(_receiver_info(info)))
         self._post(StreamingListenerReceiverStopped(_receiver_info(info)))
         if error:
-            # The whole error goes to the listeners; the log has the launcher's traceback.
-            summary = _last_line(error)
-            logger.warning("Deregistered receiver for stream %d: %s - %s", stream_id, message, summary)
+            # The whole error goes to the listeners; the log has its last line (the exception and
+            # its message), in full once per streak, then as a count.
+            self._failure_log(stream_id).failed(_last_line(error), f"deregistered: {message}")
         else:
             logger.info("Deregistered receiver for stream %d: %s", stream_id, message)
         return True

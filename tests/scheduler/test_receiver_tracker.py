@@ -4,6 +4,7 @@ and cleanup of old blocks and receiver WAL segments."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from pathlib import Path
@@ -31,6 +32,7 @@ from reliable_kafka.scheduler.receiver_tracker import (
 )
 from reliable_kafka.storage.block_format import decode_block, encode_block
 from reliable_kafka.storage.storage_level import StorageLevel
+from reliable_kafka.ui.status_store import StreamingStatusStore
 from tests.scheduler.fakes import (
     CounterReceiver,
     FakeClock,
@@ -353,3 +355,50 @@ def test_events_after_a_graceful_stop_are_still_logged_and_no_thread_is_left(tmp
     assert restarted.get_blocks_of_batch(1000) == {0: [last]}
     assert restarted.pending_batch_times() == [2000]
     restarted.stop(graceful=False)
+
+
+def test_a_receiver_failing_at_every_start_is_logged_in_full_once_and_told_to_the_listeners_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    ssc = FakeStreamingContext(counter_streams(1), quick_settings(), clock=FakeClock(5000))
+    here = ExecutorCacheTaskLocation("host-a", "1")
+    tracker = ReceiverTracker(ssc, skip_receiver_launch=True, executors=[here])
+    tracker.start()
+    error = "Traceback (most recent call last):\n  ...\nNoBrokersError: broker 0 unreachable\n"
+    caplog.set_level(logging.INFO, logger="reliable_kafka.scheduler.receiver_tracker")
+
+    def failed_start() -> None:
+        assert tracker.register_receiver(0, "CounterReceiver", "host-a", "1", object())
+        tracker.deregister_receiver(0, "Error starting receiver 0", error)
+
+    for _ in range(4):
+        failed_start()
+    lines = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert lines == [
+        "Receiver 0 failed (deregistered: Error starting receiver 0): NoBrokersError: broker 0 unreachable",
+        *(
+            f"Receiver 0 failed again (deregistered: Error starting receiver 0), {n} failures in a row: "
+            "the same error"
+            for n in (2, 3, 4)
+        ),
+    ]
+    (reported,) = ssc.bus.of_type(StreamingListenerReceiverError)
+    assert reported.receiver_info.last_error == error
+    # The status page keeps the error while the receiver registers for its next failing start.
+    assert tracker.register_receiver(0, "CounterReceiver", "host-a", "1", object())
+    store = StreamingStatusStore(1000)
+    for event in ssc.bus.events:
+        getattr(store, event.listener_method)(event)
+    (status,) = store.snapshot().receivers
+    assert status.info.active
+    assert (status.info.last_error_message, status.info.last_error) == ("Error starting receiver 0", error)
+
+    caplog.clear()
+    tracker.add_block(block_info(0))
+    (recovered,) = caplog.records
+    assert recovered.getMessage().startswith("Receiver 0 succeeded again after 4 failure(s)")
+    assert tracker.failure_streak(0) == 0
+    tracker.deregister_receiver(0, "Error starting receiver 0", error)  # a new streak: told again
+    assert len(ssc.bus.of_type(StreamingListenerReceiverError)) == 2
+    assert caplog.records[-1].getMessage().startswith("Receiver 0 failed (")
+    tracker.stop(graceful=False)

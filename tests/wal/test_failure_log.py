@@ -34,3 +34,18 @@ def test_first_failure_has_the_traceback_then_one_line_each_then_a_recovery_line
     # A new run of failures shows its traceback again.
     log.failed(OSError("again"))
     assert caplog.records[-1].exc_info is not None
+
+
+def test_a_failure_reported_as_text_is_logged_in_full_once_then_as_the_same_error(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.INFO, logger=logger.name)
+    log = FailureLog(logger, "Receiver 0")
+    for text in ("NoBrokersError: broker 0 unreachable",) * 3 + ("ValueError: other",):
+        log.failed(text, "Error starting receiver 0")
+    assert [(r.getMessage(), r.exc_info) for r in caplog.records] == [
+        ("Receiver 0 failed (Error starting receiver 0): NoBrokersError: broker 0 unreachable", None),
+        ("Receiver 0 failed again (Error starting receiver 0), 2 failures in a row: the same error", None),
+        ("Receiver 0 failed again (Error starting receiver 0), 3 failures in a row: the same error", None),
+        ("Receiver 0 failed again (Error starting receiver 0), 4 failures in a row: ValueError: other", None),
+    ]
