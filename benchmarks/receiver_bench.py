@@ -1,6 +1,12 @@
 """Receiver throughput against a plain consumer, on a local ZooKeeper + Kafka 3.9, LocalCluster's default.
 
     python benchmarks/receiver_bench.py [--messages 6000000] [--partitions 4] [--size 100] [--repeat 3]
+    python benchmarks/receiver_bench.py --partitions 4,64,256 [--messages 2000000]   (the sweep)
+
+With several partition counts (the sweep), each count gets its own topic and only (a) and (b)
+with ZooKeeper offsets run, interleaved; each line also gives the peak growth of this process's
+RSS and its peak thread count during the run (sampled every 50 ms): what a receiver's memory and
+threads do as its partitions grow, beside a plain consumer's.
 
 (a) a plain confluent-kafka consumer: one Consumer assigned to every partition, as a typical
     application reads. The baseline is fair: it runs with the very librdkafka configuration the
@@ -338,6 +344,85 @@ def settle() -> None:
     os.sync()
 
 
+class PeakSampler:
+    """This process's peak RSS growth and thread count while the block runs (/proc/self/status)."""
+
+    def __init__(self) -> None:
+        self.start_rss = self.peak_rss = self.peak_threads = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    @staticmethod
+    def status() -> tuple[int, int]:
+        fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
+        return int(fields["VmRSS"].split()[0]) * 1024, int(fields["Threads"])
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.05):
+            rss, threads = self.status()
+            self.peak_rss, self.peak_threads = max(self.peak_rss, rss), max(self.peak_threads, threads)
+
+    def __enter__(self) -> PeakSampler:
+        self.start_rss, self.peak_threads = self.status()
+        self.peak_rss = self.start_rss
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def growth_mib(self) -> float:
+        return (self.peak_rss - self.start_rss) / (1 << 20)
+
+
+def partition_sweep(args: argparse.Namespace, counts: list[int]) -> None:
+    """(a) against (b) with ZooKeeper offsets, per partition count: records/s, CPU, RSS, threads."""
+    results: dict[tuple[int, str], list[tuple[float, float, float, int]]] = {}
+    with (
+        tempfile.TemporaryDirectory(prefix="receiver-bench-") as work,
+        LocalCluster(Path(work) / "cluster") as cluster,
+    ):
+        for count in counts:
+            topic = f"bench-{count}"
+            cluster.create_topic(topic, count)
+            produce(cluster, topic, count, args.messages, args.size)
+            for run in range(args.repeat):
+                # The baseline gets its best consume batch, as in the single-count mode.
+                for reader, batch in (("(a)", PLAIN_BATCHES[0]), ("(a)", PLAIN_BATCHES[1]), ("(b)", 0)):
+                    settle()
+                    cpu = cpu_seconds()
+                    with PeakSampler() as sampler:
+                        if reader == "(a)":
+                            elapsed = plain_consumer(cluster, topic, count, args.messages, batch)
+                        else:
+                            checkpoint = Path(work) / f"checkpoint-{count}-{run}"
+                            group = f"bench-sweep-{count}-{run}"
+                            elapsed, _ = reliable_receiver(
+                                cluster, topic, args.messages, checkpoint, group, "zookeeper", args.batch
+                            )
+                    cpu = cpu_seconds() - cpu
+                    row = (args.messages / elapsed, cpu, sampler.growth_mib, sampler.peak_threads)
+                    results.setdefault((count, reader), []).append(row)
+                    print(
+                        f"{count} partitions, run {run + 1}, {reader}: {row[0]:10,.0f} records/s, "
+                        f"{row[2]:6.0f} MiB RSS growth, {row[3]} threads",
+                        flush=True,
+                    )
+    print(f"\nbest of {args.repeat} by records/s; RSS growth and threads are that run's peaks")
+    header = ("partitions", "reader", "records/s", "CPU s/M", "RSS MiB", "threads", "ratio")
+    print("{:>10} | {:<28} | {:>11} | {:>7} | {:>7} | {} | {}".format(*header))
+    for count in counts:
+        plain_rate = max(results[(count, "(a)")])[0]
+        for reader, name in (("(a)", "plain consumer (baseline)"), ("(b)", "receiver, WAL + ZooKeeper")):
+            rate, cpu, growth, threads = max(results[(count, reader)])
+            print(
+                f"{count:>10} | {name:<28} | {rate:11,.0f} | {cpu / args.messages * 1e6:7.2f} | "
+                f"{growth:7.0f} | {threads:>7} | {rate / plain_rate:.2f}"
+            )
+
+
 def cpu_seconds() -> float:
     times = os.times()
     return times.user + times.system
@@ -348,7 +433,9 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--messages", type=int, default=6_000_000)
-    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument(
+        "--partitions", default="4", help="partitions of the topic; several, comma-separated: the sweep"
+    )
     parser.add_argument("--size", type=int, default=100, help="message value size in bytes")
     parser.add_argument("--repeat", type=int, default=3, help="runs of each, interleaved; the best counts")
     parser.add_argument("--batch", type=int, default=None, help="the receiver's consume batch size")
@@ -356,6 +443,12 @@ def main() -> None:
         "--stores", default=",".join(STORE_PARAMS), help="offset stores to measure, comma-separated"
     )
     args = parser.parse_args()
+    counts = [int(count) for count in args.partitions.split(",")]
+    logging.basicConfig(level=logging.ERROR)
+    if len(counts) > 1:
+        partition_sweep(args, counts)
+        return
+    args.partitions = counts[0]
     stores = args.stores.split(",")
     if unknown := set(stores) - set(STORE_PARAMS):
         parser.error(f"unknown offset stores: {', '.join(sorted(unknown))}")

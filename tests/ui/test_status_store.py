@@ -19,6 +19,7 @@ from reliable_kafka.scheduler.listener import (
     StreamingListenerOutputOperationCompleted,
     StreamingListenerReceiverError,
     StreamingListenerReceiverStarted,
+    StreamingListenerStreamingError,
     StreamInputInfo,
 )
 from reliable_kafka.settings import StreamingSettings, UISettings
@@ -182,3 +183,15 @@ def test_the_store_is_safe_under_concurrent_events_and_reads() -> None:
     assert snapshot.batches_completed == 2000 and len(snapshot.completed) == 50
     assert snapshot.records_received == 20000
     assert snapshot.receivers == ()
+
+
+def test_the_last_streaming_error_is_kept_and_shown_escaped() -> None:
+    store = StreamingStatusStore(batch_duration_ms=1000)
+    assert store.snapshot().last_streaming_error is None
+    assert "streaming-error" not in pages.streaming_page(store.snapshot(), None, {})
+    store.onStreamingError(StreamingListenerStreamingError(1000, "old"))
+    store.onStreamingError(StreamingListenerStreamingError(2000, "Batches are waiting for task slots <2>"))
+    assert store.snapshot().last_streaming_error == (2000, "Batches are waiting for task slots <2>")
+    page = pages.streaming_page(store.snapshot(), None, {})
+    assert "<p id='streaming-error' class='failed'>" in page
+    assert "Batches are waiting for task slots &lt;2&gt;" in page
