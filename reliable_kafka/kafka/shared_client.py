@@ -95,19 +95,27 @@ PER_RECORD_BYTES = 320
 
 
 def receiver_memory_bound(
-    prefetch_bytes: int, max_buffered_bytes: int, *, brokers: int, partitions: int, record_bytes: int
+    prefetch_bytes: int,
+    max_buffered_bytes: int,
+    *,
+    brokers: int,
+    partitions: int,
+    record_bytes: int,
+    producer_batch_bytes: int = 16 << 10,
 ) -> int:
     """What a Kafka receiver holds at most beyond its process's size before it started, for
-    records of about ``record_bytes``:
+    records of about ``record_bytes`` written in record batches of at most
+    ``producer_batch_bytes`` (the producers' ``batch.size``; Java's default is 16 KiB):
 
-    - prefetch: the partitions' queues and the batches their threads hold, half the budget, plus
-      librdkafka's bookkeeping of those records, plus one fetch response (a quarter of the
-      budget) per broker;
+    - prefetch: each partition's queue and the batch its thread holds, at most its share each,
+      but at least one record batch each (a broker answers a fetch with whole record batches,
+      however small ``max.partition.fetch.bytes``), plus librdkafka's bookkeeping of those
+      records, plus one fetch response (a quarter of the budget) per broker;
     - the blocks received and not yet stored (``spark.streaming.receiver.maxBufferedBytes``),
       the one being stored counted twice (its chunks and its joined copy);
     - a fixed cost per partition (:data:`PER_PARTITION_BYTES`).
     """
-    share = max(_MIN_SHARE_BYTES, prefetch_bytes // 4 // max(1, partitions))
+    share = max(_MIN_SHARE_BYTES, prefetch_bytes // 4 // max(1, partitions), producer_batch_bytes)
     held = 2 * share * partitions
     held += held // max(1, record_bytes) * PER_RECORD_BYTES
     prefetch = held + brokers * max(_MIN_SHARE_BYTES, prefetch_bytes // 4)

@@ -31,6 +31,8 @@ PARTITIONS = 256
 PER_PARTITION = 300  # x 1 KB x 256 partitions: ~77 MB, over twice the bound below
 RECORD = 1000
 PREFETCH = 16 << 20
+# The producers' record batches: Java's default batch.size (a fetch returns whole batches).
+PRODUCER_BATCH = 16 << 10
 MAX_BUFFERED = 8 << 20
 RATE = 15_000  # records/s: ~5 s for the backlog, while librdkafka could fetch it all at once
 # Beyond the bound: the interpreter's own allocations while running (thread stacks touched,
@@ -42,7 +44,7 @@ THREADS_BEYOND_PARTITIONS = 40
 
 
 def produce_backlog(cluster: LocalCluster, topic: str) -> int:
-    producer = Producer(cluster.client_config(**{"linger.ms": 50, "batch.size": 1 << 20}))
+    producer = Producer(cluster.client_config(**{"linger.ms": 50, "batch.size": PRODUCER_BATCH}))
     value = b"x" * RECORD
     for offset in range(PER_PARTITION):
         for partition in range(PARTITIONS):
@@ -135,7 +137,12 @@ def run(local_cluster: LocalCluster, child: Child, topic: str, *, stall: bool) -
         assert spans[-1][1] == PER_PARTITION, partition
 
     bound = receiver_memory_bound(
-        PREFETCH, MAX_BUFFERED, brokers=1, partitions=PARTITIONS, record_bytes=RECORD
+        PREFETCH,
+        MAX_BUFFERED,
+        brokers=1,
+        partitions=PARTITIONS,
+        record_bytes=RECORD,
+        producer_batch_bytes=PRODUCER_BATCH,
     )
     peak_rss = max(rss for rss, _, _ in child.samples)
     peak_threads = max(threads for _, threads, _ in child.samples)
