@@ -1,6 +1,12 @@
 """Write-ahead log throughput against a plain os.write + os.fsync loop on the same disk.
 
     python benchmarks/wal_bench.py [--dir DIR] [--count N] [--sizes 100,10240] [--writers 8] [--repeat 3]
+    python benchmarks/wal_bench.py --wal-url hdfs://nn:8020/tmp/bench [--spark-conf FILE] [--count N]
+
+With ``--wal-url`` (a checkpoint-style URL: hdfs://, s3a://...; reached with the spark.hadoop.*
+keys of ``--spark-conf``, a spark-defaults style properties file) it measures, per record size,
+single-writer and batched (group commit) records/s there and on local disk in the same run, and
+the time to recover (read_all) what was written; every remote write is one whole object.
 
 Cases, per record size, each with one fsync per write:
   baseline   plain loop of os.write + os.fsync on one file
@@ -31,6 +37,7 @@ import time
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -139,7 +146,12 @@ def main() -> None:
     parser.add_argument(
         "--repeat", type=int, default=5, help="runs per case; the median is reported (default 5)"
     )
+    parser.add_argument("--wal-url", help="also measure a log at this URL (hdfs://, s3a://, ...)")
+    parser.add_argument("--spark-conf", help="properties file with the spark.hadoop.* keys for --wal-url")
     args = parser.parse_args()
+    if args.wal_url:
+        remote_main(args)
+        return
     sizes = [int(s) for s in args.sizes.split(",")]
     batched_count = args.batched_count or 4 * args.count
 
@@ -203,6 +215,74 @@ def main() -> None:
             f"goal batched({args.writers} writers) >= {BATCHED_GOAL} x single-writer ({size} B): "
             f"{verdict(batched_ratio >= BATCHED_GOAL)} ({batched_ratio:.2f})"
         )
+
+
+def _spark_conf(path: str | None) -> list[tuple[str, str]]:
+    if not path:
+        return []
+    pairs = []
+    for line in Path(path).read_text().splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            key, _, value = line.strip().partition(" ")
+            pairs.append((key, value.strip()))
+    return pairs
+
+
+def bench_log_at(
+    url: str, options: Any, record: bytes, count: int, writers: int
+) -> tuple[float, float, float]:
+    """(single-writer records/s, batched records/s, seconds to read everything back) at ``url``."""
+    from reliable_kafka.util.filesystems import locate  # noqa: PLC0415 - only with --wal-url
+    from reliable_kafka.util.wal_at import write_ahead_log_at  # noqa: PLC0415
+
+    run = f"{url.rstrip('/')}/wal-bench-{os.getpid()}-{time.monotonic_ns()}"
+    with write_ahead_log_at(f"{run}/single", options, fsync=True) as log:
+        started = time.perf_counter()
+        for _ in range(count):
+            log.write(record, now_ms())
+        single = count / (time.perf_counter() - started)
+    per_writer = max(1, count // writers)
+    with BatchedWriteAheadLog(write_ahead_log_at(f"{run}/batched", options, fsync=True)) as batched_log:
+        threads = [
+            threading.Thread(target=lambda: [batched_log.write(record, now_ms()) for _ in range(per_writer)])
+            for _ in range(writers)
+        ]
+        started = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        batched = per_writer * writers / (time.perf_counter() - started)
+    started = time.perf_counter()
+    with write_ahead_log_at(f"{run}/single", options) as log:
+        recovered = sum(1 for _ in log.read_all())
+    recovery_s = time.perf_counter() - started
+    assert recovered == count, f"recovered {recovered} of {count}"
+    location = locate(run, options)
+    if location.fs is not None:
+        location.fs.rm(location.path, recursive=True)
+    else:
+        shutil.rmtree(location.path, ignore_errors=True)
+    return single, batched, recovery_s
+
+
+def remote_main(args: argparse.Namespace) -> None:
+    from reliable_kafka.util.filesystems import options_from_spark_conf  # noqa: PLC0415
+
+    options = options_from_spark_conf(_spark_conf(args.spark_conf))
+    local_root = Path(tempfile.mkdtemp(prefix=".wal-bench-", dir=args.dir or os.getcwd()))
+    print(f"{args.wal_url} vs local {local_root} (count={args.count}, writers={args.writers}, fsync on)")
+    header = f"{'where':<12}{'size':>7}{'1 writer rec/s':>16}{'batched rec/s':>15}{'recovery s':>12}"
+    print(header)
+    print("-" * len(header))
+    try:
+        for size in (int(s) for s in args.sizes.split(",")):
+            record = os.urandom(size)
+            for where, url in (("local", str(local_root)), ("remote", args.wal_url)):
+                single, batched, recovery_s = bench_log_at(url, options, record, args.count, args.writers)
+                print(f"{where:<12}{size:>7}{single:>16,.0f}{batched:>15,.0f}{recovery_s:>12.2f}")
+    finally:
+        shutil.rmtree(local_root, ignore_errors=True)
 
 
 def verdict(met: bool) -> str:

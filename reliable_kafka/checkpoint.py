@@ -8,8 +8,10 @@ streams existed (their ids key the recovered blocks). The graph itself is rebuil
 application's setup function again: code is the source of truth, and nothing executable is ever
 read back from disk.
 
-Writes are atomic (temp file, fsync, rename, fsync of the directory); the file is 0o600 and a
-directory we create is 0o700.
+The directory is a local path or a URL (``hdfs://``, ``s3a://``...: see ``util/filesystems.py``).
+Local writes are atomic (temp file, fsync, rename, fsync of the directory); the file is 0o600 and a
+directory we create is 0o700. Remote writes replace the file atomically and verifiably as an object
+store allows (``checkpoint_remote.py``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+from reliable_kafka import checkpoint_remote
+from reliable_kafka.util.filesystems import FilesystemOptions, configured_options, is_local, locate, qualify
 from wal.failure_log import FailureLog
 
 logger = logging.getLogger(__name__)
@@ -151,9 +155,16 @@ def local_directory(directory: str | os.PathLike[str]) -> Path:
     )
 
 
-def ensure_checkpoint_dir(directory: str | os.PathLike[str]) -> Path:
-    """Create the directory (0o700, parents as the umask says) unless it exists; return it."""
-    path = local_directory(directory)
+def ensure_checkpoint_dir(
+    directory: str | os.PathLike[str], options: FilesystemOptions | None = None
+) -> Path | str:
+    """Create the directory (0o700, parents as the umask says) unless it exists; return it (a
+    local directory as a Path, a remote one as its URL)."""
+    url = qualify(directory, options or FilesystemOptions())
+    if not is_local(url):
+        checkpoint_remote.ensure_directory(locate(url, options))
+        return url
+    path = local_directory(url)
     if not path.is_dir():
         for existing in (path, *path.parents):
             if existing.exists():
@@ -176,9 +187,16 @@ def checkpoint_file(directory: str | os.PathLike[str]) -> Path:
 # ---------------------------------------------------------------- read / write
 
 
-def write_checkpoint(directory: str | os.PathLike[str], checkpoint: Checkpoint) -> Path:
+def write_checkpoint(
+    directory: str | os.PathLike[str], checkpoint: Checkpoint, options: FilesystemOptions | None = None
+) -> Path | str:
     """Replace ``<directory>/metadata`` atomically; a reader sees the old or the new file, never a mix."""
-    target_dir = ensure_checkpoint_dir(directory)
+    url = qualify(directory, options or FilesystemOptions())
+    if not is_local(url):
+        location = locate(url, options)
+        checkpoint_remote.ensure_directory(location)
+        return checkpoint_remote.write(location, CHECKPOINT_FILE_NAME, checkpoint.to_bytes())
+    target_dir = Path(ensure_checkpoint_dir(url))
     target = target_dir / CHECKPOINT_FILE_NAME
     temp = target_dir / f".{CHECKPOINT_FILE_NAME}.{uuid.uuid4().hex}.tmp"
     data = checkpoint.to_bytes()
@@ -199,19 +217,34 @@ def write_checkpoint(directory: str | os.PathLike[str], checkpoint: Checkpoint) 
     return target
 
 
-def read_checkpoint(directory: str | os.PathLike[str]) -> Checkpoint | None:
+def read_checkpoint(
+    directory: str | os.PathLike[str], options: FilesystemOptions | None = None
+) -> Checkpoint | None:
     """The checkpoint in ``directory``; ``None`` when there is none (no directory or no file).
 
     Raises :class:`CheckpointError` when the file exists but cannot be read or parsed, as Spark's
     ``getOrCreate`` fails on an unreadable checkpoint rather than silently starting over.
     """
-    path = checkpoint_file(directory)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise CheckpointError(f"Failed to read checkpoint {path}: {exc}") from exc
+    url = qualify(directory, options or FilesystemOptions())
+    path: Path | str
+    if is_local(url):
+        path = checkpoint_file(url)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise CheckpointError(f"Failed to read checkpoint {path}: {exc}") from exc
+    else:
+        try:
+            found, path = checkpoint_remote.read(
+                locate(url, options), CHECKPOINT_FILE_NAME, Checkpoint.from_bytes
+            )
+        except OSError as exc:
+            raise CheckpointError(f"Failed to read checkpoint {url}/{CHECKPOINT_FILE_NAME}: {exc}") from exc
+        if found is None:
+            return None
+        data = found
     try:
         return Checkpoint.from_bytes(data)
     except (ValueError, UnicodeDecodeError) as exc:
@@ -224,8 +257,13 @@ def read_checkpoint(directory: str | os.PathLike[str]) -> Checkpoint | None:
 class CheckpointWriter:
     """Writes checkpoints for one directory, retrying a failed write as Spark's writer does."""
 
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
-        self.directory = local_directory(directory)
+    def __init__(self, directory: str | os.PathLike[str], options: FilesystemOptions | None = None) -> None:
+        url = os.fspath(directory)
+        # The driver's JobGenerator hands over only the directory; how to reach a remote one was
+        # recorded when the context was given it (StreamingContext.checkpoint).
+        self._options = configured_options(url) if options is None else options
+        self.directory: Path | str = local_directory(url) if is_local(url) else qualify(url, self._options)
+        self._leftovers_checked = is_local(url)
         self.last_written_time_ms: int | None = None
         self._failures = FailureLog(logger, f"writing the checkpoint to {self.directory}")
 
@@ -234,7 +272,8 @@ class CheckpointWriter:
         for attempt in range(1, MAX_WRITE_ATTEMPTS + 1):
             try:
                 started = time.monotonic()
-                write_checkpoint(self.directory, checkpoint)
+                write_checkpoint(self.directory, checkpoint, self._options)
+                self._remove_leftovers_once()
             except OSError as exc:
                 self._failures.failed(
                     exc, f"time {checkpoint.checkpoint_time_ms}, attempt {attempt} of {MAX_WRITE_ATTEMPTS}"
@@ -253,6 +292,17 @@ class CheckpointWriter:
             "Could not write checkpoint for time %d to %s", checkpoint.checkpoint_time_ms, self.directory
         )
         return False
+
+    def _remove_leftovers_once(self) -> None:
+        """Objects of writes a crashed run left behind go once a checkpoint of this run is in place."""
+        if self._leftovers_checked:
+            return
+        self._leftovers_checked = True
+        removed = checkpoint_remote.remove_leftovers(locate(str(self.directory), self._options))
+        if removed:
+            logger.info(
+                "removed %d leftover(s) of interrupted checkpoint writes in %s", removed, self.directory
+            )
 
 
 def _fsync_directory(directory: Path) -> None:

@@ -48,6 +48,7 @@ from reliable_kafka.scheduler.listener import StreamingListener, StreamingListen
 from reliable_kafka.settings import StreamingSettings
 from reliable_kafka.util.bounded_stop import stop_within
 from reliable_kafka.util.clock import Clock, SystemClock, wall_clock_ms
+from reliable_kafka.util.filesystems import configure, is_local, options_of_spark_context, qualify
 from reliable_kafka.util.worker_python import default_workers_to_this_python
 
 logger = logging.getLogger(__name__)
@@ -177,8 +178,19 @@ class StreamingContext:
     # ------------------------------------------------------------ configuration
 
     def checkpoint(self, directory: str | None) -> None:
-        """Checkpoint the driver's metadata to ``directory`` (created 0o700) after every batch."""
-        self.checkpoint_dir = None if directory is None else str(ensure_checkpoint_dir(directory))
+        """Checkpoint the driver's metadata to ``directory`` (created 0o700) after every batch.
+
+        A local path or a URL (``hdfs://``, ``s3a://``...), reached with the ``spark.hadoop.*`` keys
+        of the SparkConf (see ``util/filesystems.py``); the write-ahead logs live under it too."""
+        if directory is None:
+            self.checkpoint_dir = None
+            return
+        options = options_of_spark_context(self.sparkContext)
+        url = qualify(directory, options)
+        # Recorded for this process's readers and writers that get only the directory; receiver
+        # tasks and batch partitions carry the options to executors themselves.
+        configure(url, options)
+        self.checkpoint_dir = str(ensure_checkpoint_dir(url, options))
 
     def remember(self, duration: float) -> None:
         """Have every DStream keep its RDDs at least ``duration`` seconds."""
@@ -436,10 +448,15 @@ class StreamingContext:
         """
         if not callable(setupFunc):
             raise TypeError("setupFunc should be callable.")
-        checkpoint = read_checkpoint(checkpointPath)
+        # A local checkpoint is read first, so a corrupt one fails before anything is built. A
+        # remote one is read with the access keys of the SparkConf setupFunc's context was made with.
+        local = is_local(str(checkpointPath))
+        checkpoint = read_checkpoint(checkpointPath) if local else None
         ssc = setupFunc()
         if not isinstance(ssc, StreamingContext):
             raise TypeError(f"setupFunc must return a StreamingContext, got {type(ssc).__name__}")
+        if not local:
+            checkpoint = read_checkpoint(checkpointPath, options_of_spark_context(ssc.sparkContext))
         ssc.checkpoint(checkpointPath)
         if checkpoint is not None:
             ssc._restore(checkpoint)

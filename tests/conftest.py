@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from pyspark import SparkContext
 
     from reliable_kafka.local import LocalCluster
+    from reliable_kafka.local.hdfs import LocalHdfs
+    from reliable_kafka.local.s3 import LocalS3
     from tests.cluster_backends import ClusterUnderTest
 
 logging.getLogger("kazoo.client").setLevel(logging.WARNING)
@@ -211,6 +213,24 @@ def local_cluster(kafka_version: str, tmp_path_factory: pytest.TempPathFactory) 
     cluster = LocalCluster(tmp_path_factory.mktemp(f"local-cluster-{kafka_version}"), kafka=kafka_version)
     with cluster:
         yield cluster
+
+
+@pytest.fixture(scope="session")
+def local_hdfs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalHdfs]:
+    """A real HDFS (Hadoop's MiniDFSCluster) for the session; tests that kill it restart it."""
+    from reliable_kafka.local.hdfs import LocalHdfs
+
+    with LocalHdfs(tmp_path_factory.mktemp("local-hdfs")) as hdfs:
+        yield hdfs
+
+
+@pytest.fixture(scope="session")
+def local_s3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalS3]:
+    """A real S3-compatible store (SeaweedFS) for the session; tests that kill it restart it."""
+    from reliable_kafka.local.s3 import LocalS3
+
+    with LocalS3(tmp_path_factory.mktemp("local-s3")) as s3:
+        yield s3
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,7 @@ import logging
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from wal.durability import FsyncPolicy, sync_call
 from wal.errors import WriteAheadLogError
@@ -28,6 +28,10 @@ DIR_MODE = 0o700
 PUBLISHED_ON_FLUSH_PROTOCOLS = frozenset({"file", "local", "memory", "hdfs", "arrow_hdfs", "viewfs"})
 
 
+# Stores whose chmod takes a canned ACL ("private", ...), not a mode: the bucket's policy rules there.
+ACL_CHMOD_PROTOCOLS = frozenset({"s3", "s3a", "gs", "gcs"})
+
+
 def protocols_of(fs: fsspec.AbstractFileSystem) -> tuple[str, ...]:
     protocol = fs.protocol
     return (protocol,) if isinstance(protocol, str) else tuple(protocol)
@@ -36,6 +40,22 @@ def protocols_of(fs: fsspec.AbstractFileSystem) -> tuple[str, ...]:
 def publishes_on_flush(fs: fsspec.AbstractFileSystem) -> bool:
     """True when a flushed write to a still-open file is in the store, not only in this process."""
     return any(p in PUBLISHED_ON_FLUSH_PROTOCOLS for p in protocols_of(fs))
+
+
+def set_mode(fs: fsspec.AbstractFileSystem, path: str, mode: int) -> bool:
+    """``chmod`` where the filesystem has one; False where it has none (permissions are then the
+    store's: bucket policies, ACLs)."""
+    chmod = getattr(fs, "chmod", None)
+    if chmod is None or any(p in ACL_CHMOD_PROTOCOLS for p in protocols_of(fs)):
+        return False
+    # fsspec's WebHDFS sends the number as written and WebHDFS reads it as octal digits: 0o700
+    # must travel as 700, not 448 (which WebHDFS refuses).
+    argument = int(f"{mode:o}") if "webhdfs" in protocols_of(fs) else mode
+    try:
+        chmod(path, argument)
+    except NotImplementedError:
+        return False
+    return True
 
 
 @contextmanager
@@ -163,7 +183,7 @@ class FsspecStorage(Storage):
         self._sync = _os_sync(policy)
         self._exclusive_mode = True
         self._directory_ready = False
-        self._chmod: Callable[..., Any] | None = getattr(fs, "chmod", None)
+        self._chmod_supported = True
         self.published_on_flush = publishes_on_flush(fs)
 
     def join(self, name: str) -> str:
@@ -216,14 +236,9 @@ class FsspecStorage(Storage):
             self._apply_mode(path, FILE_MODE)
 
     def _apply_mode(self, path: str, mode: int) -> None:
-        chmod = self._chmod
-        if chmod is None:
-            return
-        try:
-            chmod(path, mode)
-        except NotImplementedError:
-            # Declared but not offered by this store: permissions are the store's business.
-            self._chmod = None
+        # Once refused (or absent), permissions are the store's business.
+        if self._chmod_supported:
+            self._chmod_supported = set_mode(self._fs, path, mode)
 
     def read_range(self, path: str, offset: int, size: int) -> bytes:
         with _store_errors("read", path):

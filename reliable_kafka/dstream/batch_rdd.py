@@ -31,6 +31,7 @@ from reliable_kafka.rpc.tls import client_context
 from reliable_kafka.storage.block_format import decode_block
 from reliable_kafka.storage.block_server import fetch_block
 from reliable_kafka.storage.executor_block_store import read_block_file
+from reliable_kafka.util.filesystems import RemoteDirectory
 from reliable_kafka.util.located_rdd import located_rdd
 from wal import FileBasedWriteAheadLog, RecordHandle
 
@@ -79,6 +80,9 @@ class BlockPartition:
     fetch_tls_ca: str | None = None
     # Where to read the block again when its WAL record is unreadable (see block_recovery).
     recovery: dict[str, Any] | None = field(default=None, repr=False)
+    # The checkpoint directory when it is remote: handles name paths within its filesystem, and
+    # the executor reaches it with these options, not with anything of its own environment.
+    wal_directory: RemoteDirectory | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.data is None and self.wal_record_handle is None and self.location is None:
@@ -108,6 +112,8 @@ class BlockPartition:
         }
         if self.recovery is not None:
             fields["recovery"] = self.recovery
+        if self.wal_directory is not None:
+            fields["wal_directory"] = self.wal_directory.to_dict()
         return msgpack.packb(fields, use_bin_type=True)
 
     @classmethod
@@ -122,6 +128,7 @@ class BlockPartition:
             d["secret"],
             d.get("tls_ca"),
             d.get("recovery"),
+            None if d.get("wal_directory") is None else RemoteDirectory.from_dict(d["wal_directory"]),
         )
 
     def read(self) -> bytes:
@@ -140,7 +147,8 @@ class BlockPartition:
             )
         try:
             # Opening a log touches nothing on disk; here it is only the reader of this one handle.
-            with FileBasedWriteAheadLog(posixpath.dirname(handle.path)) as log:
+            filesystem = None if self.wal_directory is None else self.wal_directory.locate().fs
+            with FileBasedWriteAheadLog(posixpath.dirname(handle.path), filesystem=filesystem) as log:
                 return log.read(handle)
         except Exception as exc:
             if self.recovery is None:
@@ -267,12 +275,14 @@ def create_block_rdd(
     fetch_secret: bytes | None = None,
     fetch_tls_ca: str | None = None,
     recovery_source: Callable[[ReceivedBlockInfo], dict[str, Any] | None] | None = None,
+    wal_directory: RemoteDirectory | None = None,
 ) -> BlockRDD:
     """Spark's ``ReceiverInputDStream.createBlockRDD``: each block from the block store when it is
     there, else from the write-ahead log; a block in neither is left out with Spark's warning.
 
     ``block_store`` is the driver's (driver placement) or None: then blocks are read where the
-    executors keep them (``fetch_secret`` authenticates fetches from other hosts)."""
+    executors keep them (``fetch_secret`` authenticates fetches from other hosts). ``wal_directory``:
+    the checkpoint directory when it is remote (where the WAL handles point)."""
     partitions: list[BlockPartition] = []
     included: list[ReceivedBlockInfo] = []
     missing: list[str] = []
@@ -294,11 +304,22 @@ def create_block_rdd(
             # run in the driver and store in ``block_store``).
             partitions.append(
                 BlockPartition(
-                    info.block_id.name, None, handle, result.location, fetch_secret, fetch_tls_ca, recovery
+                    info.block_id.name,
+                    None,
+                    handle,
+                    result.location,
+                    fetch_secret,
+                    fetch_tls_ca,
+                    recovery,
+                    None if handle is None else wal_directory,
                 )
             )
         elif handle is not None:
-            partitions.append(BlockPartition(info.block_id.name, None, handle, recovery=recovery))
+            partitions.append(
+                BlockPartition(
+                    info.block_id.name, None, handle, recovery=recovery, wal_directory=wal_directory
+                )
+            )
         else:
             missing.append(info.block_id.name)
             continue

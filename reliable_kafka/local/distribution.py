@@ -24,6 +24,7 @@ import tarfile
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape
@@ -134,9 +135,10 @@ def _unavailable(dist: KafkaDistribution, why: str) -> str:
     )
 
 
-def _pom(dist: KafkaDistribution) -> str:
+def maven_pom(artifact_id: str, coordinates: tuple[str, ...]) -> str:
+    """A pom whose only job is to depend on ``coordinates`` (groupId:artifactId:version each)."""
     dependencies = []
-    for coordinate in dist.maven_artifacts:
+    for coordinate in coordinates:
         group, artifact, version = (escape(part) for part in coordinate.split(":"))
         dependencies.append(
             f"    <dependency><groupId>{group}</groupId><artifactId>{artifact}</artifactId>"
@@ -147,7 +149,7 @@ def _pom(dist: KafkaDistribution) -> str:
             "<project>",
             "  <modelVersion>4.0.0</modelVersion>",
             "  <groupId>local.reliable-kafka</groupId>",
-            f"  <artifactId>kafka-broker-{escape(dist.kind)}</artifactId>",
+            f"  <artifactId>{escape(artifact_id)}</artifactId>",
             "  <version>1</version>",
             "  <packaging>pom</packaging>",
             "  <dependencies>",
@@ -159,11 +161,16 @@ def _pom(dist: KafkaDistribution) -> str:
     )
 
 
+def _pom(dist: KafkaDistribution) -> str:
+    return maven_pom(f"kafka-broker-{dist.kind}", dist.maven_artifacts)
+
+
 class _Progress:
     """One visible line per finished download, on stderr: a first fetch takes a while."""
 
-    def __init__(self, dist: KafkaDistribution) -> None:
-        self.dist = dist
+    def __init__(self, label: str, download_mb: int) -> None:
+        self.label = label
+        self.download_mb = download_mb
         self.files = 0
         self.bytes = 0
         self.started = time.monotonic()
@@ -181,19 +188,31 @@ class _Progress:
             name = match.group(1).rsplit("/", 1)[-1]
             # Maven's first run also fetches its own plugins, so the total can pass the estimate.
             self.say(
-                f"fetching Kafka {self.dist.version}: {self.files} files, {self.bytes / 1e6:.1f} MB "
-                f"(broker jars about {self.dist.download_mb} MB): {name}"
+                f"fetching {self.label}: {self.files} files, {self.bytes / 1e6:.1f} MB "
+                f"(jars about {self.download_mb} MB): {name}"
             )
 
 
-def _maven_fetch(dist: KafkaDistribution, into: Path) -> Path:
-    """Resolve the broker's jars into ``into/libs``; Maven checks each one's checksum."""
+@dataclass(frozen=True)
+class MavenJars:
+    """A set of jars resolved from Maven into one ``libs`` directory (a server's class path)."""
+
+    label: str
+    artifact_id: str
+    coordinates: tuple[str, ...]
+    download_mb: int
+    # The jar whose presence proves the resolution worked.
+    marker_jar: str
+
+
+def maven_copy_jars(jars: MavenJars, into: Path, libs: Path, unavailable: Callable[[str], str]) -> None:
+    """Resolve ``jars`` into ``libs`` with ``mvn dependency:copy-dependencies``; Maven checks each
+    one's checksum. ``unavailable(why)`` words the error when Maven is missing or fails."""
     mvn = shutil.which("mvn")
     if mvn is None:
-        raise ClusterStartError(_unavailable(dist, "'mvn' was not found on PATH"))
+        raise ClusterStartError(unavailable("'mvn' was not found on PATH"))
     pom = into / "pom.xml"
-    pom.write_text(_pom(dist))
-    libs = into / "kafka" / "libs"
+    pom.write_text(maven_pom(jars.artifact_id, jars.coordinates))
     command = [
         mvn,
         "-B",
@@ -204,10 +223,8 @@ def _maven_fetch(dist: KafkaDistribution, into: Path) -> Path:
         f"-DoutputDirectory={libs}",
         "-DincludeScope=runtime",
     ]
-    progress = _Progress(dist)
-    progress.say(
-        f"fetching Kafka {dist.version} (about {dist.download_mb} MB, once) with mvn into {dist.cache_dir}"
-    )
+    progress = _Progress(jars.label, jars.download_mb)
+    progress.say(f"fetching {jars.label} (about {jars.download_mb} MB, once) with mvn")
     tail: list[str] = []
     process = subprocess.Popen(
         command,
@@ -228,16 +245,27 @@ def _maven_fetch(dist: KafkaDistribution, into: Path) -> Path:
         code = process.wait()
     finally:
         watchdog.cancel()
-    jar = libs / f"kafka_2.13-{dist.version}.jar"
-    if code != 0 or not jar.is_file():
+    if code != 0 or not (libs / jars.marker_jar).is_file():
         raise ClusterStartError(
-            _unavailable(dist, f"'mvn dependency:copy-dependencies' failed (exit {code})"),
+            unavailable(f"'mvn dependency:copy-dependencies' failed (exit {code})"),
             log_tail="\n".join(tail),
         )
     progress.say(
-        f"fetched Kafka {dist.version}: {len(list(libs.glob('*.jar')))} jars in "
+        f"fetched {jars.label}: {len(list(libs.glob('*.jar')))} jars in "
         f"{time.monotonic() - progress.started:.1f} s, checksums verified by Maven"
     )
+
+
+def _maven_fetch(dist: KafkaDistribution, into: Path) -> Path:
+    """Resolve the broker's jars into ``into/kafka/libs``."""
+    jars = MavenJars(
+        f"Kafka {dist.version}",
+        f"kafka-broker-{dist.kind}",
+        dist.maven_artifacts,
+        dist.download_mb,
+        f"kafka_2.13-{dist.version}.jar",
+    )
+    maven_copy_jars(jars, into, into / "kafka" / "libs", lambda why: _unavailable(dist, why))
     return into / "kafka"
 
 
@@ -344,3 +372,20 @@ def kafka_home(kind: str = DEFAULT_KAFKA) -> Path:
 
 def kafka_classpath(kind: str = DEFAULT_KAFKA) -> str:
     return f"{kafka_home(kind) / 'libs'}/*"
+
+
+def cached_maven_jars(jars: MavenJars, target: Path, unavailable: Callable[[str], str]) -> Path:
+    """``target/libs`` holding ``jars``: from the cache, else resolved once with Maven into it."""
+    libs = target / "libs"
+    if (libs / jars.marker_jar).is_file():
+        return libs
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if target.exists():  # a half-installed copy from a run that died mid-way
+        shutil.rmtree(target)
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".download-") as tmp:
+        staged = Path(tmp) / "staged"
+        maven_copy_jars(jars, Path(tmp), staged / "libs", unavailable)
+        # Rename into place last, so an interrupted install never looks complete.
+        os.replace(staged, target)
+    logger.info("installed %s into %s", jars.label, target)
+    return libs

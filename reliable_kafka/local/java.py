@@ -1,4 +1,4 @@
-"""Running a JVM server as a child process we can always clean up."""
+"""Running a server (a JVM, or a native binary) as a child process we can always clean up."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from reliable_kafka.local.errors import ClusterStartError
 logger = logging.getLogger(__name__)
 
 _PR_SET_PDEATHSIG = 1
-_LIVE_SERVERS: weakref.WeakSet[JavaServer] = weakref.WeakSet()
+_LIVE_SERVERS: weakref.WeakSet[ServerProcess] = weakref.WeakSet()
 
 
 def find_java() -> str:
@@ -48,35 +48,13 @@ def _die_with_parent() -> None:
     os.setsid()
 
 
-class JavaServer:
-    """One JVM child process with its output in a log file."""
+class ServerProcess:
+    """One server child process (a JVM, or a native binary) with its output in a log file."""
 
-    def __init__(
-        self,
-        name: str,
-        main_class: str,
-        classpath: str,
-        args: Sequence[str],
-        log_file: Path,
-        *,
-        heap: str = "256m",
-        jvm_options: Sequence[str] = (),
-    ) -> None:
+    def __init__(self, name: str, command: Sequence[str], log_file: Path) -> None:
         self.name = name
         self.log_file = log_file
-        self._command = [
-            find_java(),
-            f"-Xmx{heap}",
-            # The stock scripts pass CMS/G1 flags that Java 17 rejects; the serial
-            # collector is the right one for a small single-node test server anyway.
-            "-XX:+UseSerialGC",
-            "-Djava.awt.headless=true",
-            *jvm_options,
-            "-cp",
-            classpath,
-            main_class,
-            *args,
-        ]
+        self._command = list(command)
         self._process: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
 
@@ -146,6 +124,36 @@ class JavaServer:
         return "\n".join(text.splitlines()[-lines:])
 
 
+class JavaServer(ServerProcess):
+    """One JVM child process with its output in a log file."""
+
+    def __init__(
+        self,
+        name: str,
+        main_class: str,
+        classpath: str,
+        args: Sequence[str],
+        log_file: Path,
+        *,
+        heap: str = "256m",
+        jvm_options: Sequence[str] = (),
+    ) -> None:
+        command = [
+            find_java(),
+            f"-Xmx{heap}",
+            # The stock scripts pass CMS/G1 flags that Java 17 rejects; the serial
+            # collector is the right one for a small single-node test server anyway.
+            "-XX:+UseSerialGC",
+            "-Djava.awt.headless=true",
+            *jvm_options,
+            "-cp",
+            classpath,
+            main_class,
+            *args,
+        ]
+        super().__init__(name, command, log_file)
+
+
 @atexit.register
 def _stop_all_servers() -> None:
     for server in list(_LIVE_SERVERS):
@@ -159,7 +167,7 @@ class ManagedServer(ABC):
     DEFAULT_START_TIMEOUT_S = 60.0
 
     def __init__(self) -> None:
-        self._server: JavaServer | None = None
+        self._server: ServerProcess | None = None
 
     @abstractmethod
     def start(self, timeout_s: float) -> None:

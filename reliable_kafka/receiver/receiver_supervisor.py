@@ -38,6 +38,7 @@ from reliable_kafka.settings import StreamingSettings
 from reliable_kafka.storage.block_id import StreamBlockId, StreamBlockIdGenerator
 from reliable_kafka.storage.block_store import BlockStore
 from reliable_kafka.util.clock import Clock, SystemClock
+from reliable_kafka.util.filesystems import FilesystemOptions
 from wal.failure_log import FailureLog
 
 logger = logging.getLogger(__name__)
@@ -78,6 +79,7 @@ class ReceiverSupervisor:
         *,
         settings: StreamingSettings | None = None,
         checkpoint_dir: str | None = None,
+        filesystem_options: FilesystemOptions | None = None,
         host: str | None = None,
         executor_id: str = "driver",
         received_block_handler: ReceivedBlockHandler | None = None,
@@ -85,7 +87,9 @@ class ReceiverSupervisor:
         block_locator: Callable[[StreamBlockId], BlockLocation | None] | None = None,
     ) -> None:
         """``received_block_handler`` replaces the handler the settings would choose;
-        ``block_locator`` tells where a stored block can be read (executor placement)."""
+        ``block_locator`` tells where a stored block can be read (executor placement);
+        ``filesystem_options`` how to reach a remote checkpoint directory (on executors, from the
+        receiver task; None: as this process was configured)."""
         self.receiver = receiver
         self.stream_id = receiver.stream_id
         self._tracker = tracker
@@ -95,7 +99,9 @@ class ReceiverSupervisor:
         self._clock = clock or SystemClock()
         self._block_store = block_store
         self._block_locator = block_locator
-        self._handler = received_block_handler or self._create_block_handler(block_store, checkpoint_dir)
+        self._handler = received_block_handler or self._create_block_handler(
+            block_store, checkpoint_dir, filesystem_options
+        )
         self._block_ids = StreamBlockIdGenerator(self.stream_id)
         self._block_generators: list[BlockGenerator] = []
         self._generators_lock = threading.Lock()
@@ -117,7 +123,10 @@ class ReceiverSupervisor:
         self._default_block_generator = self.create_block_generator(_DefaultBlockGeneratorListener(self))
 
     def _create_block_handler(
-        self, block_store: BlockStore, checkpoint_dir: str | None
+        self,
+        block_store: BlockStore,
+        checkpoint_dir: str | None,
+        filesystem_options: FilesystemOptions | None,
     ) -> ReceivedBlockHandler:
         wal = self._settings.wal
         if not wal.enable:
@@ -131,6 +140,7 @@ class ReceiverSupervisor:
             max_failures=wal.max_failures,
             close_file_after_write=wal.close_file_after_write,
             fsync=wal.fsync,
+            filesystem_options=filesystem_options,
         )
         return WriteAheadLogBasedBlockHandler(
             block_store,

@@ -24,7 +24,7 @@ import os
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgpack
@@ -42,6 +42,7 @@ from reliable_kafka.storage.block_id import StreamBlockId
 from reliable_kafka.storage.block_server import BlockServer
 from reliable_kafka.storage.executor_block_store import ExecutorBlockStore
 from reliable_kafka.util import instruments
+from reliable_kafka.util.filesystems import FilesystemOptions
 from reliable_kafka.util.located_rdd import current_executor, task_attempt_number
 
 logger = logging.getLogger(__name__)
@@ -55,7 +56,9 @@ RECEIVER_TASK_LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s [receiver %(recei
 @dataclass(frozen=True, slots=True)
 class ReceiverTaskDescription:
     """Everything a receiver task needs, as plain data. ``secret`` authenticates the task to the
-    tracker and to block readers; it travels inside Spark's task and is never logged."""
+    tracker and to block readers; ``filesystem_options`` say how to reach a remote checkpoint
+    directory (they may hold storage credentials). Both travel inside Spark's task and are never
+    logged."""
 
     stream_id: int
     receiver: ReceiverDescriptor
@@ -66,6 +69,7 @@ class ReceiverTaskDescription:
     secret: bytes
     app_id: str
     launch: int
+    filesystem_options: FilesystemOptions = field(default_factory=FilesystemOptions)
 
     def encode(self) -> bytes:
         return msgpack.packb(
@@ -78,6 +82,7 @@ class ReceiverTaskDescription:
                 "secret": self.secret,
                 "app_id": self.app_id,
                 "launch": self.launch,
+                "filesystems": self.filesystem_options.to_dict(),
             },
             use_bin_type=True,
         )
@@ -96,6 +101,7 @@ class ReceiverTaskDescription:
             secret=d["secret"],
             app_id=d["app_id"],
             launch=d["launch"],
+            filesystem_options=FilesystemOptions.from_dict(d.get("filesystems")),
         )
 
     def __repr__(self) -> str:
@@ -211,6 +217,7 @@ def _run(description: ReceiverTaskDescription) -> str:
                 store,
                 settings=settings,
                 checkpoint_dir=description.checkpoint_dir,
+                filesystem_options=description.filesystem_options,
                 host=host,
                 executor_id=executor_id,
                 block_locator=lambda block_id: BlockLocation(

@@ -15,7 +15,9 @@ from reliable_kafka.storage.storage_level import StorageLevel
 from reliable_kafka.util import instruments
 from reliable_kafka.util.clock import Clock, SystemClock
 from reliable_kafka.util.daemon_pool import DaemonThreadPool
-from wal import FileBasedWriteAheadLog, WriteAheadLog
+from reliable_kafka.util.filesystems import FilesystemOptions
+from reliable_kafka.util.wal_at import write_ahead_log_at
+from wal import WriteAheadLog
 
 logger = logging.getLogger(__name__)
 
@@ -41,9 +43,13 @@ def create_receiver_write_ahead_log(
     max_failures: int = 3,
     close_file_after_write: bool = False,
     fsync: bool = True,
+    filesystem_options: FilesystemOptions | None = None,
 ) -> WriteAheadLog:
-    return FileBasedWriteAheadLog(
+    """``filesystem_options``: how to reach a remote checkpoint directory (None: as this process
+    was configured, ``filesystems.configure``)."""
+    return write_ahead_log_at(
         receiver_log_directory(checkpoint_dir, stream_id),
+        filesystem_options,
         rolling_interval_s=rolling_interval_s,
         max_failures=max_failures,
         close_file_after_write=close_file_after_write,

@@ -20,6 +20,7 @@ from reliable_kafka.rpc import new_secret
 from reliable_kafka.scheduler.receiver_scheduling_policy import ExecutorCacheTaskLocation
 from reliable_kafka.scheduler.task_slots import check_cluster_receivers, task_slots
 from reliable_kafka.scheduler.tracker_server import ReceiverTrackerServer
+from reliable_kafka.util.filesystems import FilesystemOptions, configured_options
 from reliable_kafka.util.located_rdd import executor_locations, located_rdd, wait_for_executors
 
 if TYPE_CHECKING:
@@ -112,6 +113,13 @@ class ExecutorReceiverRunner:
             secret=self.secret,
             app_id=self._app_id,
             launch=launch,
+            # How the driver reaches the checkpoint directory: executors must not depend on
+            # their own environment for it.
+            filesystem_options=(
+                FilesystemOptions()
+                if self._checkpoint_dir is None
+                else configured_options(self._checkpoint_dir)
+            ),
         )
         preferred = [str(location) for location in locations]
         sc = self._sc

@@ -21,7 +21,8 @@ import msgpack
 from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo
 from reliable_kafka.settings import WriteAheadLogSettings
 from reliable_kafka.util.clock import wall_clock_ms
-from wal import BatchedWriteAheadLog, FileBasedWriteAheadLog, WriteAheadLog
+from reliable_kafka.util.wal_at import write_ahead_log_at
+from wal import BatchedWriteAheadLog, WriteAheadLog
 from wal.aggregate import deaggregate
 from wal.failure_log import FailureLog
 
@@ -153,7 +154,8 @@ def create_driver_write_ahead_log(
     ``after_stop``: the log for the few events that follow a tracker stop (the batches a graceful
     stop still runs): one file per write, so it holds no thread and no open file.
     """
-    log: WriteAheadLog = FileBasedWriteAheadLog(
+    # On a remote checkpoint, reached as StreamingContext.checkpoint recorded for this process.
+    log: WriteAheadLog = write_ahead_log_at(
         checkpoint_dir_to_log_dir(checkpoint_dir),
         rolling_interval_s=settings.driver_rolling_interval_s,
         max_failures=settings.driver_max_failures,

@@ -2,6 +2,9 @@
 
     python -m tests.e2e.kill_child --zk ZK --group G --topic T --checkpoint DIR --output FILE --run N
 
+``--checkpoint`` is a path or a URL (``hdfs://``, ``s3a://``; reached with the ``spark.hadoop.*``
+keys of ``--spark-conf-file``).
+
 ``--zk ""``: no ZooKeeper; the kafka params' ``bootstrap.servers`` reach the group coordinator.
 
 A Kafka word-less "sink" job with the receiver WAL and checkpointing on, built through
@@ -56,6 +59,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--sink-delay-ms", type=int, default=250)
     parser.add_argument("--report-delay-ms", type=int, default=150)
     parser.add_argument("--placement", choices=("executors", "driver"), default="executors")
+    # A JSON object of extra SparkConf entries (e.g. spark.hadoop.* keys for a remote checkpoint).
+    parser.add_argument("--spark-conf-file")
+    parser.add_argument("--batch-s", type=int, default=1)
     return parser.parse_args(argv)
 
 
@@ -137,13 +143,16 @@ def main(argv: list[str]) -> int:
         .set("spark.streaming.gracefulStopTimeout", "120s")
         .set("spark.streaming.receiver.placement", args.placement)
     )
+    if args.spark_conf_file:
+        with open(args.spark_conf_file) as handle:
+            conf.setAll(json.load(handle).items())
     sc = SparkContext(conf=conf)
     sc.setLogLevel("ERROR")
     sink = Sink(args.output, args.run)
     holder: dict[str, Any] = {}
 
     def setup() -> StreamingContext:
-        ssc = StreamingContext(sc, 1)
+        ssc = StreamingContext(sc, args.batch_s)
         stream = KafkaUtils.createStream(
             ssc,
             args.zk or None,

@@ -49,6 +49,27 @@ def group_params(cluster: LocalCluster) -> tuple[str, dict[str, str]]:
 @pytest.mark.brokers("3.9", "4")
 @pytest.mark.parametrize("placement", ["executors", "driver"])
 def test_no_loss_across_driver_kills(local_cluster: LocalCluster, tmp_path: Path, placement: str) -> None:
+    assert_no_loss_across_driver_kills(local_cluster, tmp_path, placement, str(tmp_path / "checkpoint"))
+
+
+def assert_no_loss_across_driver_kills(
+    local_cluster: LocalCluster,
+    tmp_path: Path,
+    placement: str,
+    checkpoint: str,
+    *,
+    kills: int = KILLS,
+    spark_conf: dict[str, str] | None = None,
+    batch_s: int = 1,
+    sink_delay_ms: int = 250,
+    bounded_duplicates: bool = True,
+) -> None:
+    """``kills`` SIGKILLed runs of tests/e2e/kill_child.py and a final one stopped gracefully, with
+    the checkpoint (a path or a URL) in ``checkpoint``, ``spark_conf`` added to the child's
+    SparkConf and batches of ``batch_s`` seconds: nothing lost, duplicates within one block per
+    partition per kill, pending batches run again from the write-ahead log, everything committed
+    at the end. ``bounded_duplicates=False`` measures the duplicates (logged) instead of bounding
+    them: for stores where the bound does not hold yet (see tests/e2e/test_remote_checkpoints.py)."""
     seed = random.randrange(1 << 30)
     rng = random.Random(seed)
     logger.info("kill test seed %d", seed)
@@ -59,15 +80,22 @@ def test_no_loss_across_driver_kills(local_cluster: LocalCluster, tmp_path: Path
     kafka_params = {"auto.offset.reset": "smallest", **timeouts, **local_cluster.client_config()}
     child_args = [
         *("--zk", zk_quorum, "--group", group, "--topic", topic),
-        *("--checkpoint", str(tmp_path / "checkpoint"), "--output", str(output_path)),
+        *("--checkpoint", checkpoint, "--output", str(output_path)),
         *("--kafka-params", json.dumps(kafka_params)),
         *("--placement", placement),
+        *("--batch-s", str(batch_s), "--sink-delay-ms", str(sink_delay_ms)),
     ]
+    if spark_conf:
+        # In a file, not on the command line: it may hold credentials.
+        conf_file = tmp_path / "spark-conf.json"
+        conf_file.touch(mode=0o600)
+        conf_file.write_text(json.dumps(spark_conf))
+        child_args += ["--spark-conf-file", str(conf_file)]
     producer = RecordingProducer(local_cluster, topic, PARTITIONS, per_tick=8)
     producer.start()
     children: list[ChildApp] = []
     try:
-        for run in range(KILLS):
+        for run in range(kills):
             child = ChildApp(run, child_args, tmp_path)
             children.append(child)
             child.wait_started()
@@ -99,11 +127,11 @@ def test_no_loss_across_driver_kills(local_cluster: LocalCluster, tmp_path: Path
             child.kill()
             logger.info("run %d killed (%d messages sent so far)", run, producer.sent)
 
-        final = ChildApp(KILLS, child_args, tmp_path)
+        final = ChildApp(kills, child_args, tmp_path)
         children.append(final)
         final.wait_started()
         wait_until(
-            lambda: final.check_alive() and Output.has_ended_batch(Output.read(output_path), KILLS),
+            lambda: final.check_alive() and Output.has_ended_batch(Output.read(output_path), kills),
             timeout_s=90,
             what="the final run to be processing batches",
         )
@@ -132,7 +160,7 @@ def test_no_loss_across_driver_kills(local_cluster: LocalCluster, tmp_path: Path
         },
         output.unfinished(),
         {p: [len(offsets) for offsets in levels] for p, levels in output.duplicate_levels().items()},
-        {run: {p: len(o) for p, o in output.read_again_by(run).items()} for run in range(1, KILLS + 1)},
+        {run: {p: len(o) for p, o in output.read_again_by(run).items()} for run in range(1, kills + 1)},
     )
     delivered = {
         (p, o): v for runs in output.batches.values() for b in runs.values() for p, o, v in b.records
@@ -141,12 +169,12 @@ def test_no_loss_across_driver_kills(local_cluster: LocalCluster, tmp_path: Path
     assert delivered == producer.acked, f"seed {seed}"
 
     # Batches begun but not finished before a kill ran again, from the WAL, with the same records.
-    unfinished = [(run, t) for run, t in output.unfinished() if run < KILLS]
+    unfinished = [(run, t) for run, t in output.unfinished() if run < kills]
     assert any(output.batches[run][t].records for run, t in unfinished), "no kill landed inside a batch"
     for run, t in unfinished:
         assert t in output.recovered[run + 1], f"batch {t} of run {run} not recovered as pending"
         reruns = [
-            r for r in range(run + 1, KILLS + 1) if output.batches[r].get(t) and output.batches[r][t].ended
+            r for r in range(run + 1, kills + 1) if output.batches[r].get(t) and output.batches[r][t].ended
         ]
         assert reruns, f"batch {t} begun in run {run} never completed after the restart"
         assert output.batches[run][t].records <= output.batches[reruns[0]][t].records
@@ -154,7 +182,32 @@ def test_no_loss_across_driver_kills(local_cluster: LocalCluster, tmp_path: Path
     # Records read twice: what run r + 1's receiver read again was stored by run r (the run killed
     # just before), in at most one block per partition: the block whose offsets the kill kept
     # from being committed. Blocks of older runs must not be needed.
-    read_again = {run: output.read_again_by(run) for run in range(1, KILLS + 1)}
+    read_again = {run: output.read_again_by(run) for run in range(1, kills + 1)}
+    if bounded_duplicates:
+        assert_duplicates_bounded(output, read_again, children, seed)
+    else:
+        logger.warning(
+            "duplicates not bounded here: read again per run and partition %s, blocks of the killed run "
+            "needed %s, records in 2+ batch times per partition %s",
+            {run: {p: len(o) for p, o in parts.items()} for run, parts in read_again.items()},
+            {
+                run: {p: blocks_to_cover(o, output.killed_run_ranges(run - 1, p)) for p, o in parts.items()}
+                for run, parts in read_again.items()
+            },
+            {p: len(levels[0]) for p, levels in output.duplicate_levels().items() if levels},
+        )
+
+    # The graceful stop of the last run committed everything.
+    assert committed_offsets(local_cluster, group, topic, PARTITIONS) == log_end_offsets(
+        local_cluster, topic, PARTITIONS
+    )
+
+
+def assert_duplicates_bounded(
+    output: Output, read_again: dict[int, dict[int, set[int]]], children: list[ChildApp], seed: int
+) -> None:
+    """Each restart read again at most one block per partition of the run killed before it, and
+    that explains every record delivered twice."""
     for run, partitions in read_again.items():
         for partition, offsets in partitions.items():
             needed = blocks_to_cover(offsets, output.killed_run_ranges(run - 1, partition))
@@ -170,8 +223,3 @@ def test_no_loss_across_driver_kills(local_cluster: LocalCluster, tmp_path: Path
             f"partition {partition}: duplicates {sorted(set().union(*levels) - explained)} not read "
             f"again after a kill (seed {seed})"
         )
-
-    # The graceful stop of the last run committed everything.
-    assert committed_offsets(local_cluster, group, topic, PARTITIONS) == log_end_offsets(
-        local_cluster, topic, PARTITIONS
-    )

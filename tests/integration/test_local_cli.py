@@ -145,3 +145,45 @@ def test_local_cluster_refuses_impossible_ports_before_making_a_dir(
     with pytest.raises(ValueError, match=message):
         LocalCluster(**kwargs)  # type: ignore[arg-type]
     assert not list(tmp_path.iterdir())
+
+
+def test_up_takes_storage_servers() -> None:
+    args = build_parser().parse_args(["up", "--hdfs", "--s3"])
+    assert (args.hdfs, args.s3) == (True, True)
+    assert (build_parser().parse_args(["up"]).hdfs, build_parser().parse_args(["up"]).s3) == (False, False)
+
+
+@pytest.mark.integration
+@pytest.mark.brokers("3.9")
+def test_up_with_s3_prints_spark_settings_but_not_the_secret(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "reliable_kafka.local.cli", "up", "--s3"]
+    process = subprocess.Popen(
+        command,
+        cwd=REPO_ROOT,
+        env=_child_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        lines = []
+        for line in process.stdout:
+            lines.append(line.rstrip("\n"))
+            if line.startswith("spark-defaults lines"):
+                break
+        conf = Path(lines[-1].rsplit(": ", 1)[1])
+        settings = dict(line.split(" ", 1) for line in conf.read_text().splitlines())
+        secret = settings["spark.hadoop.fs.s3a.secret.key"]
+        assert oct(conf.stat().st_mode & 0o777) == "0o600"
+        assert "spark.hadoop.fs.s3a.secret.key=(in the file below)" in lines
+        assert any(line.startswith("spark.hadoop.fs.s3a.endpoint=http://127.0.0.1:") for line in lines)
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, stderr
+    assert secret not in "\n".join(lines) + stdout + stderr
+    assert not list(tmp_path.glob("reliable-kafka-*")), "the servers' dir was left behind"

