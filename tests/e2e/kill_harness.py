@@ -251,6 +251,25 @@ class Output:
                 levels[p][level].add(o)
         return dict(levels)
 
+    def holders(self, partition: int, offsets: set[int]) -> list[str]:
+        """Where these offsets of ``partition`` were delivered: one line per (run, batch, block)
+        holding some of them, with the block's range of them and whether the batch ended; what a
+        failed duplicate bound needs to tell a block in two batches from a block read twice."""
+        found: dict[tuple[int, int, str], set[int]] = defaultdict(set)
+        for run, batches in self.batches.items():
+            recovered = {block.id for block in self.recovered_blocks.get(run, [])}
+            for t, b in batches.items():
+                for block in b.blocks:
+                    for p, start, until in block.ranges:
+                        held = {o for o in offsets if p == partition and start <= o < until}
+                        if held:
+                            tag = "recovered" if block.id in recovered else "read"
+                            found[(run, t, f"{block.id} ({tag}, ended={b.ended})")] |= held
+        return [
+            f"run {run} batch {t} block {what}: offsets {min(held)}-{max(held)} ({len(held)})"
+            for (run, t, what), held in sorted(found.items())
+        ]
+
 
 def blocks_to_cover(offsets: set[int], blocks: list[tuple[int, int]]) -> int | None:
     """Fewest of ``blocks`` ([from, until) ranges) that hold every offset; None if they cannot."""

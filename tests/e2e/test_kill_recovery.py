@@ -33,6 +33,16 @@ KILLS = 5
 PARTITIONS = 2
 
 
+SEED_VARIABLE = "RELIABLE_KAFKA_KILL_SEED"
+
+
+def kill_seed() -> int:
+    """The seed of the kill schedule: ``RELIABLE_KAFKA_KILL_SEED`` when set (to replay a failed
+    run's schedule), else a fresh one."""
+    fixed = os.environ.get(SEED_VARIABLE)
+    return int(fixed) if fixed else random.randrange(1 << 30)
+
+
 def group_params(cluster: LocalCluster) -> tuple[str, dict[str, str]]:
     """The zkQuorum and the group's timeouts: ZooKeeper membership where the cluster has one (3.9),
     else (4.x, KRaft) Kafka's group coordinator, with no ZooKeeper anywhere.
@@ -49,8 +59,11 @@ def group_params(cluster: LocalCluster) -> tuple[str, dict[str, str]]:
 @pytest.mark.brokers("3.9", "4")
 @pytest.mark.parametrize("placement", ["executors", "driver"])
 def test_no_loss_across_driver_kills(local_cluster: LocalCluster, tmp_path: Path, placement: str) -> None:
-    seed = random.randrange(1 << 30)
+    seed = kill_seed()
     rng = random.Random(seed)
+    # Printed, not only logged: pytest shows a failed test's stdout, and the seed replays its kill
+    # schedule (RELIABLE_KAFKA_KILL_SEED).
+    print(f"kill test seed {seed} ({SEED_VARIABLE}={seed} replays its kill schedule)")
     logger.info("kill test seed %d", seed)
     topic, group = unique_name("kill"), unique_name("group")
     local_cluster.create_topic(topic, partitions=PARTITIONS)
@@ -166,9 +179,10 @@ def test_no_loss_across_driver_kills(local_cluster: LocalCluster, tmp_path: Path
     # And that is every duplicate: nothing was delivered twice for another reason.
     for partition, levels in output.duplicate_levels().items():
         explained = set().union(*(partitions.get(partition, set()) for partitions in read_again.values()))
-        assert set().union(*levels) <= explained, (
-            f"partition {partition}: duplicates {sorted(set().union(*levels) - explained)} not read "
-            f"again after a kill (seed {seed})"
+        unexplained = set().union(*levels) - explained
+        assert not unexplained, (
+            f"partition {partition}: duplicates {sorted(unexplained)} not read again after a kill "
+            f"(seed {seed}); delivered by:\n" + "\n".join(output.holders(partition, unexplained))
         )
 
     # The graceful stop of the last run committed everything.
