@@ -177,9 +177,7 @@ def test_no_loss_across_driver_kills(local_cluster: LocalCluster, tmp_path: Path
                 + "\n".join(children[r].warnings() for r in (run - 1, run))
             )
     # And that is every duplicate: nothing was delivered twice for another reason.
-    for partition, levels in output.duplicate_levels().items():
-        explained = set().union(*(partitions.get(partition, set()) for partitions in read_again.values()))
-        unexplained = set().union(*levels) - explained
+    for partition, unexplained in output.unexplained_duplicates(KILLS).items():
         assert not unexplained, (
             f"partition {partition}: duplicates {sorted(unexplained)} not read again after a kill "
             f"(seed {seed}); delivered by:\n" + "\n".join(output.holders(partition, unexplained))
