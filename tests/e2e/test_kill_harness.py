@@ -47,7 +47,7 @@ def test_a_block_read_again_but_left_for_the_next_run_explains_its_duplicates(tm
     # partition 1) with c stored and committed but not yet in a batch begun: c stays in the
     # metadata log and run 2 delivers it from there. Offsets 560-647 are in batches 5000 and
     # 9000: one block re-read after one kill, within the bound, though no batch of run 1 holds
-    # the block that read them again (the case of the seed-34751985 failure, issue 21).
+    # the block that read them again (the shape of the seed-34751985 failure, issue 21).
     a, b0 = block("a", 0, 560, 648), block("b0", 0, 0, 560)
     c, p1 = block("c", 0, 560, 700), block("p1", 1, 0, 40)
     output = write_output(
@@ -68,6 +68,37 @@ def test_a_block_read_again_but_left_for_the_next_run_explains_its_duplicates(tm
     assert output.read_again_by(2) == {}
     assert blocks_to_cover(output.read_again_by(1)[0], output.killed_run_ranges(0, 0)) == 1
     assert output.unexplained_duplicates(2) == {}
+
+
+def test_both_copies_delivered_by_a_later_run_from_the_log_are_one_block_read_again(tmp_path: Path) -> None:
+    # Seen in a kill test run on a loaded machine: run 4 fell 30 batches behind, so neither the
+    # block run 3 left uncommitted (r3, recovered by run 4 into a pending batch) nor the block
+    # run 4's receiver read again from the committed offset (r4, 7216-7815 of both partitions)
+    # was in a batch run 4 began. Run 5 delivered both from the metadata log: 7216-7219 twice.
+    r3 = {"id": "r3", "ranges": [[0, 7208, 7220], [1, 7208, 7220]]}
+    r4 = {"id": "r4", "ranges": [[0, 7216, 7816], [1, 7216, 7816]]}
+    early = {"id": "early", "ranges": [[0, 0, 7208], [1, 0, 7208]]}
+    output = write_output(
+        tmp_path / "output.jsonl",
+        [
+            recovered(0, [], []),
+            *batch(0, 1000, [early]),
+            recovered(1, [], []),
+            recovered(2, [], []),
+            recovered(3, [], []),
+            recovered(4, [], [r3]),
+            *batch(4, 2000, []),
+            recovered(5, [3000, 4000], [r3, r4]),
+            *batch(5, 3000, [r3]),
+            *batch(5, 4000, [r4]),
+        ],
+    )
+
+    offsets = set(range(7216, 7220))
+    assert output.duplicate_levels() == {0: [offsets], 1: [offsets]}
+    assert output.read_again_by(4) == {0: offsets, 1: offsets}
+    assert blocks_to_cover(offsets, output.killed_run_ranges(3, 0)) == 1
+    assert output.unexplained_duplicates(5) == {}
 
 
 def test_a_recovered_block_in_two_batches_stays_unexplained(tmp_path: Path) -> None:
