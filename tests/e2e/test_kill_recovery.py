@@ -37,8 +37,10 @@ SEED_VARIABLE = "RELIABLE_KAFKA_KILL_SEED"
 
 
 def kill_seed() -> int:
-    """The seed of the kill schedule: ``RELIABLE_KAFKA_KILL_SEED`` when set (to replay a failed
-    run's schedule), else a fresh one."""
+    """The seed of the kill schedule: ``RELIABLE_KAFKA_KILL_SEED`` when set, else a fresh one.
+
+    It draws only the random delays before the even runs' kills; where the other kills land
+    depends on how fast the machine runs the batches, so a seed replays a schedule, not a run."""
     fixed = os.environ.get(SEED_VARIABLE)
     return int(fixed) if fixed else random.randrange(1 << 30)
 
@@ -61,9 +63,8 @@ def group_params(cluster: LocalCluster) -> tuple[str, dict[str, str]]:
 def test_no_loss_across_driver_kills(local_cluster: LocalCluster, tmp_path: Path, placement: str) -> None:
     seed = kill_seed()
     rng = random.Random(seed)
-    # Printed, not only logged: pytest shows a failed test's stdout, and the seed replays its kill
-    # schedule (RELIABLE_KAFKA_KILL_SEED).
-    print(f"kill test seed {seed} ({SEED_VARIABLE}={seed} replays its kill schedule)")
+    # Printed, not only logged: pytest shows a failed test's stdout.
+    print(f"kill test seed {seed} ({SEED_VARIABLE}={seed} replays its kill delays)")
     logger.info("kill test seed %d", seed)
     topic, group = unique_name("kill"), unique_name("group")
     local_cluster.create_topic(topic, partitions=PARTITIONS)
