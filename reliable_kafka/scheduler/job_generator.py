@@ -27,7 +27,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -191,39 +191,28 @@ class JobGenerator:
 
     def _restart(self, checkpoint: Checkpoint) -> None:
         batch = self.batch_duration_ms
-        zero = checkpoint.zero_time_ms
-        now = self.clock.get_time_ms()
-        restart_time = ((now - zero) // batch + 1) * batch + zero
-        last_generated = checkpoint.last_generated_batch_time_ms
-        # Batch times only move forward, even if this clock is behind the old run's.
-        restart_time = max(restart_time, last_generated + batch)
-        down_times = set(range(last_generated + batch, restart_time, batch))
-        tracker_pending = set(self._tracker_pending())
-        candidates = down_times | set(checkpoint.pending_times_ms) | tracker_pending
-        misaligned = sorted(t for t in candidates if (t - zero) % batch)
-        if misaligned:
-            logger.warning("Ignoring batch times not on this batch grid: %s", misaligned)
-        to_reschedule = sorted(t for t in candidates if zero < t < restart_time and (t - zero) % batch == 0)
-        self._return_to_queue(
-            sorted(tracker_pending - set(to_reschedule)), "recovered but not on this run's batch grid"
-        )
-        first = to_reschedule[0] if to_reschedule else restart_time
-        self.graph.start(zero, first - batch)
+        tracker_pending = self._tracker_pending()
+        plan = plan_restart(checkpoint, batch, self.clock.get_time_ms(), tracker_pending)
+        if plan.misaligned:
+            logger.warning("Ignoring batch times not on this batch grid: %s", plan.misaligned)
+        self._return_to_queue(plan.to_return, "recovered but not on this run's batch grid")
+        first = plan.to_reschedule[0] if plan.to_reschedule else plan.restart_time_ms
+        self.graph.start(checkpoint.zero_time_ms, first - batch)
         logger.info(
             "Restarting from checkpoint of %d ms: batches pending %s, recovered by the receiver tracker %s, "
             "down times %d; regenerating %d batches, then batches from %d ms",
             checkpoint.checkpoint_time_ms,
             sorted(checkpoint.pending_times_ms),
             sorted(tracker_pending),
-            len(down_times),
-            len(to_reschedule),
-            restart_time,
+            plan.down_times,
+            len(plan.to_reschedule),
+            plan.restart_time_ms,
         )
         with self._lock:
-            self.last_generated_batch_time_ms = last_generated
-        for time_ms in to_reschedule:
+            self.last_generated_batch_time_ms = checkpoint.last_generated_batch_time_ms
+        for time_ms in plan.to_reschedule:
             self._post_generate_jobs(time_ms)
-        self.timer.start(restart_time)
+        self.timer.start(plan.restart_time_ms)
 
     def _tracker_pending(self) -> list[int]:
         tracker = self.job_scheduler.receiver_tracker
@@ -390,6 +379,45 @@ class JobGenerator:
         with self._lock:
             self._not_fully_processed.discard(time_ms)
             self.last_processed_batch_ms = _later(self.last_processed_batch_ms, time_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class RestartPlan:
+    """What a restart from a checkpoint runs: ``to_reschedule`` under their own times, then
+    batches from ``restart_time_ms`` on; ``to_return`` are pending batches of the metadata log
+    that cannot run under their own time, whose blocks go to the next batch."""
+
+    restart_time_ms: int
+    to_reschedule: list[int]
+    to_return: list[int]
+    misaligned: list[int]
+    down_times: int
+
+
+def plan_restart(
+    checkpoint: Checkpoint, batch_duration_ms: int, now_ms: int, tracker_pending: Iterable[int]
+) -> RestartPlan:
+    """The batches a restart generates again: those pending in the checkpoint, those the metadata
+    log holds as allocated but not completed, and every batch time between the last generated
+    one and the restart time. A pure function of what the old runs left, so that recovery tests
+    can replay kill after kill against the same decisions the job generator makes."""
+    batch = batch_duration_ms
+    zero = checkpoint.zero_time_ms
+    restart_time = ((now_ms - zero) // batch + 1) * batch + zero
+    last_generated = checkpoint.last_generated_batch_time_ms
+    # Batch times only move forward, even if this clock is behind the old run's.
+    restart_time = max(restart_time, last_generated + batch)
+    down_times = set(range(last_generated + batch, restart_time, batch))
+    pending = set(tracker_pending)
+    candidates = down_times | set(checkpoint.pending_times_ms) | pending
+    to_reschedule = sorted(t for t in candidates if zero < t < restart_time and (t - zero) % batch == 0)
+    return RestartPlan(
+        restart_time_ms=restart_time,
+        to_reschedule=to_reschedule,
+        to_return=sorted(pending - set(to_reschedule)),
+        misaligned=sorted(t for t in candidates if (t - zero) % batch),
+        down_times=len(down_times),
+    )
 
 
 def _later(current: int | None, time_ms: int) -> int:

@@ -216,11 +216,24 @@ class Output:
         earlier = {block for r in self.batches if r < run for block in self.blocks_of_run(r)}
         return earlier | set(self.recovered_blocks.get(run, []))
 
+    def blocks_stored_by(self, run: int) -> set[Block]:
+        """Blocks ``run``'s own receiver stored: those in its batches and those it left in the log
+        for ``run + 1`` to recover, except blocks stored before it (recovered, or re-run from an
+        earlier run's batch).
+
+        A block ``run`` stored but never put in a batch it began (still unallocated, or in a batch
+        that had not begun, when it was killed) is delivered by a later run from the log: it is
+        still ``run``'s read. Counting only the blocks of ``run``'s batches took the block
+        ``run`` read again after the kill before it for a duplicate nobody read twice.
+        """
+        before = {block.id for block in self.blocks_stored_before(run)}
+        left = set(self.recovered_blocks.get(run + 1, []))
+        return {block for block in self.blocks_of_run(run) | left if block.id not in before}
+
     def read_again_by(self, run: int) -> dict[int, set[int]]:
         """partition -> offsets that ``run``'s receiver read although an earlier run had stored them."""
         stored = _offsets(self.blocks_stored_before(run))
-        recovered = {block.id for block in self.recovered_blocks.get(run, [])}
-        read = _offsets(block for block in self.blocks_of_run(run) if block.id not in recovered)
+        read = _offsets(self.blocks_stored_by(run))
         found = {p: offsets & stored.get(p, set()) for p, offsets in read.items()}
         return {p: offsets for p, offsets in found.items() if offsets}
 
@@ -250,6 +263,35 @@ class Output:
                     levels[p].append(set())
                 levels[p][level].add(o)
         return dict(levels)
+
+    def unexplained_duplicates(self, last_run: int) -> dict[int, set[int]]:
+        """partition -> offsets delivered in two batch times that no run from 1 to ``last_run``
+        read again: duplicates that the receivers' one-block re-read after a kill does not explain."""
+        read_again = [self.read_again_by(run) for run in range(1, last_run + 1)]
+        found = {
+            p: set().union(*levels) - set().union(*(partitions.get(p, set()) for partitions in read_again))
+            for p, levels in self.duplicate_levels().items()
+        }
+        return {p: offsets for p, offsets in found.items() if offsets}
+
+    def holders(self, partition: int, offsets: set[int]) -> list[str]:
+        """Where these offsets of ``partition`` were delivered: one line per (run, batch, block)
+        holding some of them, with the block's range of them and whether the batch ended; what a
+        failed duplicate bound needs to tell a block in two batches from a block read twice."""
+        found: dict[tuple[int, int, str], set[int]] = defaultdict(set)
+        for run, batches in self.batches.items():
+            recovered = {block.id for block in self.recovered_blocks.get(run, [])}
+            for t, b in batches.items():
+                for block in b.blocks:
+                    for p, start, until in block.ranges:
+                        held = {o for o in offsets if p == partition and start <= o < until}
+                        if held:
+                            tag = "recovered" if block.id in recovered else "read"
+                            found[(run, t, f"{block.id} ({tag}, ended={b.ended})")] |= held
+        return [
+            f"run {run} batch {t} block {what}: offsets {min(held)}-{max(held)} ({len(held)})"
+            for (run, t, what), held in sorted(found.items())
+        ]
 
 
 def blocks_to_cover(offsets: set[int], blocks: list[tuple[int, int]]) -> int | None:
