@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import getpass
 import json
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -136,20 +135,11 @@ class LocalHdfs(ManagedServer):
         """Ready once the manager wrote its details (the cluster is up, safe mode left) and
         WebHDFS answers with a live DataNode: a client can write at once."""
         assert self._server is not None
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if not self._server.is_running():
-                raise ClusterStartError(
-                    f"HDFS exited with code {self._server.exit_code()} during start-up.",
-                    self._server.log_tail(),
-                )
-            if details.is_file() and self._webhdfs_answers() and self._live_datanodes() >= 1:
-                return
-            time.sleep(0.2)
-        self._server.kill()
-        raise ClusterStartError(
-            f"HDFS did not serve WebHDFS on port {self.webhdfs_port} within {timeout_s:.0f} s.",
-            self._server.log_tail(),
+        self._server.await_ready(
+            lambda: details.is_file() and self._webhdfs_answers() and self._live_datanodes() >= 1,
+            "HDFS",
+            f"serve WebHDFS on port {self.webhdfs_port}",
+            timeout_s,
         )
 
     def _get_json(self, path: str) -> dict[str, object] | None:

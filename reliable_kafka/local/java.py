@@ -10,9 +10,10 @@ import shutil
 import signal
 import subprocess
 import threading
+import time
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from reliable_kafka.local.errors import ClusterStartError
@@ -112,6 +113,24 @@ class ServerProcess:
                 return False
             logger.info("%s (pid %d) exited with %s", self.name, process.pid, process.returncode)
             return True
+
+    def await_ready(
+        self, ready: Callable[[], bool], server: str, doing: str, timeout_s: float, poll_s: float = 0.2
+    ) -> None:
+        """Poll ``ready`` until it is true. ``ClusterStartError`` with the log's tail when the
+        process exits first, or when ``timeout_s`` passes (the process is killed then), worded
+        as "<server> exited ..." / "<server> did not <doing> within ..."."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not self.is_running():
+                raise ClusterStartError(
+                    f"{server} exited with code {self.exit_code()} during start-up.", self.log_tail()
+                )
+            if ready():
+                return
+            time.sleep(poll_s)
+        self.kill()
+        raise ClusterStartError(f"{server} did not {doing} within {timeout_s:.0f} s.", self.log_tail())
 
     def log_tail(self, lines: int = 40) -> str:
         try:

@@ -148,21 +148,7 @@ class LocalS3(ManagedServer):
 
     def _wait_ready(self, timeout_s: float) -> None:
         assert self._server is not None
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if not self._server.is_running():
-                raise ClusterStartError(
-                    f"The S3 store exited with code {self._server.exit_code()} during start-up.",
-                    self._server.log_tail(),
-                )
-            if self._answers():
-                return
-            time.sleep(0.2)
-        self._server.kill()
-        raise ClusterStartError(
-            f"The S3 store did not answer on {self.endpoint_url} within {timeout_s:.0f} s.",
-            self._server.log_tail(),
-        )
+        self._server.await_ready(self._answers, "The S3 store", f"answer on {self.endpoint_url}", timeout_s)
 
     def _answers(self) -> bool:
         """Any HTTP answer from the gateway (an anonymous request is refused with 403: it serves)."""

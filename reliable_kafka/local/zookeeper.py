@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import socket
-import time
 from pathlib import Path
 
 from reliable_kafka.local.distribution import zookeeper_classpath
@@ -99,24 +98,15 @@ class LocalZooKeeper(ManagedServer):
 
     def _wait_ready(self, timeout_s: float) -> None:
         assert self._server is not None
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            if not self._server.is_running():
-                raise ClusterStartError(
-                    f"ZooKeeper exited with code {self._server.exit_code()} during start-up.",
-                    self._server.log_tail(),
-                )
-            # 'ruok' says imok as soon as the process runs; 'srvr' answers "not currently serving
-            # requests" until sessions can be opened, and a client connecting before that has its
-            # connection dropped (kazoo warns about it) and retries.
-            try:
-                if four_letter_word(self.port, "srvr").startswith("Zookeeper version"):
-                    return
-            except OSError:
-                pass
-            time.sleep(0.1)
-        self._server.kill()
-        raise ClusterStartError(
-            f"ZooKeeper did not serve requests on port {self.port} within {timeout_s:.0f} s.",
-            self._server.log_tail(),
+        self._server.await_ready(
+            self._serves, "ZooKeeper", f"serve requests on port {self.port}", timeout_s, poll_s=0.1
         )
+
+    def _serves(self) -> bool:
+        # 'ruok' says imok as soon as the process runs; 'srvr' answers "not currently serving
+        # requests" until sessions can be opened, and a client connecting before that has its
+        # connection dropped (kazoo warns about it) and retries.
+        try:
+            return four_letter_word(self.port, "srvr").startswith("Zookeeper version")
+        except OSError:
+            return False
