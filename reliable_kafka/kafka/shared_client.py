@@ -156,7 +156,6 @@ class SharedFetchClient:
         self._dispatcher: threading.Thread | None = None
         self._closing = threading.Event()
         self._events_due = 0.0
-        self._client_errors: list[KafkaError] = []
 
     @classmethod
     def create(
