@@ -252,6 +252,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ClusterStartError, ValueError) as exc:
         print(f"reliable-kafka-local: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        # Ctrl-C before the servers were all up (``up`` itself treats it as the normal stop):
+        # the ExitStack has already stopped what had started and removed its data.
+        print("reliable-kafka-local: interrupted; the servers started so far are stopped", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -170,9 +170,11 @@ def test_up_with_s3_prints_spark_settings_but_not_the_secret(tmp_path: Path) -> 
         lines = []
         for line in process.stdout:
             lines.append(line.rstrip("\n"))
-            if line.startswith("spark-defaults lines"):
+            # The last line ``up`` prints: only after it is Ctrl-C the normal stop.
+            if line.startswith("Ctrl-C stops"):
                 break
-        conf = Path(lines[-1].rsplit(": ", 1)[1])
+        conf_line = next(line for line in lines if line.startswith("spark-defaults lines"))
+        conf = Path(conf_line.rsplit(": ", 1)[1])
         settings = dict(line.split(" ", 1) for line in conf.read_text().splitlines())
         secret = settings["spark.hadoop.fs.s3a.secret.key"]
         assert oct(conf.stat().st_mode & 0o777) == "0o600"
@@ -186,4 +188,35 @@ def test_up_with_s3_prints_spark_settings_but_not_the_secret(tmp_path: Path) -> 
             process.wait()
     assert process.returncode == 0, stderr
     assert secret not in "\n".join(lines) + stdout + stderr
+    assert not list(tmp_path.glob("reliable-kafka-*")), "the servers' dir was left behind"
+
+
+@pytest.mark.integration
+@pytest.mark.brokers("3.9")
+def test_ctrl_c_while_up_is_starting_stops_what_started(tmp_path: Path) -> None:
+    """Ctrl-C between the first server and the ready line: no traceback, exit 130, nothing left."""
+    command = [sys.executable, "-m", "reliable_kafka.local.cli", "up", "--s3"]
+    process = subprocess.Popen(
+        command,
+        cwd=REPO_ROOT,
+        env=_child_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        # S3 starts after the broker; its first line comes before the ready line.
+        for line in process.stdout:
+            if line.startswith("s3="):
+                break
+        process.send_signal(signal.SIGINT)
+        _stdout, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert "interrupted" in stderr
     assert not list(tmp_path.glob("reliable-kafka-*")), "the servers' dir was left behind"
