@@ -87,6 +87,11 @@ def _librdkafka() -> _Librdkafka | str:
     return found
 
 
+def available() -> bool:
+    """Whether partitions can be read through their own queues (the reason why not is logged)."""
+    return not isinstance(_librdkafka(), str)
+
+
 def _find_librdkafka() -> _Librdkafka | str:
     if os.environ.get(SWITCH_ENV, "").strip().lower() in ("0", "false", "off", "no"):
         return f"{SWITCH_ENV} turns it off"

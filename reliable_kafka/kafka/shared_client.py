@@ -33,6 +33,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Topic
 
 from reliable_kafka.kafka.client import create_consumer
 from reliable_kafka.kafka.packed_fetch import FetchedBatch, PackedFetch, serve_events
+from reliable_kafka.kafka.packed_fetch import available as packed_fetch_available
 from reliable_kafka.kafka.params import DEFAULT_PREFETCH_BYTES
 from reliable_kafka.kafka.topic_partition import TopicAndPartition
 from reliable_kafka.storage.block_format import PackedChunk, pack_chunk
@@ -67,7 +68,9 @@ def _size(messages: list[Message]) -> int:
     )
 
 
-def prefetch_config(budget_bytes: int, partitions: int, client_config: Mapping[str, Any]) -> dict[str, Any]:
+def prefetch_config(
+    budget_bytes: int, partitions: int, client_config: Mapping[str, Any], *, shared_queue: bool = False
+) -> dict[str, Any]:
     """librdkafka settings that keep a receiver's prefetch within ``budget_bytes`` whatever its
     partition count (see :func:`receiver_memory_bound`). Each partition gets a share of a quarter
     of the budget: librdkafka fetches a partition while its queue holds less than
@@ -75,11 +78,19 @@ def prefetch_config(budget_bytes: int, partitions: int, client_config: Mapping[s
     ``max.partition.fetch.bytes`` (the other half, at most librdkafka's default of 1 MiB), so a
     queue holds at most its share, and the batch its thread holds (taken from the queue) at
     most as much again. One fetch response of at most a quarter of the budget is in flight per
-    broker. Keys already in ``client_config`` are left as the user set them."""
+    broker. Keys already in ``client_config`` are left as the user set them.
+
+    With ``shared_queue`` (the Python path: every partition's queue forwarded to the client's)
+    librdkafka compares the *shared* queue's size with ``queued.max.messages.kbytes`` for each
+    partition (measured: 2,520 messages, 246 KB shown for every one of 256 partitions), so
+    there it is the whole receiver's quarter, not a partition's half share, which would let
+    one partition's worth through for all (9k records/s at 256 partitions); the partitions'
+    handoffs hold the shares instead (:class:`PartitionHandoff`)."""
     share = max(_MIN_SHARE_BYTES, budget_bytes // 4 // max(1, partitions))
     fetch_max = max(_MIN_SHARE_BYTES, budget_bytes // 4)
+    queued = fetch_max if shared_queue else share // 2
     wanted = {
-        _QUEUED_KBYTES: max(1, share // 2 // 1024),
+        _QUEUED_KBYTES: max(1, queued // 1024),
         _PARTITION_FETCH_BYTES: min(_MAX_PARTITION_FETCH_BYTES, share // 2),
         _FETCH_MAX_BYTES: fetch_max,
     }
@@ -153,6 +164,9 @@ class SharedFetchClient:
         # changes take it between two polls.
         self._poll_lock = threading.Lock()
         self._handoffs: dict[TopicAndPartition, PartitionHandoff] = {}
+        # Handoffs whose wanted pause state may differ from librdkafka's, applied by the
+        # dispatcher between two polls (under _lock).
+        self._flow_changed: set[PartitionHandoff] = set()
         self._dispatcher: threading.Thread | None = None
         self._closing = threading.Event()
         self._events_due = 0.0
@@ -170,8 +184,10 @@ class SharedFetchClient:
         """A client for up to ``partitions`` partitions within ``prefetch_bytes`` (see
         :func:`prefetch_config`); ``ValueError`` naming the key librdkafka refuses."""
         tune_malloc_for_receivers()  # before any partition thread allocates (util/malloc_tuning.py)
-        tuned = {**config, **prefetch_config(prefetch_bytes, partitions, config)}
-        handoff_bytes = int(tuned[_QUEUED_KBYTES]) * 1024
+        shared_queue = not (packed_fetch and packed_fetch_available())
+        tuned = {**config, **prefetch_config(prefetch_bytes, partitions, config, shared_queue=shared_queue)}
+        share = max(_MIN_SHARE_BYTES, prefetch_bytes // 4 // max(1, partitions))
+        handoff_bytes = share // 2
         return cls(
             create_consumer(tuned, name), tuned, packed_fetch=packed_fetch, handoff_bytes=handoff_bytes
         )
@@ -226,11 +242,30 @@ class SharedFetchClient:
         except (KafkaException, RuntimeError) as exc:
             logger.debug("unassigning %s: %r", partitions, exc)
 
-    def pause(self, tp: TopicAndPartition) -> None:
-        self.consumer.pause([TopicPartition(tp.topic, tp.partition)])
+    def flow_changed(self, handoff: PartitionHandoff) -> None:
+        """``handoff`` wants to be paused or resumed: the dispatcher does it before its next poll.
 
-    def resume(self, tp: TopicAndPartition) -> None:
-        self.consumer.resume([TopicPartition(tp.topic, tp.partition)])
+        Only the dispatcher calls pause/resume, between two polls: called from the partition
+        threads while it polled, librdkafka's resume waited for ever (77 of 256 partition threads
+        hung in it, their records fetched but never stored)."""
+        with self._lock:
+            self._flow_changed.add(handoff)
+
+    def _apply_flow(self) -> None:
+        with self._lock:
+            changed, self._flow_changed = self._flow_changed, set()
+        pause: list[TopicPartition] = []
+        resume: list[TopicPartition] = []
+        for handoff in changed:
+            wanted = handoff.wants_pause()
+            if wanted != handoff.client_paused:
+                handoff.client_paused = wanted
+                (pause if wanted else resume).append(TopicPartition(handoff.tp.topic, handoff.tp.partition))
+        # One call each for all the partitions that changed (librdkafka serves each call on its own).
+        if pause:
+            self.consumer.pause(pause)
+        if resume:
+            self.consumer.resume(resume)
 
     # ------------------------------------------------------------ client events
 
@@ -251,6 +286,7 @@ class SharedFetchClient:
         while not self._closing.is_set():
             try:
                 with self._poll_lock:
+                    self._apply_flow()
                     messages = self.consumer.consume(_DISPATCH_BATCH, _DISPATCH_TIMEOUT_S)
             except (KafkaException, RuntimeError) as exc:
                 if self._closing.is_set():
@@ -320,7 +356,8 @@ class PackedReader:
 class PartitionHandoff:
     """Python path: one partition's messages from the dispatcher to its thread, bounded.
 
-    Past ``max_bytes`` waiting, the partition is paused in librdkafka; below half, resumed.
+    Past ``max_bytes`` waiting, the partition is paused in librdkafka; below half, resumed
+    (by the dispatcher: :meth:`SharedFetchClient.flow_changed`).
     A pause drops what librdkafka had prefetched of it and resumes at the next message not yet
     handed over, so nothing is skipped or read twice.
     """
@@ -334,6 +371,8 @@ class PartitionHandoff:
         self._errors: list[KafkaError] = []
         self._bytes = 0
         self._paused = False
+        # What librdkafka was told last; read and written by the dispatcher only.
+        self.client_paused = False
         self._failure: BaseException | None = None
 
     def put(self, messages: Iterable[Message]) -> None:
@@ -352,7 +391,7 @@ class PartitionHandoff:
                 self._paused = pause = True
             self._cond.notify_all()
         if pause:
-            self._client.pause(self.tp)
+            self._client.flow_changed(self)
 
     def put_error(self, error: KafkaError) -> None:
         with self._cond:
@@ -377,7 +416,7 @@ class PartitionHandoff:
             if self._paused and self._bytes <= self._max_bytes // 2:
                 self._paused, resume = False, True
         if resume:
-            self._client.resume(self.tp)
+            self._client.flow_changed(self)
         if not taken:
             return FetchedBatch(None, -1, -1, errors)
         # Maps over the client's C accessors: no bytecode per message.
@@ -390,6 +429,10 @@ class PartitionHandoff:
             offsets,
         )
         return FetchedBatch(chunk, offsets[0], offsets[-1], errors)
+
+    def wants_pause(self) -> bool:
+        with self._cond:
+            return self._paused
 
     def close(self) -> None:
         pass  # the client forgets it on unassign

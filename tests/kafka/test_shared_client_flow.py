@@ -1,0 +1,100 @@
+"""The Python path's flow control on its own (SharedFetchClient's dispatcher and PartitionHandoff):
+a partition whose handoff is full is paused and resumed once its thread catches up, every record
+reaches its thread once and in order, and only the dispatcher ever calls pause/resume (called
+from partition threads while the dispatcher polled, librdkafka's resume hung for ever). The
+consumer is a stand-in that serves fetched records like librdkafka's shared queue: nothing of a
+paused partition, the next record not yet handed over after a resume."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+
+from confluent_kafka import Message, TopicPartition
+
+from reliable_kafka.kafka.shared_client import SharedFetchClient, prefetch_config
+from reliable_kafka.kafka.topic_partition import TopicAndPartition
+
+PARTITIONS = 16
+RECORDS = 400
+VALUE = b"v" * 100
+
+
+class SharedQueueConsumer:
+    """Serves each partition's records in order, a few per poll, skipping paused partitions."""
+
+    def __init__(self, partitions: int, records: int) -> None:
+        self.next_offset = dict.fromkeys(range(partitions), 0)
+        self.records = records
+        self.paused: set[int] = set()
+        self.lock = threading.Lock()
+        self.pause_threads: set[str] = set()
+        self.pauses = 0
+        self.resumes = 0
+
+    def consume(self, num_messages: int, timeout: float) -> list[Message]:
+        with self.lock:
+            batch = []
+            for partition, offset in self.next_offset.items():
+                if partition in self.paused or offset >= self.records:
+                    continue
+                taken = range(offset, min(self.records, offset + 50))
+                batch += [Message(topic="t", partition=partition, value=VALUE, offset=o) for o in taken]
+                self.next_offset[partition] = taken[-1] + 1
+        if not batch:
+            threading.Event().wait(timeout / 10)  # as librdkafka's consume waits for records
+        return batch[:num_messages] if len(batch) <= num_messages else batch
+
+    def pause(self, partitions: Iterable[TopicPartition]) -> None:
+        with self.lock:
+            self.pause_threads.add(threading.current_thread().name)
+            self.pauses += 1
+            self.paused |= {tp.partition for tp in partitions}
+
+    def resume(self, partitions: Iterable[TopicPartition]) -> None:
+        with self.lock:
+            self.pause_threads.add(threading.current_thread().name)
+            self.resumes += 1
+            self.paused -= {tp.partition for tp in partitions}
+
+    def close(self) -> None:
+        pass
+
+
+def test_full_partitions_pause_and_resume_from_the_dispatcher_only_and_nothing_is_lost() -> None:
+    consumer = SharedQueueConsumer(PARTITIONS, RECORDS)
+    # Room for 20 records per partition: every partition pauses many times over its 400.
+    client = SharedFetchClient(consumer, {}, packed_fetch=False, handoff_bytes=20 * len(VALUE))  # type: ignore[arg-type]
+    readers = {p: client.attach(TopicAndPartition("t", p)) for p in range(PARTITIONS)}
+    received: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
+
+    def read(partition: int) -> None:
+        while len(received[partition]) < RECORDS:
+            batch = readers[partition].fetch(7, 0.05)
+            if batch.chunk is not None:
+                received[partition] += list(range(batch.first_offset, batch.last_offset + 1))
+
+    threads = [threading.Thread(target=read, args=(p,), name=f"kafka-t-{p}") for p in range(PARTITIONS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    client.close()
+
+    assert not any(thread.is_alive() for thread in threads), {p: len(r) for p, r in received.items()}
+    assert received == {p: list(range(RECORDS)) for p in range(PARTITIONS)}
+    assert consumer.pauses > 0 and consumer.resumes > 0
+    assert consumer.pause_threads == {"kafka-fetch-dispatcher"}
+
+
+def test_the_prefetch_budget_splits_per_partition_queue_or_for_the_shared_one() -> None:
+    budget, partitions = 64 << 20, 256
+    own_queues = prefetch_config(budget, partitions, {})
+    shared = prefetch_config(budget, partitions, {}, shared_queue=True)
+    # Each partition's own queue: half its share of a quarter of the budget.
+    assert own_queues["queued.max.messages.kbytes"] == budget // 4 // partitions // 2 // 1024
+    # librdkafka compares the shared queue's size for every partition: the whole quarter.
+    assert shared["queued.max.messages.kbytes"] == budget // 4 // 1024
+    assert shared["max.partition.fetch.bytes"] == own_queues["max.partition.fetch.bytes"]
+    assert shared["fetch.max.bytes"] == own_queues["fetch.max.bytes"] == budget // 4
+    assert "fetch.max.bytes" not in prefetch_config(budget, partitions, {"fetch.max.bytes": 1 << 20})
