@@ -19,8 +19,9 @@ def store(request: pytest.FixtureRequest) -> RemoteStore:
 
 
 @pytest.mark.brokers("3.9")
-# Five kills of whole-object writes took 520 s on HDFS on the 2-core machine: past the suite's 600 s.
-@pytest.mark.timeout(1200)
+# Five kills of whole-object writes: 520 s on HDFS on the 2-core machine, 930 s while it also ran
+# other kill tests (load 16-24); the suite's 600 s is too short.
+@pytest.mark.timeout(1800)
 @pytest.mark.parametrize("placement", ["executors"])
 def test_no_loss_across_driver_kills_with_the_checkpoint_on_a_remote_store(
     local_cluster: LocalCluster, tmp_path: Path, store: RemoteStore, placement: str
