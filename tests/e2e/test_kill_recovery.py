@@ -74,12 +74,14 @@ def assert_no_loss_across_driver_kills(
     spark_conf: dict[str, str] | None = None,
     batch_s: int = 1,
     sink_delay_ms: int = 250,
+    final_output_timeout_s: float = 240,
 ) -> None:
     """``kills`` SIGKILLed runs of tests/e2e/kill_child.py and a final one stopped gracefully, with
     the checkpoint (a path or a URL) in ``checkpoint``, ``spark_conf`` added to the child's
     SparkConf and batches of ``batch_s`` seconds: nothing lost, duplicates within one block per
     partition per kill, pending batches run again from the write-ahead log, everything committed
-    at the end."""
+    at the end. ``final_output_timeout_s``: how long the final run may take to output everything
+    (it first re-runs every batch the kills left pending)."""
     seed = kill_seed()
     rng = random.Random(seed)
     # Printed, not only logged: pytest shows a failed test's stdout.
@@ -152,7 +154,7 @@ def assert_no_loss_across_driver_kills(
         expected = set(producer.acked)
         wait_until(
             lambda: final.check_alive() and expected <= Output.read(output_path).offsets(),
-            timeout_s=240,
+            timeout_s=final_output_timeout_s,
             what="the final run to output every produced message",
         )
         assert final.stop_gracefully() == 0, final.log_tail()

@@ -19,9 +19,9 @@ def store(request: pytest.FixtureRequest) -> RemoteStore:
 
 
 @pytest.mark.brokers("3.9")
-# Five kills of whole-object writes: 520 s on HDFS on the 2-core machine, 930 s while it also ran
-# other kill tests (load 16-24); the suite's 600 s is too short.
-@pytest.mark.timeout(1800)
+# Five kills of whole-object writes: 520 s on HDFS on the 2-core machine, 930-1030 s while it
+# also ran other kill tests (load 16-36); the suite's 600 s is too short.
+@pytest.mark.timeout(2400)
 @pytest.mark.parametrize("placement", ["executors"])
 def test_no_loss_across_driver_kills_with_the_checkpoint_on_a_remote_store(
     local_cluster: LocalCluster, tmp_path: Path, store: RemoteStore, placement: str
@@ -48,4 +48,8 @@ def test_no_loss_across_driver_kills_with_the_checkpoint_on_a_remote_store(
         spark_conf=conf,
         batch_s=3,
         sink_delay_ms=1500,
+        # Each restart regenerates the batches of its down time, each with a 1.5 s sink: after
+        # five kills the final run re-ran 118 pending batches first, and on a loaded machine
+        # (load 36) had ended 117 of them when 240 s ran out.
+        final_output_timeout_s=900,
     )
