@@ -4,13 +4,23 @@ second would otherwise print a full traceback each time and bury everything else
 
 Standalone like the rest of ``wal`` (the write-ahead logs use it); ``reliable_kafka`` uses the
 same class for its own retry loops.
+
+Layers stack (a write-ahead log under a group-commit log under the driver's block tracker), and
+each retries or reports what the layer below raised from the same root failure: a failure some
+FailureLog already reported (the exception itself, or one it was raised from) is logged by the
+next as one line, so one failed write shows one traceback, not one per layer.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
+
+# Set on an exception once a FailureLog has reported it (with its traceback, or as a line of a
+# streak whose first failure showed one).
+_REPORTED = "_failure_log_reported"
 
 
 class FailureLog:
@@ -47,7 +57,7 @@ class FailureLog:
             self._last_text = error if isinstance(error, str) else None
         suffix = f" ({detail})" if detail else ""
         if failures == 1:
-            exc_info = error if isinstance(error, BaseException) else None
+            exc_info = error if isinstance(error, BaseException) and not _reported(error) else None
             self._logger.log(self._level, "%s failed%s: %s", self._what, suffix, error, exc_info=exc_info)
         else:
             shown = repr(error) if isinstance(error, BaseException) else error
@@ -59,6 +69,8 @@ class FailureLog:
                 failures,
                 "the same error" if same else shown,
             )
+        if isinstance(error, BaseException):
+            _mark_reported(error)
 
     def succeeded(self) -> None:
         """Log the recovery, once, if the operation had been failing."""
@@ -73,3 +85,21 @@ class FailureLog:
                 failures,
                 time.monotonic() - since,
             )
+
+
+def _reported(error: BaseException) -> bool:
+    """Whether ``error`` or an exception it was raised from (or during) was reported already."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        if getattr(current, _REPORTED, False):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def _mark_reported(error: BaseException) -> None:
+    # An exception type without attributes: its traceback may show twice, no more.
+    with contextlib.suppress(AttributeError):
+        setattr(error, _REPORTED, True)

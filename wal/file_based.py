@@ -48,9 +48,12 @@ class FileBasedWriteAheadLog(WriteAheadLog):
     returns only after its segment was closed, i.e. uploaded.
     If closing a rolled-over segment fails, ``write`` raises ``WriteAheadLogError`` naming that
     segment (its records may be lost) and does not write the new record.
-    A failed write is retried up to ``max_failures`` attempts in all, each in a fresh segment;
-    if the failure came after the bytes landed (a failed fsync or close), recovery may return
-    that record twice, which at-least-once delivery tolerates.
+    A failed write is retried up to ``max_failures`` attempts in all, each in a fresh segment.
+    With one segment per write, a failed attempt's segment is deleted first: a remote store may
+    report a failure after the bytes landed (an upload whose answer timed out, a permission
+    change refused after the upload), and its record must not be recovered twice, nor at all
+    once the write was reported failed. Where the delete fails, or in a shared segment (a
+    failed fsync), recovery may return that record twice, which at-least-once delivery tolerates.
 
     A restarted log starts its first segment after every segment already in the directory,
     so ``read_all`` returns records in write order even if the clock went backwards.
@@ -130,6 +133,7 @@ class FileBasedWriteAheadLog(WriteAheadLog):
                 )
             failures = 0
             while True:
+                writer: SegmentWriter | None = None
                 try:
                     writer = self._writer_for(time_ms)
                     offset = writer.append(header, record)
@@ -142,6 +146,8 @@ class FileBasedWriteAheadLog(WriteAheadLog):
                     # pages and report success on the next fsync; a fresh segment is honest.
                     failures += 1
                     self._abandon_writer()
+                    if self._close_after_write and writer is not None:
+                        self._discard_failed_segment(writer.path)
                     if failures >= self._max_failures:
                         self._write_failures.failed(exc, f"attempt {failures} of {failures}, giving up")
                         raise WriteAheadLogError(
@@ -188,6 +194,18 @@ class FileBasedWriteAheadLog(WriteAheadLog):
                 f"closing write-ahead log segment {writer.path} failed, records acknowledged in it "
                 f"may be lost: {exc}"
             ) from exc
+
+    def _discard_failed_segment(self, path: str) -> None:
+        """Delete the one-record segment of a failed write attempt (it may have landed)."""
+        try:
+            self._storage.delete(path)
+        except FileNotFoundError:
+            pass  # nothing landed
+        except Exception as exc:
+            # The write's own failure is logged; this only says a copy may be read back.
+            logger.warning(
+                "could not delete segment %s of a failed write (recovery may read its record): %r", path, exc
+            )
 
     def _abandon_writer(self) -> None:
         writer, self._writer = self._writer, None

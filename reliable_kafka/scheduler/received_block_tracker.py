@@ -2,7 +2,16 @@
 the driver's metadata write-ahead log.
 
 Every change is first written to the log as an event, then applied in memory, so that a driver
-that dies at any point recovers exactly the state whose events reached the log. Events are
+that dies at any point recovers exactly the state whose events reached the log.
+
+A block belongs to one place at a time: the unallocated queue or one batch. A remote store can
+report a write as failed after its bytes landed (a timed-out upload, a refused permission change
+after the upload), and the write is then retried, or the receiver reports the block again: the log
+may hold an event twice, or an allocation that the live tracker never applied. So a block reported
+again is not queued again (live and in recovery), and in recovery a later allocation of a block
+takes it from the earlier batch: live, the block could only be allocated again if that earlier
+allocation had not happened (or had been given back). Without this, a restart delivered such a
+block twice, once under each batch time. Events are
 msgpack maps behind a 4-byte magic (``b"RKE\\x01"``, "reliable-kafka event", version 1); never
 pickle, since the log is read back by a later process.
 """
@@ -20,6 +29,7 @@ import msgpack
 
 from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo
 from reliable_kafka.settings import WriteAheadLogSettings
+from reliable_kafka.storage.block_id import StreamBlockId
 from reliable_kafka.util.clock import wall_clock_ms
 from reliable_kafka.util.wal_at import write_ahead_log_at
 from wal import BatchedWriteAheadLog, WriteAheadLog
@@ -200,6 +210,8 @@ class ReceivedBlockTracker:
         self._unallocated: dict[int, deque[ReceivedBlockInfo]] = {}
         self._allocated: dict[int, AllocatedBlocks] = {}
         self._completed: set[int] = set()
+        # Where each tracked block is: the time of its batch, None while queued.
+        self._block_batch: dict[StreamBlockId, int | None] = {}
         self._last_allocated_batch_time: int | None = None
         if recover_from_write_ahead_log:
             self._recover_past_events()
@@ -234,13 +246,33 @@ class ReceivedBlockTracker:
             return self._last_allocated_batch_time
 
     def add_block(self, info: ReceivedBlockInfo) -> bool:
-        """Queue a block reported by a receiver; False if its event could not be logged."""
+        """Queue a block reported by a receiver; False if its event could not be logged.
+
+        A block already tracked (a receiver's retry after a report whose answer it did not get)
+        is not queued again: True, nothing logged."""
+        if self._is_tracked(info):
+            return True
         # Not under the lock: concurrent receivers' writes must reach the batched log together.
         if not self._write_to_log(BlockAdditionEvent(info)):
             return False
         with self._lock:
-            self._queue(info.stream_id).append(info)
+            if info.block_id not in self._block_batch:  # else a concurrent report of it won
+                self._block_batch[info.block_id] = None
+                self._queue(info.stream_id).append(info)
         logger.debug("Stream %d received block %s", info.stream_id, info.block_id)
+        return True
+
+    def _is_tracked(self, info: ReceivedBlockInfo) -> bool:
+        with self._lock:
+            if info.block_id not in self._block_batch:
+                return False
+            where = self._block_batch[info.block_id]
+        logger.info(
+            "Block %s of stream %d reported again (%s); kept once",
+            info.block_id,
+            info.stream_id,
+            "still unallocated" if where is None else f"in batch {where}",
+        )
         return True
 
     def allocate_blocks_to_batch(self, batch_time_ms: int) -> None:
@@ -264,6 +296,7 @@ class ReceivedBlockTracker:
             for sid in self._stream_ids:
                 self._queue(sid).clear()
             self._allocated[batch_time_ms] = allocated
+            self._place(allocated, batch_time_ms)
             self._last_allocated_batch_time = batch_time_ms
 
     def get_blocks_of_batch(self, batch_time_ms: int) -> dict[int, list[ReceivedBlockInfo]]:
@@ -347,8 +380,7 @@ class ReceivedBlockTracker:
                 logger.warning("Failed to acknowledge batch clean up in the Write Ahead Log.")
                 return []
             for t in times:
-                del self._allocated[t]
-                self._completed.discard(t)
+                self._forget_batch(t)
         if self._log is not None and not self._stopped:
             # After stop the next run cleans: cleaning would start a thread nobody joins.
             self._log.clean(clean_threshold_ms, wait_for_completion)
@@ -404,24 +436,75 @@ class ReceivedBlockTracker:
     def _apply_recovered(self, event: ReceivedBlockTrackerLogEvent) -> None:
         match event:
             case BlockAdditionEvent(info):
-                self._queue(info.stream_id).append(info)
+                # The same block twice: a retried write, or the receiver's report again.
+                if info.block_id not in self._block_batch:
+                    self._block_batch[info.block_id] = None
+                    self._queue(info.stream_id).append(info)
             case BatchAllocationEvent(time_ms, allocated):
-                for sid, infos in allocated.stream_id_to_allocated_blocks.items():
-                    taken = {info.block_id for info in infos}
+                allocated = _once_each(allocated)
+                taken = {
+                    info.block_id
+                    for infos in allocated.stream_id_to_allocated_blocks.values()
+                    for info in infos
+                }
+                self._take_from_earlier_batches(taken, time_ms)
+                for sid in allocated.stream_id_to_allocated_blocks:
                     queue = self._queue(sid)
                     kept = [info for info in queue if info.block_id not in taken]
                     queue.clear()
                     queue.extend(kept)
                 self._allocated[time_ms] = allocated
+                self._place(allocated, time_ms)
                 self._last_allocated_batch_time = time_ms
             case BatchCompletionEvent(time_ms):
                 self._completed.add(time_ms)
             case BatchCleanupEvent(times_ms):
                 for t in times_ms:
-                    self._allocated.pop(t, None)
-                    self._completed.discard(t)
+                    self._forget_batch(t)
             case BatchDeallocationEvent(times_ms):
                 self._deallocate(times_ms)
+
+    def _take_from_earlier_batches(self, taken: set[StreamBlockId], time_ms: int) -> None:
+        """Recovery: blocks allocated again at ``time_ms`` leave the batch the log gave them before.
+
+        The live tracker allocates a block only from its queue, so the earlier allocation is one
+        whose write failed (after landing) or that was given back: that batch ran without them.
+        """
+        earlier: dict[int, set[StreamBlockId]] = {}
+        for block_id in taken:
+            where = self._block_batch.get(block_id)
+            if where is not None and where != time_ms and where in self._allocated:
+                earlier.setdefault(where, set()).add(block_id)
+        for t, block_ids in sorted(earlier.items()):
+            logger.warning(
+                "Metadata log: %d block(s) of batch %d allocated again to batch %d (an allocation "
+                "logged although its write failed); they belong to batch %d only",
+                len(block_ids),
+                t,
+                time_ms,
+                time_ms,
+            )
+            self._allocated[t] = AllocatedBlocks(
+                {
+                    sid: [info for info in infos if info.block_id not in block_ids]
+                    for sid, infos in self._allocated[t].stream_id_to_allocated_blocks.items()
+                }
+            )
+
+    def _place(self, allocated: AllocatedBlocks, time_ms: int) -> None:
+        for infos in allocated.stream_id_to_allocated_blocks.values():
+            for info in infos:
+                self._block_batch[info.block_id] = time_ms
+
+    def _forget_batch(self, time_ms: int) -> None:
+        allocated = self._allocated.pop(time_ms, None)
+        self._completed.discard(time_ms)
+        if allocated is None:
+            return
+        for infos in allocated.stream_id_to_allocated_blocks.values():
+            for info in infos:
+                if self._block_batch.get(info.block_id) == time_ms:
+                    del self._block_batch[info.block_id]
 
     def _deallocate(self, times_ms: Iterable[int]) -> None:
         # Oldest batch first, all before the blocks already queued: records keep their order.
@@ -441,6 +524,8 @@ class ReceivedBlockTracker:
                     sid,
                     len(infos),
                 )
+            for info in infos:
+                self._block_batch[info.block_id] = None
             queue = self._queue(sid)
             queue.extendleft(reversed(infos))
 
@@ -457,6 +542,20 @@ class ReceivedBlockTracker:
                     logger.error(
                         "Skipping an unreadable record in the metadata write-ahead log", exc_info=True
                     )
+
+
+def _once_each(allocated: AllocatedBlocks) -> AllocatedBlocks:
+    """The allocation with each block once, first occurrence kept: a tracker before this check
+    queued a block reported twice twice, and logged it so."""
+    seen: set[StreamBlockId] = set()
+    streams: dict[int, list[ReceivedBlockInfo]] = {}
+    for sid, infos in allocated.stream_id_to_allocated_blocks.items():
+        kept = streams[sid] = []
+        for info in infos:
+            if info.block_id not in seen:
+                seen.add(info.block_id)
+                kept.append(info)
+    return AllocatedBlocks(streams)
 
 
 def _event_records(record: bytes) -> list[bytes]:

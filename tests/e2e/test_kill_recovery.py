@@ -74,14 +74,14 @@ def assert_no_loss_across_driver_kills(
     spark_conf: dict[str, str] | None = None,
     batch_s: int = 1,
     sink_delay_ms: int = 250,
-    bounded_duplicates: bool = True,
+    final_output_timeout_s: float = 240,
 ) -> None:
     """``kills`` SIGKILLed runs of tests/e2e/kill_child.py and a final one stopped gracefully, with
     the checkpoint (a path or a URL) in ``checkpoint``, ``spark_conf`` added to the child's
     SparkConf and batches of ``batch_s`` seconds: nothing lost, duplicates within one block per
     partition per kill, pending batches run again from the write-ahead log, everything committed
-    at the end. ``bounded_duplicates=False`` measures the duplicates (logged) instead of bounding
-    them: for stores where the bound does not hold yet (see tests/e2e/test_remote_checkpoints.py)."""
+    at the end. ``final_output_timeout_s``: how long the final run may take to output everything
+    (it first re-runs every batch the kills left pending)."""
     seed = kill_seed()
     rng = random.Random(seed)
     # Printed, not only logged: pytest shows a failed test's stdout.
@@ -154,7 +154,7 @@ def assert_no_loss_across_driver_kills(
         expected = set(producer.acked)
         wait_until(
             lambda: final.check_alive() and expected <= Output.read(output_path).offsets(),
-            timeout_s=240,
+            timeout_s=final_output_timeout_s,
             what="the final run to output every produced message",
         )
         assert final.stop_gracefully() == 0, final.log_tail()
@@ -197,19 +197,7 @@ def assert_no_loss_across_driver_kills(
     # just before), in at most one block per partition: the block whose offsets the kill kept
     # from being committed. Blocks of older runs must not be needed.
     read_again = {run: output.read_again_by(run) for run in range(1, kills + 1)}
-    if bounded_duplicates:
-        assert_duplicates_bounded(output, read_again, children, seed)
-    else:
-        logger.warning(
-            "duplicates not bounded here: read again per run and partition %s, blocks of the killed run "
-            "needed %s, records in 2+ batch times per partition %s",
-            {run: {p: len(o) for p, o in parts.items()} for run, parts in read_again.items()},
-            {
-                run: {p: blocks_to_cover(o, output.killed_run_ranges(run - 1, p)) for p, o in parts.items()}
-                for run, parts in read_again.items()
-            },
-            {p: len(levels[0]) for p, levels in output.duplicate_levels().items() if levels},
-        )
+    assert_duplicates_bounded(output, read_again, children, seed, kills)
 
     # The graceful stop of the last run committed everything.
     assert committed_offsets(local_cluster, group, topic, PARTITIONS) == log_end_offsets(
@@ -218,7 +206,11 @@ def assert_no_loss_across_driver_kills(
 
 
 def assert_duplicates_bounded(
-    output: Output, read_again: dict[int, dict[int, set[int]]], children: list[ChildApp], seed: int
+    output: Output,
+    read_again: dict[int, dict[int, set[int]]],
+    children: list[ChildApp],
+    seed: int,
+    kills: int = KILLS,
 ) -> None:
     """Each restart read again at most one block per partition of the run killed before it, and
     that explains every record delivered twice."""
@@ -231,7 +223,7 @@ def assert_duplicates_bounded(
                 + "\n".join(children[r].warnings() for r in (run - 1, run))
             )
     # And that is every duplicate: nothing was delivered twice for another reason.
-    for partition, unexplained in output.unexplained_duplicates(KILLS).items():
+    for partition, unexplained in output.unexplained_duplicates(kills).items():
         assert not unexplained, (
             f"partition {partition}: duplicates {sorted(unexplained)} not read again after a kill "
             f"(seed {seed}); delivered by:\n" + "\n".join(output.holders(partition, unexplained))

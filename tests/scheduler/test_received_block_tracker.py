@@ -385,3 +385,130 @@ def test_a_deallocation_that_cannot_be_logged_leaves_the_batch_pending(
 def test_deallocation_events_round_trip() -> None:
     event = BatchDeallocationEvent((1000, 3000))
     assert decode_event(encode_event(event)) == event
+
+
+class LandedButFailedLog(WriteAheadLog):
+    """A real log whose writes of the chosen event types land and then report a failure: a remote
+    store's upload whose answer timed out, or whose permission change failed after it."""
+
+    def __init__(self, wrapped: WriteAheadLog) -> None:
+        self.wrapped = wrapped
+        self.failing: tuple[type, ...] = ()
+
+    def write(self, record: bytes, time_ms: int) -> RecordHandle:
+        handle = self.wrapped.write(record, time_ms)
+        if isinstance(decode_event(record), self.failing):
+            raise WriteAheadLogError("upload answer timed out")
+        return handle
+
+    def read(self, handle: RecordHandle) -> bytes:
+        return self.wrapped.read(handle)
+
+    def read_all(self) -> Iterator[bytes]:
+        return self.wrapped.read_all()
+
+    def clean(self, thresh_time_ms: int, wait_for_completion: bool) -> None:
+        self.wrapped.clean(thresh_time_ms, wait_for_completion)
+
+    def close(self) -> None:
+        self.wrapped.close()
+
+
+def landed_but_failed_tracker(
+    tmp_path: Path, clock: FakeClock
+) -> tuple[ReceivedBlockTracker, LandedButFailedLog]:
+    log = LandedButFailedLog(FileBasedWriteAheadLog(str(tmp_path / "log"), fsync=False))
+    return ReceivedBlockTracker(STREAMS, log, now_ms=clock), log
+
+
+def recovered_from(log: WriteAheadLog, clock: FakeClock) -> ReceivedBlockTracker:
+    return ReceivedBlockTracker(STREAMS, log, recover_from_write_ahead_log=True, now_ms=clock)
+
+
+def test_an_allocation_logged_although_its_write_failed_does_not_put_its_blocks_in_two_batches(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """Batch 1000's allocation lands but fails: live, 1000 runs empty and 2000 takes the blocks.
+    A driver killed before either completed must re-run them once, in 2000 only."""
+    tracker, log = landed_but_failed_tracker(tmp_path, clock)
+    blocks = [block_info(0), block_info(1)]
+    for info in blocks:
+        assert tracker.add_block(info)
+    log.failing = (BatchAllocationEvent,)
+    tracker.allocate_blocks_to_batch(1000)
+    log.failing = ()
+    clock.advance(1000)
+    tracker.allocate_blocks_to_batch(2000)
+    assert tracker.get_blocks_of_batch(1000) == {}
+    assert tracker.get_blocks_of_batch(2000) == {0: [blocks[0]], 1: [blocks[1]]}
+
+    recovered = recovered_from(log, clock)
+
+    assert recovered.get_blocks_of_batch(2000) == {0: [blocks[0]], 1: [blocks[1]]}
+    assert recovered.get_blocks_of_batch(1000) == {0: [], 1: []}
+    assert not recovered.has_unallocated_received_blocks()
+
+
+def test_a_block_reported_again_after_a_failed_report_is_allocated_once_also_after_recovery(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """The receiver retries a report whose write landed but failed (same block id): the log holds
+    the block's addition twice; the next batch, live or recovered, holds the block once."""
+    tracker, log = landed_but_failed_tracker(tmp_path, clock)
+    info = block_info(0)
+    log.failing = (BlockAdditionEvent,)
+    assert not tracker.add_block(info)
+    log.failing = ()
+    assert tracker.add_block(info)
+
+    recovered = recovered_from(log, clock)
+    assert block_ids(recovered.get_unallocated_blocks(0)) == [info.block_id]
+    recovered.allocate_blocks_to_batch(1000)
+    assert block_ids(recovered.get_blocks_of_batch_and_stream(1000, 0)) == [info.block_id]
+
+
+def test_a_block_reported_twice_is_queued_once_and_not_logged_again(tmp_path: Path, clock: FakeClock) -> None:
+    """The receiver's second report of a block the tracker has (its first answer was lost) is
+    accepted without a second event, also once the block is in a batch."""
+    tracker, log = landed_but_failed_tracker(tmp_path, clock)
+    info = block_info(0)
+    assert tracker.add_block(info)
+    assert tracker.add_block(info)
+    assert block_ids(tracker.get_unallocated_blocks(0)) == [info.block_id]
+    tracker.allocate_blocks_to_batch(1000)
+    assert tracker.add_block(info)
+    assert not tracker.has_unallocated_received_blocks()
+
+    events = [decode_event(r) for r in log.read_all()]
+    assert [type(e) for e in events] == [BlockAdditionEvent, BatchAllocationEvent]
+    tracker.allocate_blocks_to_batch(2000)
+    assert tracker.get_blocks_of_batch(2000) == {0: [], 1: []}
+
+
+def test_a_retried_write_that_left_its_record_twice_recovers_each_block_once(
+    tmp_path: Path, clock: FakeClock
+) -> None:
+    """Every event of the log twice in a row (a write retried in a new segment after its first
+    copy landed): recovery gives the same state as the log without the copies."""
+    tracker = tracker_on(tmp_path, clock, batching=False)
+    first, second, queued = block_info(0), block_info(1), block_info(0)
+    tracker.add_block(first)
+    tracker.allocate_blocks_to_batch(1000)
+    tracker.add_block(second)
+    clock.advance(1000)
+    tracker.allocate_blocks_to_batch(2000)
+    tracker.add_block(queued)
+    tracker.stop()
+    written = FileBasedWriteAheadLog(checkpoint_dir_to_log_dir(str(tmp_path)), fsync=False)
+    log = FileBasedWriteAheadLog(str(tmp_path / "doubled"), fsync=False)
+    for record in written.read_all():
+        log.write(record, clock())
+        log.write(record, clock())
+
+    recovered = recovered_from(log, clock)
+
+    assert recovered.get_blocks_of_batch(1000) == {0: [first], 1: []}
+    assert recovered.get_blocks_of_batch(2000) == {0: [], 1: [second]}
+    recovered.allocate_blocks_to_batch(3000)
+    assert recovered.get_blocks_of_batch(3000) == {0: [queued], 1: []}
+    log.close()

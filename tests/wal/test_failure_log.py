@@ -49,3 +49,26 @@ def test_a_failure_reported_as_text_is_logged_in_full_once_then_as_the_same_erro
         ("Receiver 0 failed again (Error starting receiver 0), 3 failures in a row: the same error", None),
         ("Receiver 0 failed again (Error starting receiver 0), 4 failures in a row: ValueError: other", None),
     ]
+
+
+def test_a_failure_raised_from_one_already_reported_is_one_line_in_the_next_layer(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A write-ahead log, the group-commit log above it and the tracker above that each report
+    the same failed write: its traceback once (the inner log's first attempt), then one line
+    per attempt and per layer."""
+    caplog.set_level(logging.INFO, logger=logger.name)
+    inner, outer = FailureLog(logger, "segment write"), FailureLog(logger, "batched write")
+    attempts = [OSError(f"SETPERMISSION timed out {n}") for n in (1, 2)]
+    for n, error in enumerate(attempts, 1):
+        inner.failed(error, f"attempt {n}")
+    try:
+        raise RuntimeError("write failed after 2 attempts") from attempts[-1]
+    except RuntimeError as wrapped:
+        outer.failed(wrapped)
+    assert [r.exc_info is not None for r in caplog.records] == [True, False, False]
+    assert "batched write failed: write failed after 2 attempts" in caplog.records[2].getMessage()
+    # An unrelated failure in the outer layer still shows its own traceback.
+    outer.succeeded()
+    outer.failed(ValueError("something else"))
+    assert caplog.records[-1].exc_info is not None

@@ -231,6 +231,34 @@ def test_upload_failing_on_close_is_retried_as_the_writes_own_failure(memory_dir
     log.close()
 
 
+class PermissionAfterUploadFS(UploadOnCloseFS):
+    """WebHDFS as the log sees it: the upload, then a separate permission call that can fail
+    after the object is already in the store."""
+
+    protocol = ("permission-after-upload",)
+    chmod_failures = 0
+
+    def chmod(self, path: str, mode: int) -> None:
+        if self.chmod_failures > 0 and self.isfile(path):
+            self.chmod_failures -= 1
+            raise OSError("SETPERMISSION timed out")
+
+
+def test_a_write_failing_after_its_upload_landed_is_recovered_once(memory_dir):
+    fs = PermissionAfterUploadFS()
+    log = FileBasedWriteAheadLog(memory_dir, filesystem=fs, max_failures=3)
+    fs.chmod_failures = 1
+    handle = log.write(b"landed, then the permission change failed", 1)
+    assert log.read(handle) == b"landed, then the permission change failed"
+    assert list(log.read_all()) == [b"landed, then the permission change failed"]
+    # A write reported failed leaves nothing to recover either.
+    fs.chmod_failures = 3
+    with pytest.raises(WriteAheadLogError):
+        log.write(b"reported failed", 2)
+    assert list(log.read_all()) == [b"landed, then the permission change failed"]
+    log.close()
+
+
 class _FailingCloseFile(_FlakyFile):
     def close(self) -> None:
         if self._fs.close_failures > 0:
