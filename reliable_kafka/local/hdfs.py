@@ -81,13 +81,6 @@ class LocalHdfs(ManagedServer):
             "spark.hadoop.hadoop.user.name": self.user,
         }
 
-    def __enter__(self) -> LocalHdfs:
-        self.start(self.DEFAULT_START_TIMEOUT_S)
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.stop()
-
     def start(self, timeout_s: float = DEFAULT_START_TIMEOUT_S) -> None:
         if self._server is not None and self._server.is_running():
             return

@@ -15,6 +15,7 @@ import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Self
 
 from reliable_kafka.local.errors import ClusterStartError
 
@@ -191,6 +192,20 @@ class ManagedServer(ABC):
     @abstractmethod
     def start(self, timeout_s: float) -> None:
         """Start the JVM (``self._server``) and return once it serves."""
+
+    def __enter__(self) -> Self:
+        try:
+            self.start(self.DEFAULT_START_TIMEOUT_S)
+        except BaseException:
+            # Failed or interrupted (Ctrl-C) half way: the process is stopped here, since the
+            # with-block's exit never runs, and a server left running would outlive (and keep
+            # writing to) the data directory its owner removes next.
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
 
     def is_running(self) -> bool:
         return self._server is not None and self._server.is_running()

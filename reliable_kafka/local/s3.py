@@ -96,13 +96,6 @@ class LocalS3(ManagedServer):
             "config_kwargs": {"s3": {"addressing_style": "path"}},
         }
 
-    def __enter__(self) -> LocalS3:
-        self.start(self.DEFAULT_START_TIMEOUT_S)
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.stop()
-
     def _write_config(self) -> Path:
         config = self.work_dir / "s3.json"
         identity = {

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import ast
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,7 @@ from confluent_kafka.admin import AdminClient
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.local.cli import build_parser
 from reliable_kafka.local.ports import free_port
+from tests.e2e.helpers import wait_until
 from tests.e2e.kill_harness import REPO_ROOT
 
 
@@ -153,11 +156,9 @@ def test_up_takes_storage_servers() -> None:
     assert (build_parser().parse_args(["up"]).hdfs, build_parser().parse_args(["up"]).s3) == (False, False)
 
 
-@pytest.mark.integration
-@pytest.mark.brokers("3.9")
-def test_up_with_s3_prints_spark_settings_but_not_the_secret(tmp_path: Path) -> None:
+def _start_up_s3(tmp_path: Path) -> subprocess.Popen[str]:
     command = [sys.executable, "-m", "reliable_kafka.local.cli", "up", "--s3"]
-    process = subprocess.Popen(
+    return subprocess.Popen(
         command,
         cwd=REPO_ROOT,
         env=_child_env(tmp_path),
@@ -165,53 +166,71 @@ def test_up_with_s3_prints_spark_settings_but_not_the_secret(tmp_path: Path) -> 
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def _interrupt_up_s3(
+    tmp_path: Path, until: str, before_ctrl_c: Callable[[list[str]], None] = lambda _: None
+) -> tuple[list[str], int, str, str]:
+    """Runs ``up --s3`` until a line starts with ``until``, calls ``before_ctrl_c`` with the lines
+    so far, then Ctrl-C: (those lines, exit code, the rest of stdout, stderr)."""
+    process = _start_up_s3(tmp_path)
     try:
         assert process.stdout is not None
         lines = []
         for line in process.stdout:
             lines.append(line.rstrip("\n"))
-            # The last line ``up`` prints: only after it is Ctrl-C the normal stop.
-            if line.startswith("Ctrl-C stops"):
+            if line.startswith(until):
                 break
-        conf_line = next(line for line in lines if line.startswith("spark-defaults lines"))
-        conf = Path(conf_line.rsplit(": ", 1)[1])
-        settings = dict(line.split(" ", 1) for line in conf.read_text().splitlines())
-        secret = settings["spark.hadoop.fs.s3a.secret.key"]
-        assert oct(conf.stat().st_mode & 0o777) == "0o600"
-        assert "spark.hadoop.fs.s3a.secret.key=(in the file below)" in lines
-        assert any(line.startswith("spark.hadoop.fs.s3a.endpoint=http://127.0.0.1:") for line in lines)
+        before_ctrl_c(lines)
         process.send_signal(signal.SIGINT)
         stdout, stderr = process.communicate(timeout=120)
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
-    assert process.returncode == 0, stderr
-    assert secret not in "\n".join(lines) + stdout + stderr
+    return lines, process.returncode, stdout, stderr
+
+
+@pytest.mark.integration
+@pytest.mark.brokers("3.9")
+def test_up_with_s3_prints_spark_settings_but_not_the_secret(tmp_path: Path) -> None:
+    secrets = []
+
+    def check_settings(lines: list[str]) -> None:
+        conf_line = next(line for line in lines if line.startswith("spark-defaults lines"))
+        conf = Path(conf_line.rsplit(": ", 1)[1])
+        settings = dict(line.split(" ", 1) for line in conf.read_text().splitlines())
+        secrets.append(settings["spark.hadoop.fs.s3a.secret.key"])
+        assert oct(conf.stat().st_mode & 0o777) == "0o600"
+        assert "spark.hadoop.fs.s3a.secret.key=(in the file below)" in lines
+        assert any(line.startswith("spark.hadoop.fs.s3a.endpoint=http://127.0.0.1:") for line in lines)
+
+    # The last line ``up`` prints: only after it is Ctrl-C the normal stop.
+    lines, returncode, stdout, stderr = _interrupt_up_s3(tmp_path, "Ctrl-C stops", check_settings)
+    assert returncode == 0, stderr
+    assert secrets and secrets[0] not in "\n".join(lines) + stdout + stderr
     assert not list(tmp_path.glob("reliable-kafka-*")), "the servers' dir was left behind"
+
+
+def _children_running(pid: int, name: str) -> bool:
+    children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    for child in children:
+        with contextlib.suppress(OSError):
+            if name in Path(f"/proc/{child}/cmdline").read_bytes().decode(errors="replace"):
+                return True
+    return False
 
 
 @pytest.mark.integration
 @pytest.mark.brokers("3.9")
 def test_ctrl_c_while_up_is_starting_stops_what_started(tmp_path: Path) -> None:
-    """Ctrl-C between the first server and the ready line: no traceback, exit 130, nothing left."""
-    command = [sys.executable, "-m", "reliable_kafka.local.cli", "up", "--s3"]
-    process = subprocess.Popen(
-        command,
-        cwd=REPO_ROOT,
-        env=_child_env(tmp_path),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    """Ctrl-C while S3 (the last server) starts: no traceback, exit 130, nothing left."""
+    process = _start_up_s3(tmp_path)
     try:
-        assert process.stdout is not None
-        # S3 starts after the broker; its first line comes before the ready line.
-        for line in process.stdout:
-            if line.startswith("s3="):
-                break
+        # weed's process exists seconds before it answers: up is inside its start-up then.
+        wait_until(lambda: _children_running(process.pid, "weed"), timeout_s=120, what="S3 to be starting")
         process.send_signal(signal.SIGINT)
-        _stdout, stderr = process.communicate(timeout=120)
+        stdout, stderr = process.communicate(timeout=120)
     finally:
         if process.poll() is None:
             process.kill()
@@ -219,4 +238,5 @@ def test_ctrl_c_while_up_is_starting_stops_what_started(tmp_path: Path) -> None:
     assert process.returncode == 130, stderr
     assert "Traceback" not in stderr
     assert "interrupted" in stderr
+    assert "Ctrl-C stops" not in stdout
     assert not list(tmp_path.glob("reliable-kafka-*")), "the servers' dir was left behind"

@@ -104,16 +104,13 @@ def test_allocating_at_or_before_the_last_allocated_time_does_nothing(tracker: R
     assert block_ids(tracker.get_blocks_of_batch_and_stream(3000, 1)) == [late[1].block_id]
 
 
-class FailingAllocationLog(WriteAheadLog):
-    """A real log whose batch-allocation writes fail while ``failing`` is set."""
+class DelegatingLog(WriteAheadLog):
+    """A real log underneath; subclasses change what its writes report."""
 
     def __init__(self, wrapped: WriteAheadLog) -> None:
         self.wrapped = wrapped
-        self.failing = False
 
     def write(self, record: bytes, time_ms: int) -> RecordHandle:
-        if self.failing and isinstance(decode_event(record), BatchAllocationEvent):
-            raise WriteAheadLogError("disk full")
         return self.wrapped.write(record, time_ms)
 
     def read(self, handle: RecordHandle) -> bytes:
@@ -127,6 +124,19 @@ class FailingAllocationLog(WriteAheadLog):
 
     def close(self) -> None:
         self.wrapped.close()
+
+
+class FailingAllocationLog(DelegatingLog):
+    """A real log whose batch-allocation writes fail while ``failing`` is set."""
+
+    def __init__(self, wrapped: WriteAheadLog) -> None:
+        super().__init__(wrapped)
+        self.failing = False
+
+    def write(self, record: bytes, time_ms: int) -> RecordHandle:
+        if self.failing and isinstance(decode_event(record), BatchAllocationEvent):
+            raise WriteAheadLogError("disk full")
+        return self.wrapped.write(record, time_ms)
 
 
 def test_failed_allocation_write_leaves_blocks_unallocated_and_the_next_allocation_succeeds(
@@ -387,12 +397,12 @@ def test_deallocation_events_round_trip() -> None:
     assert decode_event(encode_event(event)) == event
 
 
-class LandedButFailedLog(WriteAheadLog):
+class LandedButFailedLog(DelegatingLog):
     """A real log whose writes of the chosen event types land and then report a failure: a remote
     store's upload whose answer timed out, or whose permission change failed after it."""
 
     def __init__(self, wrapped: WriteAheadLog) -> None:
-        self.wrapped = wrapped
+        super().__init__(wrapped)
         self.failing: tuple[type, ...] = ()
 
     def write(self, record: bytes, time_ms: int) -> RecordHandle:
@@ -400,18 +410,6 @@ class LandedButFailedLog(WriteAheadLog):
         if isinstance(decode_event(record), self.failing):
             raise WriteAheadLogError("upload answer timed out")
         return handle
-
-    def read(self, handle: RecordHandle) -> bytes:
-        return self.wrapped.read(handle)
-
-    def read_all(self) -> Iterator[bytes]:
-        return self.wrapped.read_all()
-
-    def clean(self, thresh_time_ms: int, wait_for_completion: bool) -> None:
-        self.wrapped.clean(thresh_time_ms, wait_for_completion)
-
-    def close(self) -> None:
-        self.wrapped.close()
 
 
 def landed_but_failed_tracker(
