@@ -8,6 +8,7 @@ paused partition, the next record not yet handed over after a resume."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable
 
 from confluent_kafka import Message, TopicPartition
@@ -21,10 +22,12 @@ VALUE = b"v" * 100
 
 
 class SharedQueueConsumer:
-    """Serves each partition's records in order, a few per poll, skipping paused partitions."""
+    """Serves each assigned partition's records in order, a few per poll, skipping paused ones."""
 
     def __init__(self, partitions: int, records: int) -> None:
         self.next_offset = dict.fromkeys(range(partitions), 0)
+        # As librdkafka: nothing is fetched before assign (the dispatcher starts at the first attach).
+        self.assigned: set[int] = set()
         self.records = records
         self.paused: set[int] = set()
         self.lock = threading.Lock()
@@ -36,14 +39,18 @@ class SharedQueueConsumer:
         with self.lock:
             batch = []
             for partition, offset in self.next_offset.items():
-                if partition in self.paused or offset >= self.records:
+                if partition not in self.assigned or partition in self.paused or offset >= self.records:
                     continue
                 taken = range(offset, min(self.records, offset + 50))
                 batch += [Message(topic="t", partition=partition, value=VALUE, offset=o) for o in taken]
                 self.next_offset[partition] = taken[-1] + 1
         if not batch:
             threading.Event().wait(timeout / 10)  # as librdkafka's consume waits for records
-        return batch[:num_messages] if len(batch) <= num_messages else batch
+        return batch
+
+    def incremental_assign(self, partitions: Iterable[TopicPartition]) -> None:
+        with self.lock:
+            self.assigned |= {tp.partition for tp in partitions}
 
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
         with self.lock:
@@ -66,6 +73,7 @@ def test_full_partitions_pause_and_resume_from_the_dispatcher_only_and_nothing_i
     # Room for 20 records per partition: every partition pauses many times over its 400.
     client = SharedFetchClient(consumer, {}, packed_fetch=False, handoff_bytes=20 * len(VALUE))  # type: ignore[arg-type]
     readers = {p: client.attach(TopicAndPartition("t", p)) for p in range(PARTITIONS)}
+    client.assign({TopicAndPartition("t", p): 0 for p in range(PARTITIONS)})
     received: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
 
     def read(partition: int) -> None:
@@ -77,8 +85,9 @@ def test_full_partitions_pause_and_resume_from_the_dispatcher_only_and_nothing_i
     threads = [threading.Thread(target=read, args=(p,), name=f"kafka-t-{p}") for p in range(PARTITIONS)]
     for thread in threads:
         thread.start()
+    deadline = time.monotonic() + 60  # one bound for all: a hang fails in a minute, not sixteen
     for thread in threads:
-        thread.join(60)
+        thread.join(max(0.0, deadline - time.monotonic()))
     client.close()
 
     assert not any(thread.is_alive() for thread in threads), {p: len(r) for p, r in received.items()}
