@@ -15,6 +15,11 @@ A Kafka word-less "sink" job with the receiver WAL and checkpointing on, built t
     ... then, after ``--sink-delay-ms`` (a slow sink, so that kills land inside batches):
     {"kind": "end", "run": N, "batch": T}
 
+With ``--hold-file`` naming a file that exists, the first batch with records and a block this
+run's own receiver stored writes ``{"kind": "held", "run": N, "batch": T}`` after its records and
+then waits for ever, instead of its "end": the test's kill then lands inside that batch for sure
+(a kill timed on seeing a batch unfinished could land after its end).
+
 ``--report-delay-ms`` holds each block between being reported to the driver (stored in both
 places, in the metadata log) and having its offsets committed, widening the window in which a
 kill leaves a stored but uncommitted block behind: the block the next run reads again.
@@ -62,6 +67,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     # A JSON object of extra SparkConf entries (e.g. spark.hadoop.* keys for a remote checkpoint).
     parser.add_argument("--spark-conf-file")
     parser.add_argument("--batch-s", type=int, default=1)
+    parser.add_argument("--hold-file")
     return parser.parse_args(argv)
 
 
@@ -151,6 +157,12 @@ def main(argv: list[str]) -> int:
     sink = Sink(args.output, args.run)
     holder: dict[str, Any] = {}
 
+    def holds(blocks: list[dict[str, Any]]) -> bool:
+        """Whether to hold this batch: asked to, and it has a block this run's receiver stored."""
+        if not args.hold_file or not os.path.exists(args.hold_file):
+            return False
+        return any(block["id"] not in holder["recovered_ids"] for block in blocks)
+
     def setup() -> StreamingContext:
         ssc = StreamingContext(sc, args.batch_s)
         stream = KafkaUtils.createStream(
@@ -173,6 +185,9 @@ def main(argv: list[str]) -> int:
                 {"kind": "begin", "batch": batch_ms, "blocks": blocks},
                 *({"kind": "rec", "batch": batch_ms, "p": p, "o": o, "v": v} for p, o, v in records),
             )
+            if records and holds(blocks):
+                sink.write({"kind": "held", "batch": batch_ms})
+                threading.Event().wait()  # until the test's SIGKILL
             time.sleep(args.sink_delay_ms / 1000)
             sink.write({"kind": "end", "batch": batch_ms})
 
@@ -183,6 +198,7 @@ def main(argv: list[str]) -> int:
     ssc = StreamingContext.getOrCreate(args.checkpoint, setup)
     holder["ssc"] = ssc
     pending, recovered = recovered_batches_and_blocks(ssc, holder["stream_id"])
+    holder["recovered_ids"] = {block["id"] for block in recovered}
     # Batches pending in the checkpoint run again too (the metadata log may already hold them as
     # completed: the kill came after the completion was logged, before the next checkpoint).
     if ssc.initial_checkpoint is not None:

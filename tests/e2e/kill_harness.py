@@ -166,6 +166,8 @@ class Output:
     recovered: dict[int, list[int]] = field(default_factory=dict)
     # Blocks each run found in the metadata log at start: stored by earlier runs, not read by it.
     recovered_blocks: dict[int, list[Block]] = field(default_factory=dict)
+    # Batch times each run's sink holds (see kill_child's --hold-file): begun, not ended.
+    held: dict[int, set[int]] = field(default_factory=lambda: defaultdict(set))
 
     @classmethod
     def read(cls, path: Path) -> Output:
@@ -187,6 +189,8 @@ class Output:
                 output.batches[run][entry["batch"]].records.add((entry["p"], entry["o"], entry["v"]))
             elif kind == "end":
                 output.batches[run][entry["batch"]].ended = True
+            elif kind == "held":
+                output.held[run].add(entry["batch"])
         return output
 
     def offsets(self) -> set[tuple[int, int]]:
@@ -195,8 +199,8 @@ class Output:
     def has_ended_batch(self, run: int) -> bool:
         return any(b.ended for b in self.batches.get(run, {}).values())
 
-    def has_unfinished_batch_with_records(self, run: int) -> bool:
-        return any(not b.ended and b.records for b in self.batches.get(run, {}).values())
+    def has_held_batch(self, run: int) -> bool:
+        return bool(self.held.get(run))
 
     def unfinished(self) -> list[tuple[int, int]]:
         """(run, batch time) of every batch begun but not ended in its run."""

@@ -110,14 +110,17 @@ def assert_no_loss_across_driver_kills(
     children: list[ChildApp] = []
     try:
         for run in range(kills):
-            child = ChildApp(run, child_args, tmp_path)
+            hold_file = tmp_path / f"hold-run-{run}"
+            if run % 2:
+                hold_file.touch()
+            child = ChildApp(run, [*child_args, "--hold-file", str(hold_file)], tmp_path)
             children.append(child)
             child.wait_started()
             # Odd runs die inside a batch on purpose: begun (allocated, records written), not
-            # ended. Even runs die at a random point once batches are flowing. Either way only
-            # once the run's own receiver is reading: what it reads again must come from the run
-            # killed just before it.
-            ready = Output.has_unfinished_batch_with_records if run % 2 else Output.has_ended_batch
+            # ended, held there by the child's sink until the kill. Even runs die at a random
+            # point once batches are flowing. Either way only once the run's own receiver is
+            # reading: what it reads again must come from the run killed just before it.
+            ready = Output.has_held_batch if run % 2 else Output.has_ended_batch
             try:
                 wait_until(
                     lambda child=child, ready=ready: (
