@@ -68,6 +68,11 @@ def _size(messages: list[Message]) -> int:
     )
 
 
+def partition_share(budget_bytes: int, partitions: int) -> int:
+    """A partition's share of the prefetch budget: a quarter of it split between the partitions."""
+    return max(_MIN_SHARE_BYTES, budget_bytes // 4 // max(1, partitions))
+
+
 def prefetch_config(
     budget_bytes: int, partitions: int, client_config: Mapping[str, Any], *, shared_queue: bool = False
 ) -> dict[str, Any]:
@@ -86,7 +91,7 @@ def prefetch_config(
     there it is the whole receiver's quarter, not a partition's half share, which would let
     one partition's worth through for all (9k records/s at 256 partitions); the partitions'
     handoffs hold the shares instead (:class:`PartitionHandoff`)."""
-    share = max(_MIN_SHARE_BYTES, budget_bytes // 4 // max(1, partitions))
+    share = partition_share(budget_bytes, partitions)
     fetch_max = max(_MIN_SHARE_BYTES, budget_bytes // 4)
     queued = fetch_max if shared_queue else share // 2
     wanted = {
@@ -126,7 +131,7 @@ def receiver_memory_bound(
       the one being stored counted twice (its chunks and its joined copy);
     - a fixed cost per partition (:data:`PER_PARTITION_BYTES`).
     """
-    share = max(_MIN_SHARE_BYTES, prefetch_bytes // 4 // max(1, partitions), producer_batch_bytes)
+    share = max(partition_share(prefetch_bytes, partitions), producer_batch_bytes)
     held = 2 * share * partitions
     held += held // max(1, record_bytes) * PER_RECORD_BYTES
     prefetch = held + brokers * max(_MIN_SHARE_BYTES, prefetch_bytes // 4)
@@ -186,8 +191,7 @@ class SharedFetchClient:
         tune_malloc_for_receivers()  # before any partition thread allocates (util/malloc_tuning.py)
         shared_queue = not (packed_fetch and packed_fetch_available())
         tuned = {**config, **prefetch_config(prefetch_bytes, partitions, config, shared_queue=shared_queue)}
-        share = max(_MIN_SHARE_BYTES, prefetch_bytes // 4 // max(1, partitions))
-        handoff_bytes = share // 2
+        handoff_bytes = partition_share(prefetch_bytes, partitions) // 2
         return cls(
             create_consumer(tuned, name), tuned, packed_fetch=packed_fetch, handoff_bytes=handoff_bytes
         )
