@@ -9,7 +9,7 @@ import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -67,7 +67,7 @@ def test_up_creates_topics_on_fixed_ports_prints_a_snippet_and_cleans_up_on_ctrl
         stderr=subprocess.PIPE,
         text=True,
     )
-    try:
+    with _reaped(process):
         assert process.stdout is not None
         lines = []
         for line in process.stdout:  # up to the snippet's last line: the cluster is up and the topic made
@@ -91,10 +91,6 @@ def test_up_creates_topics_on_fixed_ports_prints_a_snippet_and_cleans_up_on_ctrl
 
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=120)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
     assert process.returncode == 0, stderr
     assert "Traceback" not in stderr
     assert not list(tmp_path.glob("reliable-kafka-*")), "the cluster's dir was left behind"
@@ -156,6 +152,17 @@ def test_up_takes_storage_servers() -> None:
     assert (build_parser().parse_args(["up"]).hdfs, build_parser().parse_args(["up"]).s3) == (False, False)
 
 
+@contextlib.contextmanager
+def _reaped(process: subprocess.Popen[str]) -> Iterator[None]:
+    """Kills ``process`` on the way out if the test left it running (a failed assertion)."""
+    try:
+        yield
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
 def _start_up_s3(tmp_path: Path) -> subprocess.Popen[str]:
     command = [sys.executable, "-m", "reliable_kafka.local.cli", "up", "--s3"]
     return subprocess.Popen(
@@ -174,7 +181,7 @@ def _interrupt_up_s3(
     """Runs ``up --s3`` until a line starts with ``until``, calls ``before_ctrl_c`` with the lines
     so far, then Ctrl-C: (those lines, exit code, the rest of stdout, stderr)."""
     process = _start_up_s3(tmp_path)
-    try:
+    with _reaped(process):
         assert process.stdout is not None
         lines = []
         for line in process.stdout:
@@ -184,10 +191,6 @@ def _interrupt_up_s3(
         before_ctrl_c(lines)
         process.send_signal(signal.SIGINT)
         stdout, stderr = process.communicate(timeout=120)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
     return lines, process.returncode, stdout, stderr
 
 
@@ -226,15 +229,11 @@ def _children_running(pid: int, name: str) -> bool:
 def test_ctrl_c_while_up_is_starting_stops_what_started(tmp_path: Path) -> None:
     """Ctrl-C while S3 (the last server) starts: no traceback, exit 130, nothing left."""
     process = _start_up_s3(tmp_path)
-    try:
+    with _reaped(process):
         # weed's process exists seconds before it answers: up is inside its start-up then.
         wait_until(lambda: _children_running(process.pid, "weed"), timeout_s=120, what="S3 to be starting")
         process.send_signal(signal.SIGINT)
         stdout, stderr = process.communicate(timeout=120)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
     assert process.returncode == 130, stderr
     assert "Traceback" not in stderr
     assert "interrupted" in stderr
