@@ -10,9 +10,11 @@ __version__ = "0.1.0"
 _LAZY_EXPORTS = {
     "KafkaUtils": "reliable_kafka.kafka.kafka_utils",
     "StreamingContext": "reliable_kafka.context",
+    # pyspark's StorageLevel with 2.4's names (MEMORY_AND_DISK_SER_2...) that pyspark 3 dropped.
+    "StorageLevel": "reliable_kafka.storage.pyspark_levels",
 }
 
-__all__ = ["KafkaUtils", "StreamingContext", "__version__"]
+__all__ = ["KafkaUtils", "StorageLevel", "StreamingContext", "__version__"]
 
 
 def __getattr__(name: str) -> Any:

@@ -13,7 +13,8 @@ coordinator's member list. Brokers come from ZooKeeper unless ``--bootstrap-serv
 ``-X`` passes librdkafka settings (security...; brokers older than 0.10 registered in ZooKeeper get
 ``api.version.request=false`` from their registrations unless set).
 Exit code 1 when a partition's lag exceeds ``--max-lag`` (or its lag is unknown), 2 on a usage or
-connection error.
+connection error, or when the group has no committed offset on the topics asked in the store read
+(a misspelt group, or a ZooKeeper group read from Kafka, must not pass a lag check as "no lag").
 """
 
 from __future__ import annotations
@@ -123,6 +124,21 @@ def _print_round(rows: Sequence[PartitionLag], as_json: bool, out: TextIO) -> No
     out.flush()
 
 
+def _store_read(source: LagSource) -> str:
+    kafka = f"Kafka's group coordinator (via {source.client_config.get('bootstrap.servers', 'the brokers')})"
+    zookeeper = f"ZooKeeper at {source.zookeeper_connect}"
+    return {"zookeeper": zookeeper, "kafka": kafka}.get(source.offsets_storage, f"{zookeeper} and {kafka}")
+
+
+def _nothing_committed(source: LagSource, held: Sequence[str]) -> str:
+    asked = "topic " + ", ".join(source.topics) if source.topics else "any topic"
+    holds = f"it holds offsets of the group for: {', '.join(held)}" if held else "it holds none of the group"
+    hint = ""
+    if source.offsets_storage == "kafka" and source.zookeeper_connect is None:
+        hint = " (a createStream group with a zkQuorum keeps its offsets in ZooKeeper: give --zookeeper)"
+    return f"group {source.group} has no committed offset on {asked} in {_store_read(source)}; {holds}{hint}"
+
+
 def _lag(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     problem = _usage_error(args)
     if problem is not None:
@@ -140,6 +156,9 @@ def _lag(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         while True:
             rows = read_group_lag(view, watermarks, source.topics)
+            if not any(row.committed is not None for row in rows):
+                err.write(_nothing_committed(source, view.topics()) + "\n")
+                return EXIT_ERROR
             _print_round(rows, args.json, out)
             status = EXIT_LAG if exceeds(rows, args.max_lag) else EXIT_OK
             if args.watch is None:

@@ -90,7 +90,8 @@ class ContextWaiter:
 class StreamingContext:
     """Main entry point for streaming: builds DStreams and runs their jobs every batch.
 
-    ``settings`` defaults to ``StreamingSettings.from_spark_conf(sparkContext)``. ``clock`` and
+    What runs is ``StreamingSettings.resolve(sparkContext, settings)``: the fields ``settings`` was
+    constructed with, over the SparkConf's ``spark.streaming.*`` keys, over the environment. ``clock`` and
     ``receiver_tracker_factory`` are for tests (a ``ManualClock``; a fake tracker).
     """
 
@@ -108,7 +109,7 @@ class StreamingContext:
     ) -> None:
         self._sc = sparkContext
         default_workers_to_this_python(sparkContext)
-        self.settings = settings if settings is not None else StreamingSettings.from_spark_conf(sparkContext)
+        self.settings = StreamingSettings.resolve(sparkContext, settings)
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.graph = DStreamGraph()
         self.graph.set_batch_duration(duration_ms(batchDuration, "batchDuration"))

@@ -16,25 +16,37 @@ the other's variables.
 
 from __future__ import annotations
 
+import difflib
+import json
+import logging
+import os
 import re
-from collections.abc import Mapping
-from typing import Any, Literal, Self
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     SecretStr,
     ValidationError,
     field_validator,
     model_validator,
 )
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from reliable_kafka.rpc.tls import TlsFiles, tls_files
 from reliable_kafka.storage.storage_level import StorageLevel
 
+logger = logging.getLogger(__name__)
+
 ENV_PREFIX = "RELIABLE_KAFKA_"
+_TOPICS_FORMAT = (
+    'topics are "topic:threads,topic:threads" (threads default to 1, as Spark\'s topic:numThreads) '
+    'or a JSON object such as {"words": 1}'
+)
 
 _TIME_UNITS_MS = {
     "us": 0.001,
@@ -314,6 +326,91 @@ _SPARK_KEYS: dict[str, tuple[str, str, Any]] = {
 }
 
 
+# Spark's spark.streaming.* keys that do nothing here: a user who sets one expects an effect.
+_SPARK_KEYS_WITHOUT_EFFECT = frozenset(
+    {
+        "spark.streaming.receiver.writeAheadLog.class",
+        "spark.streaming.driver.writeAheadLog.class",
+        "spark.streaming.clock",
+        "spark.streaming.manualClock.jump",
+        "spark.streaming.sessionByKey.deltaChainThreshold",
+        "spark.streaming.fileStream.minRememberDuration",
+        "spark.streaming.minRememberDuration",
+        "spark.streaming.dynamicAllocation.enabled",
+        "spark.streaming.dynamicAllocation.scalingInterval",
+        "spark.streaming.dynamicAllocation.minExecutors",
+        "spark.streaming.dynamicAllocation.maxExecutors",
+        "spark.streaming.dynamicAllocation.scalingUpRatio",
+        "spark.streaming.dynamicAllocation.scalingDownRatio",
+        "spark.streaming.kafka.maxRatePerPartition",
+        "spark.streaming.kafka.minRatePerPartition",
+        "spark.streaming.kafka.maxRetries",
+        "spark.streaming.kafka.consumer.poll.ms",
+        "spark.streaming.kafka.allowNonConsecutiveOffsets",
+        "spark.streaming.kafka.consumer.cache.enabled",
+        "spark.streaming.kafka.consumer.cache.initialCapacity",
+        "spark.streaming.kafka.consumer.cache.maxCapacity",
+        "spark.streaming.kafka.consumer.cache.loadFactor",
+    }
+)
+_warned_conf_keys: set[str] = set()
+_warned_conf_keys_lock = threading.Lock()
+
+
+def _warn_unknown_streaming_keys(keys: Iterable[str]) -> None:
+    """One WARNING per process for each ``spark.streaming.*`` key that has no effect here: a
+    Spark key we do not implement, or an unknown one (a typo such as ``...writeAheadLog.enabled``
+    would otherwise leave the WAL off in silence), naming the closest key we know."""
+    for key in sorted(keys):
+        if not key.startswith("spark.streaming.") or key in _SPARK_KEYS:
+            continue
+        with _warned_conf_keys_lock:
+            if key in _warned_conf_keys:
+                continue
+            _warned_conf_keys.add(key)
+        if key in _SPARK_KEYS_WITHOUT_EFFECT:
+            logger.warning("%s is a Spark Streaming setting that reliable-kafka does not use; ignored", key)
+            continue
+        closest = difflib.get_close_matches(key, _SPARK_KEYS, n=1, cutoff=0.8)
+        hint = f"; did you mean {closest[0]}?" if closest else ""
+        logger.warning("unknown setting %s ignored%s", key, hint)
+
+
+def _env_variable(loc: tuple[Any, ...]) -> str | None:
+    """The ``RELIABLE_KAFKA_*`` variable that set the field at ``loc``, if one is set."""
+    environ = {name.upper(): name for name in os.environ}
+    for depth in range(len(loc), 0, -1):  # the field itself, else its section as JSON
+        name = ENV_PREFIX + "__".join(str(part) for part in loc[:depth]).upper()
+        if name in environ:
+            return environ[name]
+    return None
+
+
+def _env_origin(loc: tuple[Any, ...]) -> str | None:
+    variable = _env_variable(loc)
+    return f"the environment's {variable}" if variable else None
+
+
+def _note_sources(exc: ValidationError, origin: Callable[[tuple[Any, ...]], str | None]) -> None:
+    """Name where each refused value came from, as notes on ``exc`` (shown under its message):
+    pydantic names the model's field, which a user who set a Spark key or an environment
+    variable does not know by that name."""
+    for error in exc.errors():
+        loc = tuple(error["loc"])
+        where = origin(loc)
+        if where is not None:
+            exc.add_note(f"{'.'.join(map(str, loc))} was read from {where}")
+
+
+def _construct(init: Callable[..., None], values: Mapping[str, Any]) -> None:
+    """``init(**values)``; a refused field not among ``values`` came from the environment."""
+    try:
+        init(**values)
+    except ValidationError as exc:
+        _note_sources(exc, lambda loc: None if loc[:1] and loc[0] in values else _env_origin(loc))
+        raise
+
+
 def _conf_items(conf: Any) -> dict[str, str]:
     """Key/value pairs of a ``pyspark.SparkConf``, a ``SparkContext``'s conf, or a mapping."""
     if isinstance(conf, Mapping):
@@ -352,9 +449,37 @@ class StreamingSettings(BaseSettings):
     jobs: JobSettings = JobSettings()
     ui: UISettings = UISettings()
 
+    # The fields the constructor was given, by section: what overrides the SparkConf (resolve()).
+    _given: dict[str, frozenset[str]] = PrivateAttr(default_factory=dict)
+
     def __init__(self, **values: Any) -> None:
         _reject_unknown_fields(type(self), values)
-        super().__init__(**values)
+        _construct(super().__init__, values)
+        given: dict[str, frozenset[str]] = {}
+        for section, value in values.items():
+            if isinstance(value, BaseModel):
+                given[section] = frozenset(value.model_fields_set)
+            elif isinstance(value, Mapping):
+                given[section] = frozenset(value)
+        self._given = given
+
+    def given_fields(self) -> dict[str, dict[str, Any]]:
+        """The values of the fields this object was constructed with, by section; not those it
+        took from the environment or the defaults."""
+        return {
+            section: {field: getattr(getattr(self, section), field) for field in fields}
+            for section, fields in self._given.items()
+            if fields
+        }
+
+    @classmethod
+    def resolve(cls, conf: Any, settings: StreamingSettings | None = None) -> Self:
+        """What a StreamingContext runs with, by precedence (lowest first): Spark's defaults, the
+        ``RELIABLE_KAFKA_*`` environment, the ``spark.streaming.*`` keys of ``conf``, then the
+        fields ``settings`` was constructed with. So ``settings=StreamingSettings(ui={"port": 4061})``
+        changes the port and keeps a SparkConf's ``writeAheadLog.enable=true``."""
+        overrides = settings.given_fields() if settings is not None else {}
+        return cls.from_spark_conf(conf, **overrides)
 
     @classmethod
     def from_spark_conf(cls, conf: Any, **overrides: Any) -> Self:
@@ -364,7 +489,10 @@ class StreamingSettings(BaseSettings):
         raises ``ValueError`` naming the Spark key.
         """
         sections: dict[str, dict[str, Any]] = {}
-        for key, raw in _conf_items(conf).items():
+        conf_keys: dict[tuple[str, str], str] = {}
+        items = _conf_items(conf)
+        _warn_unknown_streaming_keys(items)
+        for key, raw in items.items():
             if key not in _SPARK_KEYS:
                 continue
             section, field, parse = _SPARK_KEYS[key]
@@ -372,15 +500,31 @@ class StreamingSettings(BaseSettings):
                 sections.setdefault(section, {})[field] = parse(raw)
             except ValueError as exc:
                 raise ValueError(f"{key}={raw!r}: {exc}") from exc
+            conf_keys[(section, field)] = key
         base = cls()
         merged: dict[str, Any] = {}
+        given: set[tuple[str, str]] = set()
         for section in ("receiver", "wal", "backpressure", "jobs", "ui"):
             values = {**getattr(base, section).model_dump(), **sections.get(section, {})}
-            values.update(overrides.pop(section, {}) or {})
+            section_overrides = overrides.pop(section, {}) or {}
+            values.update(section_overrides)
+            given.update((section, field) for field in section_overrides)
             merged[section] = values
         if overrides:
             raise ValueError(f"unknown settings sections: {sorted(overrides)}")
-        return cls(**merged)
+
+        def origin(loc: tuple[Any, ...]) -> str | None:
+            if loc[:2] in given:
+                return None
+            if loc[:2] in conf_keys:
+                return f"the SparkConf's {conf_keys[loc[:2]]}"  # type: ignore[index]
+            return _env_origin(loc)
+
+        try:
+            return cls(**merged)
+        except ValidationError as exc:
+            _note_sources(exc, origin)
+            raise
 
 
 class ZooKeeperSettings(_Section):
@@ -433,6 +577,13 @@ class ConsumerGroupSettings(_Section):
     )
 
 
+def _param_string(value: Any) -> Any:
+    """A Kafka param as librdkafka reads it (a string); anything else is left for pydantic to refuse."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value) if isinstance(value, int | float) else value
+
+
 class KafkaStreamSettings(BaseSettings):
     """One receiver-based Kafka input stream, as ``KafkaUtils.createStream`` takes it."""
 
@@ -447,9 +598,16 @@ class KafkaStreamSettings(BaseSettings):
         None, description="None: no ZooKeeper; kafka_params' bootstrap.servers reach the group coordinator"
     )
     group: ConsumerGroupSettings
-    topics: dict[str, int] = Field(description="topic -> number of consumer threads (Spark's meaning)")
+    # NoDecode: the environment's value reaches _parse_topics as written (Spark's "t:2,u" form
+    # or JSON) instead of failing in pydantic-settings' JSON decoding with a raw message.
+    topics: Annotated[dict[str, int], NoDecode] = Field(
+        description="topic -> number of consumer threads (Spark's meaning); "
+        'from the environment "topic:threads,topic" or a JSON object'
+    )
     kafka_params: dict[str, str] = Field(
-        default_factory=dict, description="passed to confluent-kafka (bootstrap.servers, security...)"
+        default_factory=dict,
+        description="passed to confluent-kafka (bootstrap.servers, security...); numbers and "
+        "booleans as createStream takes them",
     )
     storage_level: str = Field(
         "MEMORY_AND_DISK_2", description="a StorageLevel constant's name, checked at construction"
@@ -461,7 +619,7 @@ class KafkaStreamSettings(BaseSettings):
 
     def __init__(self, **values: Any) -> None:
         _reject_unknown_fields(type(self), values)
-        super().__init__(**values)
+        _construct(super().__init__, values)
 
     def __repr_args__(self) -> Any:
         # kafka_params may hold SASL/SSL secrets: show them masked, as they are logged.
@@ -484,6 +642,35 @@ class KafkaStreamSettings(BaseSettings):
                 "the brokers whose group coordinator keeps the group, is needed"
             )
         return self
+
+    @field_validator("topics", mode="before")
+    @classmethod
+    def _parse_topics(cls, value: Any) -> Any:
+        if not isinstance(value, str):
+            return value
+        text = value.strip()
+        if text.startswith("{"):
+            try:
+                return json.loads(text)
+            except ValueError as exc:
+                raise ValueError(f"{_TOPICS_FORMAT}; {text!r} is not valid JSON: {exc}") from None
+        topics: dict[str, int] = {}
+        for item in filter(None, (part.strip() for part in text.split(","))):
+            topic, _, threads = item.partition(":")
+            try:
+                topics[topic.strip()] = int(threads) if threads else 1
+            except ValueError:
+                raise ValueError(f"{_TOPICS_FORMAT}; the threads of {item!r} are not a number") from None
+        return topics
+
+    @field_validator("kafka_params", mode="before")
+    @classmethod
+    def _params_as_strings(cls, value: Any) -> Any:
+        """createStream passes numbers and booleans to librdkafka, which takes every value as a
+        string: so do the settings, instead of refusing ``{"fetch.min.bytes": 1}``."""
+        if not isinstance(value, Mapping):
+            return value
+        return {key: _param_string(item) for key, item in value.items()}
 
     @field_validator("topics")
     @classmethod

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 from pydantic import ValidationError
 
@@ -136,7 +138,7 @@ def test_the_environment_may_hold_the_other_models_variables(monkeypatch: pytest
 
 
 def test_the_storage_level_is_checked_at_construction() -> None:
-    assert kafka_stream(storage_level="memory_and_disk_ser_2").storage_level == "MEMORY_AND_DISK_SER_2"
+    assert kafka_stream(storage_level="memory_and_disk_ser_2").storage_level == "MEMORY_AND_DISK_2"
     with pytest.raises(ValidationError, match="storage_level") as info:
         kafka_stream(storage_level="MEMORY_AND_DISKK")
     assert "unknown storage level" in str(info.value)
@@ -151,3 +153,91 @@ def test_kafka_params_secrets_are_masked_in_repr_and_str() -> None:
         assert "'client.id': 'c'" in shown
     # Only the display is masked: the receiver still gets the real values.
     assert settings.kafka_params["sasl.password"] == "hunter2"
+
+
+def test_given_fields_override_the_spark_conf_which_overrides_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("RELIABLE_KAFKA_UI__PORT", "4099")
+    monkeypatch.setenv("RELIABLE_KAFKA_UI__HOST", "127.0.0.9")
+    conf = {"spark.streaming.ui.port": "4070", "spark.streaming.receiver.writeAheadLog.enable": "true"}
+    resolved = StreamingSettings.resolve(conf, StreamingSettings(ui={"port": 4061}))
+    assert (resolved.ui.port, resolved.ui.host, resolved.wal.enable) == (4061, "127.0.0.9", True)
+    # A section given as a model counts only the fields it was built with.
+    from reliable_kafka.settings import UISettings
+
+    resolved = StreamingSettings.resolve(conf, StreamingSettings(ui=UISettings(retained_batches=7)))
+    assert (resolved.ui.port, resolved.ui.retained_batches) == (4070, 7)
+    assert StreamingSettings.resolve(conf).ui.port == 4070
+    assert StreamingSettings.resolve({}).ui.port == 4099
+
+
+def test_an_unknown_streaming_key_warns_once_naming_the_closest_known_key(
+    caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import reliable_kafka.settings as settings_module
+
+    monkeypatch.setattr(settings_module, "_warned_conf_keys", set())
+    conf = {
+        "spark.streaming.receiver.writeAheadLog.enabled": "true",  # a typo of ...enable
+        "spark.streaming.receiver.writeAheadLog.class": "org.example.Log",  # Spark's, not used here
+        "spark.streaming.blockInterval": "100ms",
+        "spark.executor.memory": "1g",  # not a streaming key: not ours to judge
+    }
+    with caplog.at_level(logging.WARNING, logger="reliable_kafka.settings"):
+        settings = StreamingSettings.from_spark_conf(conf)
+        StreamingSettings.from_spark_conf(conf)
+    assert settings.wal.enable is False and settings.receiver.block_interval_ms == 100
+    messages = [r.getMessage() for r in caplog.records]
+    assert messages == [
+        "spark.streaming.receiver.writeAheadLog.class is a Spark Streaming setting that reliable-kafka "
+        "does not use; ignored",
+        "unknown setting spark.streaming.receiver.writeAheadLog.enabled ignored; did you mean "
+        "spark.streaming.receiver.writeAheadLog.enable?",
+    ]
+
+
+def test_topics_from_the_environment_take_sparks_form_or_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RELIABLE_KAFKA_ZOOKEEPER__CONNECT", "127.0.0.1:2181")
+    monkeypatch.setenv("RELIABLE_KAFKA_GROUP__GROUP_ID", "g")
+    for raw, expected in (
+        ("words:1", {"words": 1}),
+        ("words:2, clicks", {"words": 2, "clicks": 1}),
+        ('{"words": 3}', {"words": 3}),
+    ):
+        monkeypatch.setenv("RELIABLE_KAFKA_TOPICS", raw)
+        assert KafkaStreamSettings().topics == expected, raw
+    monkeypatch.setenv("RELIABLE_KAFKA_TOPICS", "words:many")
+    with pytest.raises(ValidationError, match=r'topics are "topic:threads,topic:threads".*\'words:many\''):
+        KafkaStreamSettings()
+
+
+def test_kafka_params_take_numbers_and_booleans_as_create_stream_does() -> None:
+    params = {"fetch.min.bytes": 1, "enable.partition.eof": False, "bootstrap.servers": "127.0.0.1:9092"}
+    settings = kafka_stream(kafka_params=params)
+    assert settings.kafka_params == {
+        "fetch.min.bytes": "1",
+        "enable.partition.eof": "false",
+        "bootstrap.servers": "127.0.0.1:9092",
+    }
+
+
+def test_a_refused_value_names_the_spark_key_or_variable_it_came_from(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with pytest.raises(ValidationError) as refused:
+        StreamingSettings.from_spark_conf({"spark.streaming.blockInterval": "0ms"})
+    assert refused.value.__notes__ == [
+        "receiver.block_interval_ms was read from the SparkConf's spark.streaming.blockInterval"
+    ]
+    monkeypatch.setenv("RELIABLE_KAFKA_UI__PORT", "70000")
+    with pytest.raises(ValidationError) as refused:
+        StreamingSettings()
+    assert refused.value.__notes__ == ["ui.port was read from the environment's RELIABLE_KAFKA_UI__PORT"]
+    with pytest.raises(ValidationError) as refused:
+        StreamingSettings.from_spark_conf({})
+    assert refused.value.__notes__ == ["ui.port was read from the environment's RELIABLE_KAFKA_UI__PORT"]
+    # A value the code gave has no other source to name.
+    with pytest.raises(ValidationError) as refused:
+        StreamingSettings(ui={"port": 70000})
+    assert not getattr(refused.value, "__notes__", [])

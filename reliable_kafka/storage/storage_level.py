@@ -56,8 +56,10 @@ class StorageLevel:
 
     @property
     def name(self) -> str:
-        """The Spark constant's name (``MEMORY_AND_DISK_SER_2``), else a description of the flags."""
-        return _NAMES_BY_LEVEL.get(self) or self.description
+        """pyspark's name of this level (``MEMORY_AND_DISK_2``), as PySpark apps and settings
+        spell it (Scala's ``MEMORY_AND_DISK_SER_2`` would read as another level to them), else
+        Scala's constant's name, else a description of the flags."""
+        return _PYSPARK_NAMES_BY_LEVEL.get(self) or _SCALA_NAMES_BY_LEVEL.get(self) or self.description
 
     @property
     def description(self) -> str:
@@ -139,6 +141,7 @@ _PYSPARK_LEVELS_BY_NAME: dict[str, StorageLevel] = {
     "DISK_ONLY_2": StorageLevel(True, False, False, 2),
     "DISK_ONLY_3": StorageLevel(True, False, False, 3),
 }
-_NAMES_BY_LEVEL: dict[StorageLevel, str] = {level: name for name, level in _LEVELS_BY_NAME.items()}
+_PYSPARK_NAMES_BY_LEVEL = {level: name for name, level in _PYSPARK_LEVELS_BY_NAME.items()}
+_SCALA_NAMES_BY_LEVEL = {level: name for name, level in _LEVELS_BY_NAME.items()}
 for _name, _level in _LEVELS_BY_NAME.items():
     setattr(StorageLevel, _name, _level)

@@ -42,9 +42,9 @@ def test_a_block_too_big_for_memory_only_names_the_block_and_the_level() -> None
     manager = BlockManager(memory_budget_bytes=100)
     expected = r"block input-0-1 \(101 bytes\) does not fit in memory.*storage level MEMORY_ONLY does not"
     with pytest.raises(BlockStoreError, match=expected) as caught:
-        manager.put(block(1), b"x" * 101, StorageLevel.MEMORY_ONLY)
+        manager.put(block(1), b"x" * 101, StorageLevel.of("MEMORY_ONLY"))  # pyspark's, serialized
     assert caught.value.block_id == block(1)
-    assert caught.value.level == StorageLevel.MEMORY_ONLY
+    assert caught.value.level == StorageLevel.MEMORY_ONLY_SER
     assert not manager.contains(block(1))
 
 

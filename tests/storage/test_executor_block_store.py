@@ -77,7 +77,7 @@ def test_memory_overflow_spills_to_disk_when_the_level_allows(dirs: tuple[Path, 
 def test_memory_only_level_without_room_fails_naming_block_and_level(dirs: tuple[Path, Path]) -> None:
     store = make_store(dirs, budget=10)
     store.put(B1, b"x" * 8, StorageLevel.MEMORY_ONLY)
-    with pytest.raises(BlockStoreError, match=r"input-3-2.*MEMORY_ONLY_SER_2") as caught:
+    with pytest.raises(BlockStoreError, match=r"input-3-2.*MEMORY_ONLY_2") as caught:
         store.put(B2, b"y" * 8, StorageLevel.MEMORY_ONLY_SER_2)
     assert caught.value.block_id == B2
     assert caught.value.level == StorageLevel.MEMORY_ONLY_SER_2

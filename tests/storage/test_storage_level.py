@@ -16,8 +16,31 @@ def test_constants_have_sparks_flags() -> None:
     assert StorageLevel(True, True, False, 2) == StorageLevel.MEMORY_AND_DISK_SER_2
     assert StorageLevel(True, False, False, 1) == StorageLevel.DISK_ONLY
     assert StorageLevel.DISK_ONLY_2.replication == 2
-    assert StorageLevel.MEMORY_AND_DISK.name == "MEMORY_AND_DISK"
-    assert str(StorageLevel.MEMORY_ONLY_2) == "MEMORY_ONLY_2"
+    assert StorageLevel.MEMORY_ONLY_2.name == "MEMORY_ONLY_2"  # Scala's: no pyspark level has its flags
+
+
+def test_a_level_prints_as_pyspark_names_it() -> None:
+    # pyspark's MEMORY_AND_DISK_2 (the createStream default) is Scala's MEMORY_AND_DISK_SER_2.
+    assert str(StorageLevel.of("MEMORY_AND_DISK_2")) == "MEMORY_AND_DISK_2"
+    assert StorageLevel.MEMORY_AND_DISK_SER_2.name == "MEMORY_AND_DISK_2"
+    assert StorageLevel.MEMORY_AND_DISK.name == "MEMORY_AND_DISK_DESER"
+    assert StorageLevel(True, True, True, 3).name == "StorageLevel(Disk Memory Deserialized 3x Replicated)"
+
+
+def test_the_package_exports_pysparks_storage_level_with_24s_names() -> None:
+    import pyspark
+
+    import reliable_kafka
+
+    level_class = reliable_kafka.StorageLevel
+    assert issubclass(level_class, pyspark.StorageLevel)  # accepted wherever pyspark takes a level
+    for name in ("MEMORY_ONLY_SER", "MEMORY_ONLY_SER_2", "MEMORY_AND_DISK_SER", "MEMORY_AND_DISK_SER_2"):
+        plain = name.replace("_SER", "")
+        # As in pyspark 2.4, the _SER names are the serialized levels pyspark's names already are.
+        assert getattr(level_class, name) == getattr(pyspark.StorageLevel, plain), name
+        assert StorageLevel.of(getattr(level_class, name)).name == plain
+    for name in ("MEMORY_ONLY", "MEMORY_AND_DISK_2", "DISK_ONLY", "DISK_ONLY_2", "OFF_HEAP"):
+        assert getattr(level_class, name) == getattr(pyspark.StorageLevel, name), name
 
 
 def test_of_accepts_a_level_a_name_or_a_pyspark_level() -> None:

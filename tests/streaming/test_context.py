@@ -271,3 +271,19 @@ def test_sigterm_stops_gracefully_processing_every_record_received(tmp_path: Pat
     batches = [e for e in done if "count" in e]
     assert sum(e["count"] for e in batches) == received[0]
     assert sum(e["sum"] for e in batches) == received[0] * (received[0] - 1) // 2
+
+
+def test_settings_given_to_the_context_override_only_their_fields_of_the_spark_conf(sc) -> None:
+    """``settings=`` used to replace the SparkConf's streaming keys: the WAL asked for in the
+    SparkConf was silently off once any setting was given."""
+    live_conf = sc._jsc.sc().conf()  # what sc.getConf() copies
+    live_conf.set("spark.streaming.receiver.writeAheadLog.enable", "true")
+    live_conf.set("spark.streaming.ui.port", "4070")
+    try:
+        ssc = StreamingContext(sc, 2, settings=StreamingSettings(ui={"port": 4061}))
+    finally:
+        live_conf.remove("spark.streaming.receiver.writeAheadLog.enable")
+        live_conf.remove("spark.streaming.ui.port")
+    assert ssc.settings.wal.enable is True  # from the SparkConf
+    assert ssc.settings.ui.port == 4061  # given: over the SparkConf's 4070
+    assert ssc.settings.receiver.block_interval_ms == 200  # neither: Spark's default

@@ -179,7 +179,9 @@ def test_offsets_in_kafka_without_zookeeper_args(local_cluster: ClusterUnderTest
     zk = ["--zookeeper", local_cluster.zookeeper_connect, "--group", group, "--topic", topic, "--json"]
     as_kafka = rows_of(run_on(local_cluster, *zk, "--offsets-storage", "kafka")[1])
     assert [r["committed"] for r in as_kafka] == [4, 20, None]
-    assert [r["committed"] for r in rows_of(run_on(local_cluster, *zk)[1])] == [None, None, None]
+    err = io.StringIO()
+    assert main(["lag", *zk, *client_options(local_cluster)], out=io.StringIO(), err=err) == 2
+    assert "no committed offset on topic" in err.getvalue()
     assert run_on(local_cluster, "--group", group, "--max-lag", "6")[0] == 1  # partition 2: unknown
 
 
@@ -258,3 +260,34 @@ def test_kraft_group_without_zookeeper(local_cluster: ClusterUnderTest) -> None:
     assert result.returncode == 1, result.stderr  # partition 0 is 3 behind
     lines = result.stdout.splitlines()
     assert lines[1].split() == [group, topic, "0", "5", "8", "3", "none"]  # the member has left
+
+
+def test_a_group_without_committed_offsets_is_an_error_naming_the_store(
+    local_cluster: ClusterUnderTest, lagging_group: tuple[str, str]
+) -> None:
+    """``--max-lag`` used to pass on an empty table: a misspelt group, or a ZooKeeper group read
+    from Kafka, looked like a group with no lag."""
+    topic, group = lagging_group
+    zookeeper = local_cluster.zookeeper_connect
+    out, err = io.StringIO(), io.StringIO()
+    args = ["lag", "--zookeeper", zookeeper, "--group", "nosuch-" + group, "--max-lag", "10", *X_OPTIONS]
+    assert main(args, out=out, err=err) == 2
+    assert not out.getvalue()
+    assert err.getvalue() == (
+        f"group nosuch-{group} has no committed offset on any topic in ZooKeeper at {zookeeper}; "
+        "it holds none of the group\n"
+    )
+    # The ZooKeeper group asked of Kafka's coordinator only.
+    err = io.StringIO()
+    brokers = local_cluster.bootstrap_servers
+    args = ["lag", "--group", group, "--max-lag", "10", *client_options(local_cluster)]
+    assert main(args, out=io.StringIO(), err=err) == 2
+    assert err.getvalue().startswith(
+        f"group {group} has no committed offset on any topic in Kafka's group coordinator (via {brokers})"
+    )
+    assert "give --zookeeper" in err.getvalue()
+    # A topic the group holds nothing of, in the store that holds its others.
+    err = io.StringIO()
+    args = ["lag", "--zookeeper", zookeeper, "--group", group, "--topic", "other", *X_OPTIONS]
+    assert main(args, out=io.StringIO(), err=err) == 2
+    assert err.getvalue().endswith(f"it holds offsets of the group for: {topic}\n")
