@@ -132,7 +132,8 @@ class LagSource:
     # May hold secrets (SASL/SSL): kept out of repr, and masked in the errors shown.
     client_config: Mapping[str, Any] = field(repr=False)
     zookeeper_connect: str | None = None
-    receiver_stream_id: int | None = None
+    # The input streams of this group (several createStreams may share one group and store).
+    receiver_stream_ids: tuple[int, ...] = ()
     zookeeper_auth: str | None = field(default=None, repr=False)  # digest user:password
 
     def __post_init__(self) -> None:

@@ -136,7 +136,12 @@ class StreamingCollector(Collector):
             f"{PREFIX}_partition_lag_records", "Log end offset minus committed offset", labels=labels
         )
         report = self._lag.report() if self._lag is not None else None
+        seen: set[tuple[str, str, int]] = set()
         for row in report.rows if report is not None else ():
+            # One series per partition of a group: Prometheus refuses a scrape with a duplicate.
+            if (row.group, row.topic, row.partition) in seen:
+                continue
+            seen.add((row.group, row.topic, row.partition))
             values = [row.group, row.topic, str(row.partition)]
             if row.committed is not None:
                 committed.add_metric(values, row.committed)

@@ -19,6 +19,7 @@ from reliable_kafka.scheduler.batch_input_info import BLOCKS_KEY
 from reliable_kafka.scheduler.listener import BatchInfo
 from reliable_kafka.ui import svg
 from reliable_kafka.ui.lag import LagReport
+from reliable_kafka.ui.partition_receivers import PartitionReceivers
 from reliable_kafka.ui.status_store import StatusSnapshot
 
 _STYLE = """
@@ -87,9 +88,7 @@ def _num(value: int | float | None, attr: str = "") -> str:
 # ---------------------------------------------------------------- streaming page
 
 
-def streaming_page(
-    snapshot: StatusSnapshot, lag: LagReport | None, receiver_of_group: Mapping[str, str]
-) -> str:
+def streaming_page(snapshot: StatusSnapshot, lag: LagReport | None, receivers: PartitionReceivers) -> str:
     body = [
         "<h3>Streaming Statistics</h3>",
         "<dl id='summary'>",
@@ -104,7 +103,7 @@ def streaming_page(
         "<h3>Receivers</h3>",
         _receivers(snapshot),
         "<h3>Kafka partitions</h3>",
-        _partitions(lag, receiver_of_group),
+        _partitions(lag, receivers),
         f"<h3>Active Batches ({len(snapshot.waiting) + len(snapshot.running)})</h3>",
         _active_batches(snapshot),
         f"<h3>Completed Batches (last {len(snapshot.completed)} out of {snapshot.batches_completed})</h3>",
@@ -164,7 +163,7 @@ def _receivers(snapshot: StatusSnapshot) -> str:
     )
 
 
-def _partitions(lag: LagReport | None, receiver_of_group: Mapping[str, str]) -> str:
+def _partitions(lag: LagReport | None, receivers: PartitionReceivers) -> str:
     if lag is None:
         return "<p>No Kafka input streams.</p>"
     rows = []
@@ -173,7 +172,7 @@ def _partitions(lag: LagReport | None, receiver_of_group: Mapping[str, str]) -> 
             f"<tr data-topic='{escape(p.topic)}' data-partition='{p.partition}'>"
             f"<td>{escape(p.group)}</td><td class='topic'>{escape(p.topic)}</td>"
             f"<td class='num partition'>{p.partition}</td>"
-            f"<td>{escape(receiver_of_group.get(p.group, '-'))}</td>"
+            f"<td class='receiver'>{escape(receivers.of(p.group, p.topic, p.partition))}</td>"
             f"<td class='owner'>{escape(p.owner or 'none')}</td>"
             f"{_num(p.committed, ' data-field=committed')}"
             f"{_num(p.log_end, ' data-field=log-end')}"

@@ -8,8 +8,9 @@ cannot start (no free port) is logged and skipped: a stream must not fail for it
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from http import HTTPStatus
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from reliable_kafka.kafka.kafka_input_dstream import KafkaInputDStream
 from reliable_kafka.kafka.params import ConsumerGroupParams, ZooKeeperParams
@@ -17,6 +18,7 @@ from reliable_kafka.settings import UISettings
 from reliable_kafka.ui import metrics, pages
 from reliable_kafka.ui.group_view import OffsetsStorage
 from reliable_kafka.ui.lag import LagMonitor, LagSource
+from reliable_kafka.ui.partition_receivers import receivers_of_partitions
 from reliable_kafka.ui.server import Response, StatusServer
 from reliable_kafka.ui.status_store import StreamingStatusStore
 
@@ -30,29 +32,41 @@ _HTML = "text/html; charset=utf-8"
 
 
 def lag_sources_of(ssc: StreamingContext) -> list[LagSource]:
-    """One source per Kafka input stream of the context's graph, read where its group keeps offsets.
+    """One source per group and store of the context's Kafka input streams, read where the group
+    keeps its offsets: several streams of one group (one createStream per receiver, as Spark's
+    guide suggests) share the group's offsets, and a source each would show every partition
+    once per stream (a duplicate series, which Prometheus refuses in a scrape).
 
     The one place that knows the KafkaParams shape of "no ZooKeeper" (``params.zookeeper`` None:
     the group coordinator keeps the group and its offsets).
     """
-    sources = []
+    merged: dict[tuple[Any, ...], LagSource] = {}
     for stream in ssc.graph.get_input_streams():
         if not isinstance(stream, KafkaInputDStream):
             continue
         params = stream.params
         zookeeper: ZooKeeperParams | None = params.zookeeper
-        sources.append(
-            LagSource(
-                group=params.group.group_id,
-                topics=tuple(sorted(stream.topics)),
-                offsets_storage=offsets_storage_of(params.group),
-                client_config=dict(params.client_config),
-                zookeeper_connect=zookeeper.connect if zookeeper is not None else None,
-                receiver_stream_id=stream.id,
-                zookeeper_auth=zookeeper.auth if zookeeper is not None else None,
+        source = LagSource(
+            group=params.group.group_id,
+            topics=tuple(sorted(stream.topics)),
+            offsets_storage=offsets_storage_of(params.group),
+            client_config=dict(params.client_config),
+            zookeeper_connect=zookeeper.connect if zookeeper is not None else None,
+            receiver_stream_ids=(stream.id,),
+            zookeeper_auth=zookeeper.auth if zookeeper is not None else None,
+        )
+        key = (source.group, source.offsets_storage, source.zookeeper_connect, source.bootstrap_servers)
+        known = merged.get(key)
+        merged[key] = (
+            source
+            if known is None
+            else replace(
+                known,
+                topics=tuple(sorted({*known.topics, *source.topics})),
+                receiver_stream_ids=(*known.receiver_stream_ids, stream.id),
             )
         )
-    return sources
+    return list(merged.values())
 
 
 def offsets_storage_of(group: ConsumerGroupParams) -> OffsetsStorage:
@@ -115,13 +129,8 @@ class StatusUI:
     def _streaming_page(self) -> Response:
         snapshot = self.store.snapshot()
         report = self.lag.report() if self.lag is not None else None
-        names = {status.info.stream_id: status.info.name for status in snapshot.receivers}
-        receiver_of_group: dict[str, str] = {}
-        for source in self.lag.sources if self.lag is not None else ():
-            if source.receiver_stream_id is not None:
-                name = names.get(source.receiver_stream_id, f"stream {source.receiver_stream_id}")
-                receiver_of_group.setdefault(source.group, name)
-        page = pages.streaming_page(snapshot, report, receiver_of_group)
+        receivers = receivers_of_partitions(self.lag.sources if self.lag is not None else (), snapshot)
+        page = pages.streaming_page(snapshot, report, receivers)
         return Response(HTTPStatus.OK, _HTML, page.encode())
 
     def _batch_page(self, query: dict[str, list[str]]) -> Response:

@@ -15,8 +15,17 @@ from prometheus_client.parser import text_string_to_metric_families
 from pyspark import SparkContext
 
 from reliable_kafka import KafkaUtils, StreamingContext
+from reliable_kafka.kafka.offset_range import OffsetRange, block_metadata
 from reliable_kafka.kafka.topic_partition import TopicAndPartition
 from reliable_kafka.kafka.zk.paths import offset_path
+from reliable_kafka.scheduler.batch_input_info import BLOCKS_KEY
+from reliable_kafka.scheduler.listener import (
+    BatchInfo,
+    ReceiverInfo,
+    StreamingListenerBatchCompleted,
+    StreamingListenerReceiverStarted,
+    StreamInputInfo,
+)
 from reliable_kafka.settings import StreamingSettings, UISettings
 from reliable_kafka.ui import metrics
 from reliable_kafka.ui.lag import LagMonitor, LagSource
@@ -29,6 +38,7 @@ _ROW = re.compile(r"<tr data-topic='([^']*)' data-partition='(\d+)'>(.*?)</tr>",
 _FIELD = re.compile(r"<td class='num' data-field=([a-z-]+)>([^<]*)</td>")
 _GROUP = re.compile(r"^<td>([^<]*)</td>")
 _OWNER = re.compile(r"<td class='owner'>([^<]*)</td>")
+_RECEIVER = re.compile(r"<td class='receiver'>([^<]*)</td>")
 
 
 def page_rows(page: str) -> dict[tuple[str, str, int], dict[str, str]]:
@@ -120,5 +130,59 @@ def test_page_of_a_group_without_zookeeper(local_cluster: ClusterUnderTest) -> N
             (group, topic, 0): {"committed": "1", "log-end": "5", "lag": "4", "owner": "none"},
             (group, topic, 1): {"committed": "-", "log-end": "5", "lag": "-", "owner": "none"},
         }
+    finally:
+        ui.stop()
+
+
+def test_streams_sharing_a_group_show_each_partition_once_with_its_own_receiver(
+    local_cluster: ClusterUnderTest, declared: StreamingContext
+) -> None:
+    """Three createStreams of one group on one topic used to give three identical series per
+    partition (Prometheus refuses the scrape) and label every partition with receiver 0."""
+    topic, group = unique_name("page-shared"), unique_name("page-shared-group")
+    local_cluster.create_topic(topic, partitions=3)
+    produce(local_cluster, topic, [(None, b"x", p) for p in range(3) for _ in range(5)])
+    zk = local_cluster.zookeeper_client()
+    try:
+        for partition in range(3):
+            zk.create(offset_path(group, TopicAndPartition(topic, partition)), b"2", makepath=True)
+    finally:
+        zk.stop()
+        zk.close()
+    streams = [
+        KafkaUtils.createStream(
+            declared, local_cluster.zookeeper_connect, group, {topic: 1}, local_cluster.client_config()
+        )
+        for _ in range(3)
+    ]
+    ui = StatusUI.for_context(declared)
+    try:
+        # Stream i delivered partition 2 - i.
+        for index, stream in enumerate(streams):
+            ui.store.on_receiver_started(
+                StreamingListenerReceiverStarted(ReceiverInfo(stream.id, f"receiver-{index}", True, "h"))
+            )
+        blocks = {
+            stream.id: StreamInputInfo(
+                stream.id,
+                3,
+                {BLOCKS_KEY: [{"metadata": block_metadata([OffsetRange(topic, 2 - index, 2, 5)])}]},
+            )
+            for index, stream in enumerate(streams)
+        }
+        batch = BatchInfo(1000, blocks, 1000, 1000, 1001)
+        ui.store.on_batch_completed(StreamingListenerBatchCompleted(batch))
+
+        text = metrics.render(ui.registry).decode()
+        for family in text_string_to_metric_families(text):
+            series = [(sample.name, tuple(sorted(sample.labels.items()))) for sample in family.samples]
+            assert len(series) == len(set(series)), f"duplicate series in {family.name}"
+        assert gauges(ui, "reliable_kafka_partition_lag_records") == {(group, p): 3 for p in range(3)}
+
+        page = ui.handle("/", {}).body.decode()
+        shown = [(int(partition), cells) for found_topic, partition, cells in _ROW.findall(page)]
+        assert [partition for partition, _ in shown] == [0, 1, 2]  # once each
+        receivers = [_RECEIVER.search(cells).group(1) for _, cells in shown]  # type: ignore[union-attr]
+        assert receivers == ["receiver-2", "receiver-1", "receiver-0"]
     finally:
         ui.stop()

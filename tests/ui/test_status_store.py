@@ -25,10 +25,13 @@ from reliable_kafka.scheduler.listener import (
 from reliable_kafka.settings import StreamingSettings, UISettings
 from reliable_kafka.ui import pages, svg
 from reliable_kafka.ui.lag import LagReport, PartitionLag
+from reliable_kafka.ui.partition_receivers import PartitionReceivers
 from reliable_kafka.ui.server import Response, StatusServer
 from reliable_kafka.ui.status_store import StreamingStatusStore
 
 BATCH_MS = 1000
+
+NO_RECEIVERS = PartitionReceivers({}, {})
 
 
 def batch(
@@ -99,7 +102,7 @@ def test_pages_escape_and_list_offsets() -> None:
     )
     store.on_batch_completed(StreamingListenerBatchCompleted(batch(1000, failure="Error <b>")))
     lag = LagReport((PartitionLag("g", "t<1>", 0, 4, 10, None, None),), 0, ("group g: <oops>",))
-    page = pages.streaming_page(store.snapshot(), lag, {"g": "r"})
+    page = pages.streaming_page(store.snapshot(), lag, PartitionReceivers({}, {"g": "r"}))
     assert "<script>x" not in page and "&lt;script&gt;x" in page
     assert "<oops>" not in page
     assert page.count('class="point"') == 4  # one batch, four timelines
@@ -188,10 +191,10 @@ def test_the_store_is_safe_under_concurrent_events_and_reads() -> None:
 def test_the_last_streaming_error_is_kept_and_shown_escaped() -> None:
     store = StreamingStatusStore(batch_duration_ms=1000)
     assert store.snapshot().last_streaming_error is None
-    assert "streaming-error" not in pages.streaming_page(store.snapshot(), None, {})
+    assert "streaming-error" not in pages.streaming_page(store.snapshot(), None, NO_RECEIVERS)
     store.onStreamingError(StreamingListenerStreamingError(1000, "old"))
     store.onStreamingError(StreamingListenerStreamingError(2000, "Batches are waiting for task slots <2>"))
     assert store.snapshot().last_streaming_error == (2000, "Batches are waiting for task slots <2>")
-    page = pages.streaming_page(store.snapshot(), None, {})
+    page = pages.streaming_page(store.snapshot(), None, NO_RECEIVERS)
     assert "<p id='streaming-error' class='failed'>" in page
     assert "Batches are waiting for task slots &lt;2&gt;" in page
