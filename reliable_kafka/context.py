@@ -48,6 +48,7 @@ from reliable_kafka.scheduler.listener import StreamingListener, StreamingListen
 from reliable_kafka.settings import StreamingSettings
 from reliable_kafka.util.bounded_stop import stop_within
 from reliable_kafka.util.clock import Clock, SystemClock, wall_clock_ms
+from reliable_kafka.util.ctrl_c import CtrlCStop
 from reliable_kafka.util.filesystems import configure, is_local, options_of_spark_context, qualify
 from reliable_kafka.util.worker_python import default_workers_to_this_python
 
@@ -127,6 +128,7 @@ class StreamingContext:
         self._sigterm_after_stop: tuple[Callable[[int, FrameType | None], Any] | int, int] | None = None
         self._sigterm_handler: Callable[[int, FrameType | None], None] | None = None
         self._previous_sigterm_handler: Callable[[int, FrameType | None], Any] | int | None = None
+        self._ctrl_c: CtrlCStop | None = None
         self.scheduler = JobScheduler(self, receiver_tracker_factory)
 
     # ------------------------------------------------------------ properties
@@ -263,6 +265,7 @@ class StreamingContext:
             _register_exit_hook()
             if self.settings.jobs.stop_gracefully_on_shutdown:
                 self._install_sigterm_handler()
+            self._install_ctrl_c_handler()
         logger.info("StreamingContext started")
 
     def stop(self, stopSparkContext: bool = True, stopGraceFully: bool = False) -> None:
@@ -304,6 +307,8 @@ class StreamingContext:
                 self._stopping_thread = None
                 self._stop_finished.set()
         self._restore_sigterm_handler()
+        if self._ctrl_c is not None:
+            self._ctrl_c.restore()
         self._deliver_sigterm_received_while_stopping()
 
     def _stop_scheduler(self, graceful: bool, stop_timeout_s: float) -> None:
@@ -344,6 +349,13 @@ class StreamingContext:
         active = cls._active_context
         if active is not None:
             active._stop_on_shutdown()
+
+    def _install_ctrl_c_handler(self) -> None:
+        """Ctrl-C stops as a shutdown does (see util/ctrl_c.py), not by cancelling every job."""
+        graceful = self.settings.jobs.stop_gracefully_on_shutdown
+        how = "gracefully (processing what was received)" if graceful else "now"
+        self._ctrl_c = CtrlCStop(self._stop_on_shutdown, lambda: self._stopping_thread is not None, how)
+        self._ctrl_c.install()
 
     # ------------------------------------------------------------ SIGTERM
 

@@ -61,6 +61,32 @@ class Output:
 @pytest.mark.brokers("3.9", "0.9")
 def test_the_readme_example_runs_as_written(tmp_path: Path, kafka_version: str) -> None:
     """On 0.9 too: the example sets no protocol key, the receiver reads the broker's version."""
+    process, console, _ = run_readme_example(tmp_path, kafka_version, stop=signal.SIGTERM)
+    # The graceful stop passes SIGTERM on once it is done.
+    assert process.returncode in (0, -signal.SIGTERM), console[-4000:]
+    assert noise(console, spark_startup=True) == [], console[-4000:]
+
+
+@pytest.mark.brokers("3.9")
+def test_ctrl_c_stops_the_readme_example_in_a_few_lines(tmp_path: Path, kafka_version: str) -> None:
+    """Ctrl-C (SIGINT to the terminal's process group) used to print a KeyboardInterrupt
+    traceback and each receiver's cancelled job with ~50 Java stack lines: pyspark's handler
+    cancels every job, receivers included. It now stops as SIGTERM does, in a few lines."""
+    process, console, after = run_readme_example(tmp_path, kafka_version, stop=signal.SIGINT)
+    assert process.returncode == 130, console[-4000:]
+    assert noise(console, spark_startup=True) == [], console[-4000:]
+    # Besides the batches the graceful stop still prints (pprint's lines).
+    pprint = ("---", "Time: ", "(")
+    printed = [line for line in after.splitlines() if line.strip() and not line.startswith(pprint)]
+    assert printed[0].startswith("Ctrl-C: stopping the streaming context gracefully"), after
+    assert len(printed) <= 5, after
+
+
+def run_readme_example(
+    tmp_path: Path, kafka_version: str, *, stop: signal.Signals
+) -> tuple[subprocess.Popen[str], str, str]:
+    """The example run until a batch counts a word, then sent ``stop``; its console, whole and
+    from the signal on."""
     code = readme_example()
     assert README_QUORUM in code and README_CHECKPOINT in code
     with LocalCluster(tmp_path / "cluster", kafka=kafka_version) as cluster:
@@ -92,10 +118,15 @@ def test_the_readme_example_runs_as_written(tmp_path: Path, kafka_version: str) 
             start_new_session=True,
         )
         output = Output(process)
+        signalled_at = 0
         try:
             counted = produce_until_counted(cluster, process, output)
         finally:
-            process.send_signal(signal.SIGTERM)
+            signalled_at = len(output.text())
+            if stop == signal.SIGINT:
+                os.killpg(process.pid, signal.SIGINT)  # as a terminal's Ctrl-C: the whole group
+            else:
+                process.send_signal(stop)
             try:
                 process.wait(120)
             except subprocess.TimeoutExpired:
@@ -103,9 +134,7 @@ def test_the_readme_example_runs_as_written(tmp_path: Path, kafka_version: str) 
                 process.wait()
     console = output.text()
     assert counted, console[-4000:]
-    # The graceful stop passes SIGTERM on once it is done.
-    assert process.returncode in (0, -signal.SIGTERM), console[-4000:]
-    assert noise(console, spark_startup=True) == [], console[-4000:]
+    return process, console, console[signalled_at:]
 
 
 def produce_until_counted(cluster: LocalCluster, process: subprocess.Popen[str], output: Output) -> bool:
