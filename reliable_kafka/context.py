@@ -50,6 +50,7 @@ from reliable_kafka.util.bounded_stop import stop_within
 from reliable_kafka.util.clock import Clock, SystemClock, wall_clock_ms
 from reliable_kafka.util.ctrl_c import CtrlCStop
 from reliable_kafka.util.filesystems import configure, is_local, options_of_spark_context, qualify
+from reliable_kafka.util.spark_internals import stop_console_progress
 from reliable_kafka.util.worker_python import default_workers_to_this_python
 
 logger = logging.getLogger(__name__)
@@ -266,6 +267,8 @@ class StreamingContext:
             if self.settings.jobs.stop_gracefully_on_shutdown:
                 self._install_sigterm_handler()
             self._install_ctrl_c_handler()
+            if not self.settings.ui.console_progress and stop_console_progress(self._sc):
+                logger.info("Spark's console progress bar stopped (spark.streaming.ui.showConsoleProgress)")
         logger.info("StreamingContext started")
 
     def stop(self, stopSparkContext: bool = True, stopGraceFully: bool = False) -> None:

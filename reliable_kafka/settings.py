@@ -254,6 +254,11 @@ class UISettings(_Section):
     lag_refresh_ms: int = Field(
         2000, ge=0, description="spark.streaming.ui.lagRefreshInterval: reuse of a consumer lag lookup"
     )
+    console_progress: bool = Field(
+        False,
+        description="spark.streaming.ui.showConsoleProgress: keep Spark's console progress bar, which "
+        "redraws between the batches' output (off, as in Spark's streaming examples)",
+    )
 
 
 # spark.streaming.* key -> (section, field, parser)
@@ -323,6 +328,7 @@ _SPARK_KEYS: dict[str, tuple[str, str, Any]] = {
     "spark.streaming.ui.host": ("ui", "host", str),
     "spark.streaming.ui.retainedBatches": ("ui", "retained_batches", int),
     "spark.streaming.ui.lagRefreshInterval": ("ui", "lag_refresh_ms", lambda v: parse_time_ms(v, "ms")),
+    "spark.streaming.ui.showConsoleProgress": ("ui", "console_progress", _parse_bool),
 }
 
 

@@ -134,8 +134,9 @@ class BlockPartition:
     def read(self) -> bytes:
         if self.data is not None:
             return self.data
+        fetch_error: Exception | None = None
         if self.location is not None:
-            data = self._read_from_executor(self.location)
+            data, fetch_error = self._read_from_executor(self.location)
             if data is not None:
                 return data
         handle = self.wal_record_handle
@@ -144,44 +145,56 @@ class BlockPartition:
                 f"Could not compute split, block {self.block_id} not found: it was kept on executor "
                 f"{_where(self.location)}, which no longer has it, and the receiver write-ahead log is off "
                 "(spark.streaming.receiver.writeAheadLog.enable), so there is no other copy"
+                + ("" if fetch_error is None else f" (fetching it: {fetch_error!r})")
             )
         try:
             # Opening a log touches nothing on disk; here it is only the reader of this one handle.
             filesystem = None if self.wal_directory is None else self.wal_directory.locate().fs
             with FileBasedWriteAheadLog(posixpath.dirname(handle.path), filesystem=filesystem) as log:
-                return log.read(handle)
+                data = log.read(handle)
+            if fetch_error is not None:
+                # Expected after a restart (the receiver that held it is gone): one line, at INFO.
+                logger.info(
+                    "block %s read from the write-ahead log: its receiver's copy on %s is gone (%r)",
+                    self.block_id,
+                    _where(self.location),
+                    fetch_error,
+                )
+            return data
         except Exception as exc:
             if self.recovery is None:
                 raise
             wal_error = exc
         # The recovery source may hold credentials: only the block and the WAL error are logged.
+        fetched = "" if fetch_error is None else f" and fetching it failed ({fetch_error!r})"
         logger.warning(
-            "block %s: its write-ahead log record is unreadable (%s); reading it again from its source",
+            "block %s: its write-ahead log record is unreadable (%s)%s; reading it again from its source",
             self.block_id,
             wal_error,
+            fetched,
         )
         try:
             return recover_block(self.recovery)
         except BlockRecoveryError as exc:
             raise BlockRecoveryError(f"block {self.block_id}: {exc} (write-ahead log: {wal_error})") from exc
 
-    def _read_from_executor(self, location: BlockLocation) -> bytes | None:
-        """The block from its file (same host), else from its receiver's block server."""
+    def _read_from_executor(self, location: BlockLocation) -> tuple[bytes | None, Exception | None]:
+        """The block from its file (same host), else from its receiver's block server; or why not
+        (logged by the caller, once it knows whether another copy served)."""
         if location.path is not None:
             data = read_block_file(location.path)
             if data is not None:
-                return data
+                return data, None
         if location.port is None or self.fetch_secret is None:
-            return None
+            return None, None
         try:
             tls = None if self.fetch_tls_ca is None else client_context(self.fetch_tls_ca)
             return fetch_block(
                 location.host, location.port, self.fetch_secret, self.block_id, ssl_context=tls
-            )
+            ), None
         except Exception as exc:
             # The receiver (or its executor) is gone; the write-ahead log may still have it.
-            logger.warning("Could not fetch block %s from %s: %r", self.block_id, _where(location), exc)
-            return None
+            return None, exc
 
 
 class _ReadBlocks:

@@ -34,6 +34,7 @@ from reliable_kafka.dstream.functions import (
     with_time,
 )
 from reliable_kafka.scheduler.job import Job
+from reliable_kafka.util.spark_internals import unpersist_quietly
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -222,7 +223,10 @@ class DStream:
     def release_rdd(self, time_ms: int, rdd: RDD[Any]) -> None:
         """Free what a forgotten RDD holds; input streams whose RDDs own blocks override this."""
         if rdd.is_cached:
-            rdd.unpersist(blocking=False)
+            if rdd.isLocallyCheckpointed():
+                unpersist_quietly(rdd)  # Spark warns for each one, every checkpoint interval
+            else:
+                rdd.unpersist(blocking=False)
 
     def register(self) -> DStream:
         """Make this an output stream of the graph."""

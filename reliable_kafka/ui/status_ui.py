@@ -8,6 +8,7 @@ cannot start (no free port) is logged and skipped: a stream must not fail for it
 from __future__ import annotations
 
 import logging
+import sys
 from dataclasses import replace
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
@@ -107,7 +108,10 @@ class StatusUI:
             logger.error("Streaming status page not started: %s", exc)
             return
         self._server.start()
-        logger.info("Streaming status page at %s (metrics at %smetrics)", self.url, self.url)
+        # Once, where a user sees it: INFO, where Spark puts its own UI's address, is not shown by
+        # a default log setup.
+        sys.stderr.write(f"Streaming status page at {self.url} (metrics at {self.url}metrics)\n")
+        sys.stderr.flush()
 
     def stop(self) -> None:
         if self._server is not None:

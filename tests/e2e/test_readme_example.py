@@ -65,6 +65,10 @@ def test_the_readme_example_runs_as_written(tmp_path: Path, kafka_version: str) 
     # The graceful stop passes SIGTERM on once it is done.
     assert process.returncode in (0, -signal.SIGTERM), console[-4000:]
     assert noise(console, spark_startup=True) == [], console[-4000:]
+    # Spark's console progress bar (a receiver's job is a stage that never ends) is off.
+    assert "[Stage " not in console, console[-4000:]
+    # The status page's address, once, where the user sees it.
+    assert console.count("Streaming status page at http://") == 1, console[-4000:]
 
 
 @pytest.mark.brokers("3.9")

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import operator
+import subprocess
+import sys
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -140,3 +143,20 @@ def test_update_state_by_key_across_batches(make_run, sc) -> None:
     # Stateful streams truncate lineage by default every max(10 s, slide) and remember two intervals.
     assert state_stream.checkpoint_duration_ms == 10_000
     assert state_stream.remember_duration_ms == 20_000
+
+
+def test_a_stateful_stream_runs_without_spark_warning_of_each_forgotten_checkpoint(tmp_path: Path) -> None:
+    """Spark warns "RDD n was locally checkpointed, its lineage has been truncated..." for every
+    locally checkpointed RDD unpersisted: a stateful stream forgot one per checkpoint interval."""
+    repo = Path(__file__).resolve().parents[2]
+    child = subprocess.run(
+        [sys.executable, "-m", "tests.streaming.stateful_child", str(tmp_path / "checkpoint"), "20"],
+        cwd=repo,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert child.returncode == 0, child.stderr[-4000:]
+    assert child.stdout.strip().splitlines()[-1] == 'counts {"a": 40, "b": 20}', child.stdout
+    assert "was locally checkpointed" not in child.stderr, child.stderr[-4000:]
