@@ -13,10 +13,14 @@ How it reaches librdkafka, and what keeps that safe:
 
 - The ``rd_kafka_t`` is the one of the partition's confluent-kafka ``Consumer``, which keeps
   doing everything else (assign, metadata, watermarks, close). confluent-kafka's C ``Handle``
-  holds it right after the object header (confluent-kafka's own layout, not an API: this
-  package accepts confluent-kafka >= 2.6, < 3); it is used only after librdkafka confirms it:
-  ``rd_kafka_opaque()`` of the handle must be the ``Consumer`` object itself, as
-  confluent-kafka sets it, and ``rd_kafka_type()`` must say consumer.
+  holds it right after the object header: confluent-kafka's own layout, not an API, and a wrong
+  guess dereferences a bad pointer (a crash, not a fallback). So it is read only on CPython
+  (where ``id()`` is the object's address), from an object whose type is exactly
+  confluent-kafka's C ``Consumer`` (a subclass may add fields), with a confluent-kafka and a
+  librdkafka whose versions are in :data:`VERIFIED_VERSIONS` (others fall back to the Python
+  path, logged once, unless ``RELIABLE_KAFKA_PACKED_FETCH=1``); and then used only after
+  librdkafka confirms it: ``rd_kafka_opaque()`` of the handle must be the ``Consumer`` object
+  itself, as confluent-kafka sets it, and ``rd_kafka_type()`` must say consumer.
 - librdkafka is the copy confluent-kafka loaded (found in ``/proc/self/maps``), called through
   ctypes for the queue calls and through function addresses by the extension.
 - The partition's queue is detached from the consumer queue before ``assign()``
@@ -25,9 +29,10 @@ How it reaches librdkafka, and what keeps that safe:
   events, logs and errors, and :meth:`PackedFetch.serve_events` serves them through
   confluent-kafka, whose callbacks need its own GIL handling: the extension never runs one.
 
-Without the extension (no C compiler at install), off Linux, or with
-``RELIABLE_KAFKA_PACKED_FETCH=0`` in the environment, :meth:`PackedFetch.attach` returns None
-and the receivers pack in Python, as before; the reason is logged once at INFO.
+Without the extension (no C compiler at install), off Linux or CPython, with an unverified
+confluent-kafka or librdkafka, or with ``RELIABLE_KAFKA_PACKED_FETCH=0`` in the environment,
+:meth:`PackedFetch.attach` returns None and the receivers pack in Python, as before; the reason
+is logged once at INFO.
 """
 
 from __future__ import annotations
@@ -36,10 +41,12 @@ import ctypes
 import functools
 import logging
 import os
+import platform
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from confluent_kafka import Consumer, KafkaError, libversion
+import confluent_kafka
+from confluent_kafka import Consumer, KafkaError
 
 from reliable_kafka.kafka.topic_partition import TopicAndPartition
 from reliable_kafka.storage.block_format import PackedChunk
@@ -53,6 +60,12 @@ except ImportError as _exc:  # built optionally (setup.py): no compiler, no exte
 logger = logging.getLogger(__name__)
 
 SWITCH_ENV = "RELIABLE_KAFKA_PACKED_FETCH"
+_OFF = ("0", "false", "off", "no")
+_FORCED = ("1", "true", "on", "yes")
+# (major, minor) of confluent-kafka, and of the librdkafka it loads, with which
+# tests/kafka/test_packed_fetch.py passed here: every minor release from the oldest the package
+# accepts (2.6) to the newest tested (2.16). CI runs that test on the two ends.
+VERIFIED_VERSIONS = frozenset((2, minor) for minor in range(6, 17))
 _RD_KAFKA_CONSUMER = 1  # rd_kafka_type_t
 # Events (logs, errors) taken off the consumer queue per serve; more wait for the next serve.
 _EVENTS_PER_SERVE = 100
@@ -83,7 +96,8 @@ def _librdkafka() -> _Librdkafka | str:
     if isinstance(found, str):
         logger.info("packed fetch is off (%s): receivers pack records in Python", found)
     else:
-        logger.info("packed fetch is on: librdkafka %s at %s", libversion()[0], found.path)
+        library = _version_of(confluent_kafka.libversion())
+        logger.info("packed fetch is on: librdkafka %s at %s", library, found.path)
     return found
 
 
@@ -92,11 +106,47 @@ def available() -> bool:
     return not isinstance(_librdkafka(), str)
 
 
-def _find_librdkafka() -> _Librdkafka | str:
-    if os.environ.get(SWITCH_ENV, "").strip().lower() in ("0", "false", "off", "no"):
+def _version_of(answer: tuple[str, int] | str) -> str:
+    # (string, int) until confluent-kafka 2.16, which returns the string alone from version().
+    return answer if isinstance(answer, str) else answer[0]
+
+
+def _major_minor(version: str) -> tuple[int, int] | None:
+    parts = version.split(".")
+    try:
+        return int(parts[0]), int(parts[1])
+    except (IndexError, ValueError):
+        return None
+
+
+def _unverified() -> str | None:
+    """Why this confluent-kafka or librdkafka is not one whose layout was verified, if it is not."""
+    client, library = _version_of(confluent_kafka.version()), _version_of(confluent_kafka.libversion())
+    if _major_minor(client) in VERIFIED_VERSIONS and _major_minor(library) in VERIFIED_VERSIONS:
+        return None
+    return (
+        f"confluent-kafka {client} with librdkafka {library} is not among the versions it was "
+        f"verified with (2.6 to 2.16); {SWITCH_ENV}=1 uses it anyway"
+    )
+
+
+def _why_off() -> str | None:
+    """Why packed fetch must not be used in this process, before looking at librdkafka."""
+    switch = os.environ.get(SWITCH_ENV, "").strip().lower()
+    if switch in _OFF:
         return f"{SWITCH_ENV} turns it off"
     if _c_fetch is None:
         return _NOT_BUILT
+    implementation = platform.python_implementation()
+    if implementation != "CPython":
+        return f"it reads confluent-kafka's objects by address, which {implementation} does not give"
+    return None if switch in _FORCED else _unverified()
+
+
+def _find_librdkafka() -> _Librdkafka | str:
+    why_off = _why_off()
+    if why_off is not None:
+        return why_off
     try:
         with open("/proc/self/maps", encoding="utf-8") as maps:
             paths = {line.split(maxsplit=5)[-1].strip() for line in maps if "/librdkafka" in line}
@@ -129,8 +179,9 @@ def _address_of(lib: ctypes.CDLL, name: str) -> int:
 def _client_handle(consumer: Consumer, librdkafka: _Librdkafka) -> int | str:
     """The ``rd_kafka_t *`` of ``consumer``, or why it cannot be trusted."""
     header = object.__basicsize__
-    if type(consumer).__basicsize__ < header + ctypes.sizeof(ctypes.c_void_p):
-        return f"{type(consumer).__name__} is not confluent-kafka's C consumer"
+    # Exactly the C type: a subclass (with __slots__ or a __dict__) lays out fields of its own.
+    if type(consumer) is not Consumer or Consumer.__basicsize__ < header + ctypes.sizeof(ctypes.c_void_p):
+        return f"{type(consumer).__qualname__} is not confluent-kafka's C Consumer itself"
     handle = ctypes.c_void_p.from_address(id(consumer) + header).value
     if not handle or librdkafka.lib.rd_kafka_opaque(handle) != id(consumer):
         return "confluent-kafka's consumer does not hold its librdkafka handle where expected"

@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import msgpack
@@ -245,3 +246,54 @@ def test_the_switch_turns_packed_fetch_off(monkeypatch: pytest.MonkeyPatch) -> N
         consumer.close()
         monkeypatch.delenv(SWITCH_ENV)
         packed_fetch._librdkafka.cache_clear()
+
+
+@pytest.fixture
+def fresh_probe(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
+    """packed fetch's once-per-process probe, run again under the test's patches."""
+    packed_fetch._librdkafka.cache_clear()
+    yield monkeypatch
+    monkeypatch.undo()
+    packed_fetch._librdkafka.cache_clear()
+
+
+def test_an_unverified_confluent_kafka_falls_back_unless_forced(
+    fresh_probe: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Reading a layout not verified could crash the receiver's process instead of falling back."""
+    fresh_probe.delenv(SWITCH_ENV, raising=False)
+    fresh_probe.setattr(packed_fetch.confluent_kafka, "version", lambda: ("2.99.0", 0x2630000))
+    consumer = Consumer({"group.id": "g"})
+    try:
+        with caplog.at_level(logging.INFO, logger=packed_fetch.logger.name):
+            assert PackedFetch.attach(consumer, TopicAndPartition("t", 0)) is None
+        assert any(
+            "confluent-kafka 2.99.0" in r.getMessage() and f"{SWITCH_ENV}=1 uses it anyway" in r.getMessage()
+            for r in caplog.records
+        ), caplog.text
+        packed_fetch._librdkafka.cache_clear()
+        fresh_probe.setenv(SWITCH_ENV, "1")
+        forced = PackedFetch.attach(consumer, TopicAndPartition("t", 0))
+        assert forced is not None
+        forced.close()
+    finally:
+        consumer.close()
+
+
+def test_a_consumer_subclass_is_not_read_by_address() -> None:
+    class Wrapped(Consumer):
+        __slots__ = ("extra",)
+
+    consumer = Wrapped({"group.id": "g"})
+    try:
+        assert PackedFetch.attach(consumer, TopicAndPartition("t", 0)) is None
+    finally:
+        consumer.close()
+
+
+def test_this_confluent_kafka_is_a_verified_one() -> None:
+    """CI installs the newest confluent-kafka the package accepts (and the oldest in the pyspark
+    3.5 venv): a release outside VERIFIED_VERSIONS must be verified, then added."""
+    import confluent_kafka
+
+    assert packed_fetch._unverified() is None, confluent_kafka.version()
