@@ -13,7 +13,7 @@ import threading
 import time
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Self
 
@@ -53,10 +53,13 @@ def _die_with_parent() -> None:
 class ServerProcess:
     """One server child process (a JVM, or a native binary) with its output in a log file."""
 
-    def __init__(self, name: str, command: Sequence[str], log_file: Path) -> None:
+    def __init__(
+        self, name: str, command: Sequence[str], log_file: Path, *, env: Mapping[str, str] | None = None
+    ) -> None:
         self.name = name
         self.log_file = log_file
         self._command = list(command)
+        self._env = None if env is None else dict(env)  # None: this process's environment
         self._process: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
 
@@ -79,6 +82,7 @@ class ServerProcess:
                     stderr=subprocess.STDOUT,
                     preexec_fn=_die_with_parent,  # noqa: PLW1509 - single call, before threads matter
                     cwd=self.log_file.parent,
+                    env=self._env,
                 )
             finally:
                 log.close()
