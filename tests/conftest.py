@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from reliable_kafka.local.hdfs import LocalHdfs
     from reliable_kafka.local.s3 import LocalS3
     from tests.cluster_backends import ClusterUnderTest
+    from tests.spark_backends import SparkBackend
 
 logging.getLogger("kazoo.client").setLevel(logging.WARNING)
 
@@ -48,6 +49,33 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             "need no broker run whatever is selected. Also RELIABLE_KAFKA_TEST_KAFKA."
         ),
     )
+
+    parser.addoption(
+        "--spark",
+        default=None,
+        help=(
+            "comma-separated Spark clusters to run the executor-placement tests on: local-cluster "
+            "(Spark's local-cluster[2,2,1024], one host), hosts (LocalSparkHosts: two workers, each a "
+            "host of its own; needs root for private mounts), or all (the default: both, hosts only "
+            "as root). Also RELIABLE_KAFKA_TEST_SPARK."
+        ),
+    )
+
+
+def selected_spark(config: pytest.Config) -> tuple[str, ...]:
+    from tests.spark_backends import SPARK_KINDS
+
+    raw = config.getoption("--spark") or os.environ.get("RELIABLE_KAFKA_TEST_SPARK") or "all"
+    kinds: list[str] = []
+    for part in raw.split(","):
+        name = part.strip().lower()
+        if name == "all":
+            kinds += [k for k in SPARK_KINDS if k != "hosts" or os.geteuid() == 0]
+        elif name in SPARK_KINDS:
+            kinds.append(name)
+        elif name:
+            raise pytest.UsageError(f"--spark {part!r}: choose from {', '.join(SPARK_KINDS)} or all")
+    return tuple(dict.fromkeys(kinds))
 
 
 def _watched_temp_entries() -> set[Path]:
@@ -102,11 +130,17 @@ def selected_kafka(config: pytest.Config) -> tuple[str, ...]:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Every test that reaches a broker (through ``kafka_version``) runs once per broker it supports.
+    """Every test that reaches a broker (through ``kafka_version``) runs once per broker it
+    supports, and every test of a Spark cluster (``spark_backend``) once per selected cluster.
 
     Session scope: pytest groups the tests by broker, so one broker's cluster is stopped before
     the next one starts. The ids name the broker (``test_x[kafka-3.9-local]``).
     """
+    if "spark_backend" in metafunc.fixturenames:
+        spark = selected_spark(metafunc.config)
+        metafunc.parametrize(
+            "spark_backend", spark, indirect=True, scope="session", ids=[f"spark-{k}" for k in spark]
+        )
     if "kafka_version" not in metafunc.fixturenames:
         return
     marker = metafunc.definition.get_closest_marker("brokers")
@@ -213,6 +247,23 @@ def local_cluster(kafka_version: str, tmp_path_factory: pytest.TempPathFactory) 
     cluster = LocalCluster(tmp_path_factory.mktemp(f"local-cluster-{kafka_version}"), kafka=kafka_version)
     with cluster:
         yield cluster
+
+
+@pytest.fixture(scope="session")
+def spark_backend(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SparkBackend]:
+    """The Spark cluster of this test run (parametrised in pytest_generate_tests): local-cluster,
+    which each application starts, or two hosts of LocalSparkHosts, started once per session."""
+    from reliable_kafka.local.spark_hosts import LocalSparkHosts
+    from tests.spark_backends import HOST_CORES, hosts_backend, local_cluster_backend
+
+    if request.param == "local-cluster":
+        yield local_cluster_backend()
+        return
+    base = tmp_path_factory.mktemp("spark-hosts")
+    with LocalSparkHosts(base, hosts=2, cores=HOST_CORES, memory_mb=1024) as hosts:
+        yield hosts_backend(hosts)
 
 
 @pytest.fixture(scope="session")

@@ -15,6 +15,7 @@ from typing import Any
 from reliable_kafka.rpc import Connection, ConnectionClosed, FrameError, RpcServer, connect
 from reliable_kafka.rpc.auth import Secret
 from reliable_kafka.rpc.framing import DEFAULT_MAX_FRAME_BYTES
+from reliable_kafka.util import instruments
 
 GET_BLOCK = "get_block"
 DEFAULT_FETCH_TIMEOUT_S = 30.0
@@ -72,6 +73,8 @@ class BlockServer:
         data = self._read_block(body["block_id"])
         if data is not None and not isinstance(data, bytes | bytearray | memoryview):
             raise TypeError(f"read_block returned {type(data).__name__}, not bytes")
+        if data is not None:
+            instruments.BLOCKS_SERVED.inc()
         return data
 
 

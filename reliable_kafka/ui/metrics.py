@@ -39,6 +39,7 @@ FAMILIES: tuple[str, ...] = (
     f"{PREFIX}_offset_commit_seconds",
     f"{PREFIX}_offset_commit_failures",
     f"{PREFIX}_block_store_bytes",
+    f"{PREFIX}_blocks_served",
 )
 
 
@@ -120,6 +121,11 @@ class StreamingCollector(Collector):
             f"{PREFIX}_block_store_bytes",
             "Bytes of received blocks held by block stores (driver and receiver processes)",
             value=totals.block_store_bytes,
+        )
+        yield CounterMetricFamily(
+            f"{PREFIX}_blocks_served",
+            "Blocks the receivers' block servers sent to batch tasks on other hosts",
+            value=totals.blocks_served,
         )
 
     def _partition_families(self) -> Iterator[GaugeMetricFamily]:

@@ -116,6 +116,8 @@ WAL_WRITE_SECONDS = Histogram()
 OFFSET_COMMIT_SECONDS = Histogram()
 OFFSET_COMMIT_FAILURES = Counter()
 BLOCK_STORES = StoreSizes()
+# Blocks a receiver's block server sent to readers on other hosts (same-host readers open the file).
+BLOCKS_SERVED = Counter()
 
 
 def timed(histogram: Histogram, call: Callable[..., T], *args: object) -> T:
@@ -135,6 +137,7 @@ class InstrumentsSnapshot:
     offset_commit: HistogramSnapshot
     commit_failures: int
     block_store_bytes: int
+    blocks_served: int = 0
 
     def to_dict(self) -> dict[str, object]:
         return {
@@ -142,18 +145,22 @@ class InstrumentsSnapshot:
             "offset_commit": _histogram_to_dict(self.offset_commit),
             "commit_failures": self.commit_failures,
             "block_store_bytes": self.block_store_bytes,
+            "blocks_served": self.blocks_served,
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, object]) -> InstrumentsSnapshot:
         failures, stored = d.get("commit_failures"), d.get("block_store_bytes")
-        if not isinstance(failures, int) or not isinstance(stored, int):
-            raise ValueError("InstrumentsSnapshot: commit_failures and block_store_bytes must be ints")
+        served = d.get("blocks_served", 0)  # absent from an older executor's report
+        if not isinstance(failures, int) or not isinstance(stored, int) or not isinstance(served, int):
+            raise ValueError(
+                "InstrumentsSnapshot: commit_failures, block_store_bytes and blocks_served must be ints"
+            )
         wal_write, offset_commit = (
             _histogram_from_dict(d["wal_write"]),
             _histogram_from_dict(d["offset_commit"]),
         )
-        return cls(wal_write, offset_commit, failures, stored)
+        return cls(wal_write, offset_commit, failures, stored, served)
 
 
 def _histogram_to_dict(h: HistogramSnapshot) -> dict[str, object]:
@@ -182,6 +189,7 @@ def local_snapshot() -> InstrumentsSnapshot:
         OFFSET_COMMIT_SECONDS.snapshot(),
         OFFSET_COMMIT_FAILURES.value,
         BLOCK_STORES.total_bytes(),
+        BLOCKS_SERVED.value,
     )
 
 
@@ -218,6 +226,7 @@ def combined_snapshot() -> InstrumentsSnapshot:
             _add(total.offset_commit, other.offset_commit),
             total.commit_failures + other.commit_failures,
             total.block_store_bytes + other.block_store_bytes,
+            total.blocks_served + other.blocks_served,
         )
     return total
 

@@ -267,6 +267,7 @@ def main(argv: list[str]) -> int:
             "wal_writes": totals.wal_write.count,
             "commits": totals.offset_commit.count,
             "block_store_bytes": totals.block_store_bytes,
+            "blocks_served": totals.blocks_served,
         }
     )
     ssc.stop(stopSparkContext=True, stopGraceFully=True)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import struct
 import time
@@ -24,7 +23,8 @@ from reliable_kafka.rpc import AuthenticationError, connect, new_secret
 from tests.cluster_backends import unique_name
 from tests.e2e.helpers import committed_offsets, log_end_offsets, wait_until
 from tests.e2e.kill_harness import ChildApp, RecordingProducer
-from tests.e2e.processes import describe, executor_jvm, kill_tree, session_processes
+from tests.e2e.processes import session_processes
+from tests.spark_backends import SparkBackend, local_cluster_backend
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -59,15 +59,19 @@ def start_app(
     wal: bool,
     storage_level: str,
     probe_fetch: bool = False,
+    spark: SparkBackend | None = None,
 ) -> tuple[ChildApp, Path, str]:
     group = unique_name("exec-group")
     output = tmp_path / "output.jsonl"
+    spark = spark or local_cluster_backend()
     args = [
         *("--zk", cluster.zookeeper_connect, "--group", group, "--topics", ",".join(topics)),
         *("--checkpoint", str(tmp_path / "checkpoint"), "--output", str(output)),
         *("--wal", "on" if wal else "off", "--storage-level", storage_level),
         *("--kafka-params", json.dumps(cluster.client_config())),
         *(["--probe-fetch"] if probe_fetch else []),
+        *("--master", spark.master),
+        *(arg for entry in spark.conf for arg in ("--conf", entry)),
     ]
     child = ChildApp(0, args, tmp_path, module=CHILD)
     child.wait_started()
@@ -119,34 +123,15 @@ def abuse_tracker_socket(host: str, port: int) -> None:
                 pass
 
 
-def block_dirs_of(app_id: str, stream_id: int) -> list[Path]:
-    """The receiver's block store directories: tmpfs for memory levels, the executor's local dir."""
-    pattern = f"reliable-kafka-{app_id}-stream-{stream_id}-*"
-    roots = [Path("/dev/shm"), Path(os.environ.get("TMPDIR", "/tmp"))]
-    found = [path for root in roots if root.is_dir() for path in root.glob(pattern)]
-    found += [path for root in roots[1:] for path in root.glob(f"spark-*/**/{pattern}")]
-    return found
-
-
-def lose_host_of(session: int, executor_id: str, app_id: str, stream_id: int) -> None:
-    """What losing an executor's host does: its JVM and Python workers die (SIGKILL) and the
-    receiver's block files there are gone."""
-    pid = executor_jvm(session, executor_id)
-    assert pid is not None, describe(session_processes(session))
-    doomed = block_dirs_of(app_id, stream_id)
-    assert doomed, f"no block directory of receiver {stream_id} found"
-    kill_tree(pid)
-    for directory in doomed:
-        shutil.rmtree(directory, ignore_errors=True)
-
-
-def test_receivers_on_executors_with_the_wal(local_cluster: LocalCluster, tmp_path: Path) -> None:
-    """Two unioned streams on two executors; a hostile client; an executor SIGKILLed; graceful stop."""
+def test_receivers_on_executors_with_the_wal(
+    local_cluster: LocalCluster, tmp_path: Path, spark_backend: SparkBackend
+) -> None:
+    """Two unioned streams on two executors; a hostile client; an executor's host lost; graceful stop."""
     topics = [unique_name("exec-a"), unique_name("exec-b")]
     for topic in topics:
         local_cluster.create_topic(topic, partitions=PARTITIONS)
     child, output, group = start_app(
-        local_cluster, tmp_path, topics, wal=True, storage_level="MEMORY_AND_DISK_SER_2"
+        local_cluster, tmp_path, topics, wal=True, storage_level="MEMORY_AND_DISK_SER_2", spark=spark_backend
     )
     producers = start_producers(local_cluster, topics)
     session = child.process.pid
@@ -155,8 +140,11 @@ def test_receivers_on_executors_with_the_wal(local_cluster: LocalCluster, tmp_pa
         wait_until(lambda: len(of_kind(read_output(output), "receiver_started")) >= 2, what="two receivers")
         started = of_kind(read_output(output), "receiver_started")
         executors = {e["stream"]: e["executor_id"] for e in started}
+        hosts = {e["stream"]: e["host"] for e in started}
         assert len(executors) == 2 and len(set(executors.values())) == 2, started
         assert "driver" not in executors.values(), started
+        if spark_backend.hosts is not None:  # one executor per host: the receivers spread over hosts
+            assert len(set(hosts.values())) == 2, started
         wait_until(lambda: len(received(read_output(output))) > 30, what="records from both streams")
 
         # 2. A hostile client cannot disturb the receivers.
@@ -171,8 +159,9 @@ def test_receivers_on_executors_with_the_wal(local_cluster: LocalCluster, tmp_pa
         # 3. The host of receiver 0's executor is lost: its JVM and Python workers SIGKILLed, its
         # block files gone with it. The batches of those blocks read them from the WAL.
         victim = executors[0]
-        lose_host_of(session, victim, tracker["app_id"], 0)
-        relaunched = await_relaunch(output, 0, killed_at=time.time())
+        killed_at = time.time()  # before: the relaunch may come while a lost host restarts
+        spark_backend.lose_host_of(session, victim, hosts[0], tracker["app_id"], 0)
+        relaunched = await_relaunch(output, 0, killed_at=killed_at)
         assert relaunched["executor_id"] != victim
         assert relaunched["time"] - relaunched["killed_at"] <= RELAUNCH_BOUND_S, relaunched
         records_keep_coming(output)
@@ -217,7 +206,9 @@ def test_receivers_on_executors_with_the_wal(local_cluster: LocalCluster, tmp_pa
     wait_until(lambda: not session_processes(session), timeout_s=60, what="no process left")
 
 
-def test_receivers_on_executors_without_the_wal(local_cluster: LocalCluster, tmp_path: Path) -> None:
+def test_receivers_on_executors_without_the_wal(
+    local_cluster: LocalCluster, tmp_path: Path, spark_backend: SparkBackend
+) -> None:
     """MEMORY_AND_DISK_SER, no WAL: blocks read where they are kept, or fetched from the holder;
     then the host of a receiver's executor is lost (its JVM SIGKILLed and its block files gone):
     the batches holding its unread blocks fail, with the error the README names, and only their
@@ -226,13 +217,21 @@ def test_receivers_on_executors_without_the_wal(local_cluster: LocalCluster, tmp
     for topic in topics:
         local_cluster.create_topic(topic, partitions=PARTITIONS)
     child, output, _ = start_app(
-        local_cluster, tmp_path, topics, wal=False, storage_level="MEMORY_AND_DISK_SER", probe_fetch=True
+        local_cluster,
+        tmp_path,
+        topics,
+        wal=False,
+        storage_level="MEMORY_AND_DISK_SER",
+        probe_fetch=True,
+        spark=spark_backend,
     )
     producers = start_producers(local_cluster, topics)
     session = child.process.pid
     try:
         wait_until(lambda: len(of_kind(read_output(output), "receiver_started")) >= 2, what="two receivers")
-        executors = {e["stream"]: e["executor_id"] for e in of_kind(read_output(output), "receiver_started")}
+        started = of_kind(read_output(output), "receiver_started")
+        executors = {e["stream"]: e["executor_id"] for e in started}
+        hosts = {e["stream"]: e["host"] for e in started}
         assert len(set(executors.values())) == 2, executors
         # A batch task on the executor that does not hold the block, with no file to read, fetches it.
         wait_until(lambda: bool(of_kind(read_output(output), "forced_fetch")), what="the forced fetch")
@@ -244,8 +243,9 @@ def test_receivers_on_executors_without_the_wal(local_cluster: LocalCluster, tmp
         assert max(received(read_output(output)).values()) == 1
 
         (tracker,) = of_kind(read_output(output), "tracker")
-        lose_host_of(session, executors[0], tracker["app_id"], 0)
-        await_relaunch(output, 0, killed_at=time.time())
+        killed_at = time.time()
+        spark_backend.lose_host_of(session, executors[0], hosts[0], tracker["app_id"], 0)
+        await_relaunch(output, 0, killed_at=killed_at)
         records_keep_coming(output)
     finally:
         for producer in producers.values():

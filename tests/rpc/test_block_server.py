@@ -13,6 +13,7 @@ from reliable_kafka.storage import StreamBlockId
 from reliable_kafka.storage.block_manager import BlockManager
 from reliable_kafka.storage.block_server import BlockFetcher, BlockServer, fetch_block
 from reliable_kafka.storage.storage_level import StorageLevel
+from reliable_kafka.util import instruments
 from tests.rpc.helpers import PATIENCE_S, wait_until
 
 BIG_BLOCK = os.urandom(20 * 1024 * 1024)
@@ -35,8 +36,10 @@ def test_a_20_mb_block_arrives_whole(block_server: BlockServer, secret: bytes) -
 
 
 def test_a_missing_block_is_none_and_an_empty_one_is_empty(block_server: BlockServer, secret: bytes) -> None:
+    served = instruments.BLOCKS_SERVED.value
     assert fetch_block(*block_server.address, secret, "input-0-404") is None
     assert fetch_block(*block_server.address, secret, "input-0-3") == b""
+    assert instruments.BLOCKS_SERVED.value == served + 1  # the block sent; not the one it lacked
 
 
 def test_a_fetch_with_the_wrong_secret_is_refused(block_server: BlockServer) -> None:

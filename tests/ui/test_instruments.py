@@ -60,6 +60,7 @@ def test_receiver_processes_report_their_instruments_to_the_driver_over_the_trac
         offset_commit=_snapshot_with(2, 0.01),
         commit_failures=1,
         block_store_bytes=4096,
+        blocks_served=7,
     )
     crossed = instruments.InstrumentsSnapshot.from_dict(msgpack.unpackb(msgpack.packb(executor.to_dict())))
     assert crossed == executor
@@ -83,6 +84,7 @@ def test_receiver_processes_report_their_instruments_to_the_driver_over_the_trac
     assert after.offset_commit.count == before.offset_commit.count + 2
     assert after.commit_failures == before.commit_failures + 1
     assert after.block_store_bytes == before.block_store_bytes + 4096
+    assert after.blocks_served == before.blocks_served + 7
     instruments.REMOTE_INSTRUMENTS.clear()
 
 
