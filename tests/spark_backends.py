@@ -16,7 +16,7 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reliable_kafka.local.spark_hosts import LocalSparkHosts
+from reliable_kafka.local.spark_hosts import LocalSparkHosts, spark_home
 from tests.e2e.processes import describe, executor_jvm, kill_tree, session_processes
 
 SPARK_KINDS = ("local-cluster", "hosts")
@@ -47,6 +47,13 @@ class SparkBackend:
         kill_tree(pid)
         for directory in doomed:
             shutil.rmtree(directory, ignore_errors=True)
+
+    def executor_logs(self, app_id: str) -> str:
+        """What the application's executors (and their Python workers) wrote to stderr, on every
+        host: the standalone workers keep it under their work directory."""
+        roots = [h.work_dir for h in self.hosts.hosts] if self.hosts is not None else [spark_home() / "work"]
+        logs = [path for root in roots for path in sorted(root.glob(f"{app_id}/*/stderr"))]
+        return "".join(path.read_text(errors="replace") for path in logs)
 
 
 def _block_dirs_of(app_id: str, stream_id: int) -> list[Path]:

@@ -31,6 +31,7 @@ from reliable_kafka.rpc.tls import client_context
 from reliable_kafka.storage.block_format import decode_block
 from reliable_kafka.storage.block_server import fetch_block
 from reliable_kafka.storage.executor_block_store import read_block_file
+from reliable_kafka.util import instruments
 from reliable_kafka.util.filesystems import RemoteDirectory
 from reliable_kafka.util.located_rdd import located_rdd
 from wal import FileBasedWriteAheadLog, RecordHandle
@@ -141,12 +142,17 @@ class BlockPartition:
                 return data
         handle = self.wal_record_handle
         if handle is None:
-            raise BlockNotFoundError(
-                f"Could not compute split, block {self.block_id} not found: it was kept on executor "
-                f"{_where(self.location)}, which no longer has it, and the receiver write-ahead log is off "
-                "(spark.streaming.receiver.writeAheadLog.enable), so there is no other copy"
+            gone = (
+                f"it was kept on executor {_where(self.location)}, which no longer has it"
                 + ("" if fetch_error is None else f" (fetching it: {fetch_error!r})")
+                + ", and the receiver write-ahead log is off (spark.streaming.receiver.writeAheadLog.enable)"
             )
+            if self.recovery is None:
+                raise BlockNotFoundError(
+                    f"Could not compute split, block {self.block_id} not found: {gone}, "
+                    "so there is no other copy"
+                )
+            return self._read_again(gone)
         try:
             # Opening a log touches nothing on disk; here it is only the reader of this one handle.
             filesystem = None if self.wal_directory is None else self.wal_directory.locate().fs
@@ -177,6 +183,20 @@ class BlockPartition:
             return recover_block(self.recovery)
         except BlockRecoveryError as exc:
             raise BlockRecoveryError(f"block {self.block_id}: {exc} (write-ahead log: {wal_error})") from exc
+
+    def _read_again(self, gone: str) -> bytes:
+        """The block read again from its source (its exact offset ranges from Kafka), its every
+        copy being lost; only records the source no longer has fail the batch, named."""
+        assert self.recovery is not None
+        # The recovery source may hold credentials: only the block and where it was are logged.
+        logger.warning("block %s: %s; reading it again from its source", self.block_id, gone)
+        try:
+            data = recover_block(self.recovery)
+        except BlockRecoveryError as exc:
+            message = f"Could not compute split, block {self.block_id}: {gone}; {exc}"
+            raise BlockRecoveryError(message) from exc
+        instruments.BLOCKS_REREAD.inc()
+        return data
 
     def _read_from_executor(self, location: BlockLocation) -> tuple[bytes | None, Exception | None]:
         """The block from its file (same host), else from its receiver's block server; or why not
@@ -303,11 +323,11 @@ def create_block_rdd(
         result = info.block_store_result
         handle = result.wal_record_handle
         data = block_store.get(info.block_id) if block_store is not None else None
-        # Blocks read (or possibly read) from the WAL can be read again from their source should
-        # their record be damaged; a block shipped with its bytes needs no source.
+        # A block not shipped with its bytes can be read again from its source: should its WAL
+        # record be damaged, or, without the WAL, should its executor's copy be gone with its host.
         recovery = (
             recovery_source(info)
-            if data is None and handle is not None and recovery_source is not None
+            if data is None and (handle is not None or result.location is not None) and recovery_source
             else None
         )
         if data is not None:

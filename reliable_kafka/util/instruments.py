@@ -118,6 +118,9 @@ OFFSET_COMMIT_FAILURES = Counter()
 BLOCK_STORES = StoreSizes()
 # Blocks a receiver's block server sent to readers on other hosts (same-host readers open the file).
 BLOCKS_SERVED = Counter()
+# Blocks a batch task read again from their source (Kafka) because every copy was lost. Counted
+# in the batch tasks' processes: visible to a test of them, not reported to the driver.
+BLOCKS_REREAD = Counter()
 
 
 def timed(histogram: Histogram, call: Callable[..., T], *args: object) -> T:
