@@ -30,10 +30,10 @@ import signal
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
 from reliable_kafka.local.errors import ClusterStartError
-from reliable_kafka.local.java import JavaServer, ServerProcess, find_java
+from reliable_kafka.local.java import JavaServer, ManagedServer, ServerProcess, find_java
 from reliable_kafka.local.ports import LOOPBACK, free_port
 
 logger = logging.getLogger(__name__)
@@ -190,8 +190,12 @@ class SparkHost:
         return self._server.log_tail(lines) if self._server else ""
 
 
-class LocalSparkHosts:
-    """A master on 127.0.0.1 and ``hosts`` workers, each a host of its own (see the module)."""
+class LocalSparkHosts(ManagedServer):
+    """A master on 127.0.0.1 and ``hosts`` workers, each a host of its own (see the module).
+    As a :class:`ManagedServer`: ``with`` starts it all and stops it all (a failed or
+    interrupted start too); ``kill``/``stop`` take every host down with the master."""
+
+    DEFAULT_START_TIMEOUT_S = START_TIMEOUT_S
 
     def __init__(
         self,
@@ -204,6 +208,7 @@ class LocalSparkHosts:
     ) -> None:
         if hosts < 1:
             raise ValueError(f"a cluster needs at least one host, got {hosts}")
+        super().__init__()
         self.base_dir = base_dir
         self.port = free_port()
         self.webui_port = free_port()
@@ -217,30 +222,18 @@ class LocalSparkHosts:
             SparkHost(i, base_dir, self.master_url, cores=cores, memory_mb=memory_mb, private=private_mounts)
             for i in range(hosts)
         ]
-        self._master: JavaServer | None = None
-
-    def __enter__(self) -> Self:
-        try:
-            self.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.stop()
 
     def start(self, timeout_s: float = START_TIMEOUT_S) -> None:
         self.base_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self._master = JavaServer(
+        self._server = master = JavaServer(
             "spark master",
             _MASTER_CLASS,
             str(spark_home() / "jars" / "*"),
             ["--host", LOOPBACK, "--port", str(self.port), "--webui-port", str(self.webui_port)],
             self.base_dir / "master.log",
         )
-        self._master.start()
-        self._master.await_ready(lambda: self._state() is not None, "The Spark master", "answer", timeout_s)
+        master.start()
+        master.await_ready(lambda: self._state() is not None, "The Spark master", "answer", timeout_s)
         for host in self.hosts:
             host.start()
         self.wait_for_workers(len(self.hosts), timeout_s)
@@ -302,5 +295,9 @@ class LocalSparkHosts:
     def stop(self) -> None:
         for host in self.hosts:
             host.lose()
-        if self._master is not None:
-            self._master.stop()
+        super().stop()
+
+    def kill(self) -> None:
+        for host in self.hosts:
+            host.lose()
+        super().kill()
