@@ -185,6 +185,20 @@ class ReceiverSettings(_Section):
         le=65535,
         description="spark.streaming.receiver.trackerPort: the driver's tracker socket; 0 = a free port",
     )
+    block_server_port: int = Field(
+        0,
+        ge=0,
+        le=65535,
+        description="spark.streaming.receiver.blockServerPort: the port of each receiver's block server "
+        "(other hosts' batch tasks fetch blocks from it), for firewalls, as spark.blockManager.port; "
+        "0 = a free port",
+    )
+    port_max_retries: int = Field(
+        16,
+        ge=0,
+        description="spark.port.maxRetries: a fixed tracker or block server port that is taken is "
+        "followed by the next ones, this many (receivers sharing a host take successive ports)",
+    )
     # TLS on the tracker socket and block fetches (executor placement); paths valid on every node.
     tls_cert_file: str | None = Field(None, description="spark.streaming.receiver.tls.certFile (PEM)")
     tls_key_file: str | None = Field(None, description="spark.streaming.receiver.tls.keyFile (PEM)")
@@ -284,6 +298,8 @@ _SPARK_KEYS: dict[str, tuple[str, str, Any]] = {
     ),
     "spark.streaming.receiver.placement": ("receiver", "placement", lambda v: v.strip().lower()),
     "spark.streaming.receiver.trackerPort": ("receiver", "tracker_port", int),
+    "spark.streaming.receiver.blockServerPort": ("receiver", "block_server_port", int),
+    "spark.port.maxRetries": ("receiver", "port_max_retries", int),
     "spark.streaming.receiver.tls.certFile": ("receiver", "tls_cert_file", str),
     "spark.streaming.receiver.tls.keyFile": ("receiver", "tls_key_file", str),
     "spark.streaming.receiver.tls.caFile": ("receiver", "tls_ca_file", str),

@@ -173,7 +173,11 @@ def _run(description: ReceiverTaskDescription) -> str:
     tls = settings.receiver.tls()
     # Listens on every interface (other hosts fetch from it); advertised under the executor's host.
     server = BlockServer(
-        _reader_of(store), description.secret, ssl_context=None if tls is None else tls.server_context()
+        _reader_of(store),
+        description.secret,
+        port=settings.receiver.block_server_port,
+        port_retries=settings.receiver.port_max_retries,
+        ssl_context=None if tls is None else tls.server_context(),
     )
     server.start()
     port = server.address[1]

@@ -7,6 +7,7 @@ silence past the handshake timeout) is closed and logged once; nothing else is d
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import socket
 import ssl
@@ -47,8 +48,12 @@ class RpcServer:
         name: str = "rpc",
         handshake_timeout_s: float = DEFAULT_HANDSHAKE_TIMEOUT_S,
         max_call_threads: int = DEFAULT_MAX_CALL_THREADS,
+        port_retries: int = 0,
     ) -> None:
+        """``port`` 0 takes any free port; a fixed one that is taken is followed by the next
+        ``port_retries`` ports, as Spark's services do (``spark.port.maxRetries``)."""
         self._secret = Secret(secret)
+        self._port_retries = max(0, port_retries) if port else 0
         self._handler = handler
         self._host = host
         self._port = port
@@ -70,15 +75,7 @@ class RpcServer:
         return f"RpcServer(name={self._name!r}, address={self._address!r})"
 
     def start(self) -> RpcServer:
-        family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
-        listener = socket.socket(family, socket.SOCK_STREAM)
-        try:
-            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            listener.bind((self._host, self._port))
-            listener.listen(128)
-        except OSError:
-            listener.close()
-            raise
+        listener = self._listen()
         with self._lock:
             if self._listener is not None or self._stopping:
                 listener.close()
@@ -92,6 +89,27 @@ class RpcServer:
         self._accept_thread.start()
         logger.info("%s server listening on %s", self._name, format_address(*self.address))
         return self
+
+    def _listen(self) -> socket.socket:
+        family = socket.AF_INET6 if ":" in self._host else socket.AF_INET
+        last = self._port + self._port_retries
+        for port in range(self._port, min(last, 65535) + 1):
+            listener = socket.socket(family, socket.SOCK_STREAM)
+            try:
+                listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                listener.bind((self._host, port))
+                listener.listen(128)
+                return listener
+            except OSError as exc:
+                listener.close()
+                if port >= last or exc.errno != errno.EADDRINUSE:
+                    if port != self._port:
+                        raise OSError(
+                            exc.errno, f"{self._name} server: ports {self._port}-{port} are taken ({exc})"
+                        ) from exc
+                    raise
+                logger.info("%s server: port %d is taken, trying %d", self._name, port, port + 1)
+        raise AssertionError("unreachable: the loop returns or raises")
 
     @property
     def address(self) -> tuple[str, int]:

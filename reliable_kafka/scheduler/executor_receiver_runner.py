@@ -69,6 +69,7 @@ class ExecutorReceiverRunner:
             self.secret,
             host=bind_host,
             port=receiver.tracker_port,
+            port_retries=receiver.port_max_retries,
             ssl_context=None if tls is None else tls.server_context(),
         )
         self._job_group = f"reliable-kafka-receivers-{uuid.uuid4().hex}"

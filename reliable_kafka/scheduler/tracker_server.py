@@ -99,6 +99,7 @@ class ReceiverTrackerServer:
         port: int = 0,
         ssl_context: ssl.SSLContext | None = None,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        port_retries: int = 0,
     ) -> None:
         self._tracker = tracker
         self._lock = threading.Lock()
@@ -114,6 +115,7 @@ class ReceiverTrackerServer:
             max_frame_bytes=max_frame_bytes,
             on_connection_closed=self._connection_closed,
             name="tracker",
+            port_retries=port_retries,
         )
 
     def start(self) -> ReceiverTrackerServer:

@@ -39,6 +39,7 @@ class BlockServer:
         port: int = 0,
         ssl_context: ssl.SSLContext | None = None,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        port_retries: int = 0,
     ) -> None:
         self._read_block = read_block
         self._server = RpcServer(
@@ -49,6 +50,7 @@ class BlockServer:
             ssl_context=ssl_context,
             max_frame_bytes=max_frame_bytes,
             name="block-server",
+            port_retries=port_retries,
         )
 
     def start(self) -> BlockServer:

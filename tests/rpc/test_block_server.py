@@ -121,3 +121,31 @@ def test_a_pooled_fetcher_reuses_its_connection_and_recovers_from_a_closed_one(
         assert fetcher.fetch(*block_server.address, "input-0-1") == BIG_BLOCK
     finally:
         fetcher.close()
+
+
+def test_a_fixed_port_that_is_taken_is_followed_by_the_next_ones(secret: bytes) -> None:
+    """As spark.blockManager.port: receivers sharing a host take successive ports."""
+    first = BlockServer({"input-0-1": b"one"}.get, secret, host="127.0.0.1").start()
+    try:
+        port = first.address[1]
+        second = BlockServer({"input-0-1": b"two"}.get, secret, host="127.0.0.1", port=port, port_retries=16)
+        second.start()
+        try:
+            assert port < second.address[1] <= port + 16
+            assert fetch_block(*second.address, secret, "input-0-1") == b"two"
+        finally:
+            second.stop()
+        # Without retries, a taken port is the bind error.
+        with pytest.raises(OSError):
+            BlockServer({}.get, secret, host="127.0.0.1", port=port).start()
+    finally:
+        first.stop()
+
+
+def test_the_receiver_settings_take_the_block_server_port_and_spark_port_retries() -> None:
+    from reliable_kafka.settings import StreamingSettings
+
+    conf = {"spark.streaming.receiver.blockServerPort": "42000", "spark.port.maxRetries": "4"}
+    receiver = StreamingSettings.from_spark_conf(conf).receiver
+    assert (receiver.block_server_port, receiver.port_max_retries) == (42000, 4)
+    assert StreamingSettings.from_spark_conf({}).receiver.port_max_retries == 16
