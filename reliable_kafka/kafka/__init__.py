@@ -9,28 +9,35 @@ confluent-kafka consumer per owned partition.
 import importlib
 from typing import Any
 
-from reliable_kafka.kafka.consumer_connector import ConsumerConnector
-from reliable_kafka.kafka.group.membership import KafkaGroupMembership
-from reliable_kafka.kafka.group.offset_store import KafkaOffsetStore
-from reliable_kafka.kafka.group_member import RebalanceListener
-from reliable_kafka.kafka.kafka_receiver import KafkaReceiver
-from reliable_kafka.kafka.offset_range import OffsetRange, block_metadata, ranges_in_metadata
-from reliable_kafka.kafka.offset_store import CommitResult, OffsetStore
-from reliable_kafka.kafka.params import KafkaParams, parse_kafka_params
-from reliable_kafka.kafka.partition_consumer import Record
-from reliable_kafka.kafka.reliable_receiver import ReliableKafkaReceiver
-from reliable_kafka.kafka.topic_partition import TopicAndPartition
-from reliable_kafka.kafka.zk.group_membership import ConsumerRebalanceFailedError, ZookeeperConsumerGroup
-from reliable_kafka.kafka.zk.offset_store import CorruptOffsetError, ZooKeeperOffsetStore
-from reliable_kafka.kafka.zk.range_assignor import range_assign
-
-# The Spark-facing names load pyspark and the streaming engine; receivers alone need neither.
+# Every name loads on first use: the ZooKeeper wing (``kafka.zk``) and the group wing must import
+# without the receivers, and the Spark-facing names (KafkaUtils, KafkaInputDStream) load pyspark
+# and the streaming engine, which receivers alone need neither of.
 _LAZY_EXPORTS = {
+    "CommitResult": "reliable_kafka.kafka.offset_store",
+    "ConsumerConnector": "reliable_kafka.kafka.consumer_connector",
+    "ConsumerRebalanceFailedError": "reliable_kafka.kafka.zk.group_membership",
+    "CorruptOffsetError": "reliable_kafka.kafka.zk.offset_store",
+    "KafkaGroupMembership": "reliable_kafka.kafka.group.membership",
     "KafkaInputDStream": "reliable_kafka.kafka.kafka_input_dstream",
     "KafkaMessageAndMetadata": "reliable_kafka.kafka.kafka_utils",
+    "KafkaOffsetStore": "reliable_kafka.kafka.group.offset_store",
+    "KafkaParams": "reliable_kafka.kafka.params",
+    "KafkaReceiver": "reliable_kafka.kafka.kafka_receiver",
     "KafkaUtils": "reliable_kafka.kafka.kafka_utils",
     "LostOffsetsError": "reliable_kafka.kafka.block_reread",
+    "OffsetRange": "reliable_kafka.kafka.offset_range",
+    "OffsetStore": "reliable_kafka.kafka.offset_store",
+    "RebalanceListener": "reliable_kafka.kafka.group_member",
+    "Record": "reliable_kafka.kafka.partition_consumer",
     "RecordDecodeError": "reliable_kafka.kafka.decode_errors",
+    "ReliableKafkaReceiver": "reliable_kafka.kafka.reliable_receiver",
+    "TopicAndPartition": "reliable_kafka.kafka.topic_partition",
+    "ZooKeeperOffsetStore": "reliable_kafka.kafka.zk.offset_store",
+    "ZookeeperConsumerGroup": "reliable_kafka.kafka.zk.group_membership",
+    "block_metadata": "reliable_kafka.kafka.offset_range",
+    "parse_kafka_params": "reliable_kafka.kafka.params",
+    "range_assign": "reliable_kafka.kafka.zk.range_assignor",
+    "ranges_in_metadata": "reliable_kafka.kafka.offset_range",
     "utf8_decoder": "reliable_kafka.kafka.kafka_utils",
 }
 
