@@ -278,3 +278,38 @@ def test_digest_auth_and_acls_protect_ownership_and_offsets_and_the_secret_is_ne
     assert "Auth(auth_type=0, scheme='digest', auth='***')" in caplog.text
     assert "session_passwd: '***'" in caplog.text
     assert "s3cret-pw" not in caplog.text
+
+
+def test_a_stop_while_waiting_out_a_stale_registration_ends_at_once(zk_params, admin) -> None:
+    """_register waited out another session's node of our consumer.id in time.sleep steps: a
+    stop waited for its join bound (16 s here) and then released claims beside a live rebalance."""
+    group, topic = unique_name("stale"), unique_name("t")
+    fake_topic(admin, topic, 2)
+    params = ConsumerGroupParams(group_id=group, consumer_id="fixed", rebalance_backoff_ms=200)
+    zk = connect_zookeeper(zk_params)
+    held_by = connect_zookeeper(zk_params)
+    try:
+        # Our registration, held by another live session (as a stale one is until it expires).
+        held_by.create(f"/consumers/{group}/ids/{group}_fixed", b"{}", ephemeral=True, makepath=True)
+        member = ZookeeperConsumerGroup(zk, params, {topic: 1}, RecordingListener())
+        failures: list[BaseException] = []
+
+        def start() -> None:
+            try:
+                member.start()
+            except BaseException as exc:
+                failures.append(exc)
+
+        starting = threading.Thread(target=start)
+        starting.start()
+        wait_for(
+            lambda: member._thread is not None and member._thread.is_alive(), what="its rebalance thread"
+        )
+        member.stop()
+        assert not member._thread.is_alive()
+        starting.join()
+        assert len(failures) == 1 and "stopped while starting" in str(failures[0])
+        assert member.owned_partitions() == {}
+    finally:
+        close_zookeeper(held_by)
+        close_zookeeper(zk)

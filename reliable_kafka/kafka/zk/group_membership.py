@@ -195,12 +195,21 @@ class ZookeeperConsumerGroup:
         if self._stopping.is_set():
             return
         self._stopping.set()
+        if not self._first_rebalance.is_set():  # a start() still waiting returns, failed
+            self._first_error = ConsumerRebalanceFailedError(f"{self.consumer_id}: stopped while starting")
+            self._first_rebalance.set()
         self._request_rebalance()
         if self._thread is not None and self._thread is not threading.current_thread():
             # A rebalance blocked on an unreachable ZooKeeper must not hold the stop for ever.
             self._thread.join(self._session_timeout_s + self._group.rebalance_backoff_ms / 1000.0 + 10.0)
             if self._thread.is_alive():
-                logger.warning("%s: the rebalance thread did not stop in time", self.consumer_id)
+                # Releasing now would race its claims: they go with the session (ephemeral nodes).
+                logger.warning(
+                    "%s: the rebalance thread did not stop in time; its claims end with the session",
+                    self.consumer_id,
+                )
+                self._zk.remove_listener(self._on_state_change)
+                return
         self._zk.remove_listener(self._on_state_change)
         with self._ownership_lock:
             owned = list(self._claims)
@@ -335,8 +344,9 @@ class ZookeeperConsumerGroup:
             raise KazooException("no ZooKeeper session")
         return int(client_id[0])
 
-    def _register(self, session_id: int) -> None:
-        """Create our ephemeral registration, waiting out a stale one of an earlier session."""
+    def _register(self, session_id: int) -> bool:
+        """Create our ephemeral registration, waiting out a stale one of an earlier session;
+        False if the member stops meanwhile."""
         path = consumer_registration_path(self._group.group_id, self.consumer_id)
         data = registration_json(self._topics)
         # A node of our own expired session lingers until ZooKeeper notices the expiry.
@@ -357,9 +367,11 @@ class ZookeeperConsumerGroup:
                     raise ConsumerRebalanceFailedError(
                         f"{path} is held by another live session: is consumer.id shared by two consumers?"
                     ) from None
-                time.sleep(0.5)
+                if self._stopping.wait(0.5):  # a stop must not wait out the stale session
+                    return False
         self._registered_session = session_id
         logger.info("%s: registered in group %s", self.consumer_id, self._group.group_id)
+        return True
 
     def _deregister(self) -> None:
         if self._registered_session is None or not self._zk.connected:
@@ -390,13 +402,14 @@ class ZookeeperConsumerGroup:
         # Owner nodes an earlier release failed to delete; those of a dead session are gone.
         self._undeleted = {tp: c for tp, c in self._undeleted.items() if c.session_id == session_id}
         self._delete_owner_nodes()
-        if self._registered_session != session_id:
-            self._register(session_id)
+        if self._registered_session != session_id and not self._register(session_id):
+            return False
         members = self._members()
         if self.consumer_id not in members:
             # Our registration vanished under a live session (deleted by hand?): register again.
             self._registered_session = None
-            self._register(session_id)
+            if not self._register(session_id):
+                return False
             members = self._members()
         partitions = topic_partitions(self._zk, self._topics)
         assignment = range_assign(consumer_threads_per_topic(members), partitions, list(self._topics))
