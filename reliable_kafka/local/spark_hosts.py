@@ -21,12 +21,15 @@ from pyspark's ``jars/``, as ``bin/spark-class`` would.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import json
 import logging
 import os
 import shutil
 import signal
+import subprocess
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -66,6 +69,26 @@ def host_address(index: int) -> str:
     if not 0 <= index < 250:
         raise ValueError(f"host index {index} out of range")
     return f"127.0.0.{index + 2}"
+
+
+@functools.cache
+def private_mounts_unavailable() -> str | None:
+    """Why a host cannot have private mounts here (not root, no ``unshare``, or a container
+    without the right to mount), or None when it can: tried once per process."""
+    if os.geteuid() != 0:
+        return "private mounts need root"
+    if shutil.which("unshare") is None:
+        return "no unshare command"
+    with tempfile.TemporaryDirectory(prefix="reliable-kafka-mount-probe-") as probe:
+        tried = subprocess.run(
+            ["unshare", "--mount", "--propagation", "private", "--", "mount", "-t", "tmpfs", "tmpfs", probe],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    if tried.returncode != 0:
+        return f"a mount namespace with a tmpfs mount failed: {tried.stderr.strip() or tried.returncode}"
+    return None
 
 
 def _session_members(session_id: int) -> list[int]:
@@ -214,9 +237,10 @@ class LocalSparkHosts(ManagedServer):
         self.webui_port = free_port()
         self.master_url = f"spark://{LOOPBACK}:{self.port}"
         if private_mounts is None:
-            private_mounts = os.geteuid() == 0 and shutil.which("unshare") is not None
-            if not private_mounts:
-                logger.warning("not root: the hosts share /dev/shm and the local disk (no private mounts)")
+            why_not = private_mounts_unavailable()
+            private_mounts = why_not is None
+            if why_not is not None:
+                logger.warning("the hosts share /dev/shm and the local disk: %s", why_not)
         self.private_mounts = private_mounts
         self.hosts = [
             SparkHost(i, base_dir, self.master_url, cores=cores, memory_mb=memory_mb, private=private_mounts)
