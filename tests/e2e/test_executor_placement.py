@@ -13,6 +13,7 @@ import socket
 import struct
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,17 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 PARTITIONS = 2
 RELAUNCH_BOUND_S = 30.0
 CHILD = "tests.e2e.cluster_child"
+
+
+_STARTED: list[ChildApp] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_application_outlives_its_test() -> Iterator[None]:
+    """A failed assertion must not leave its application running (one ran for 47 minutes)."""
+    yield
+    while _STARTED:
+        _STARTED.pop().kill()
 
 
 def read_output(path: Path) -> list[dict[str, Any]]:
@@ -74,6 +86,7 @@ def start_app(
         *(arg for entry in spark.conf for arg in ("--conf", entry)),
     ]
     child = ChildApp(0, args, tmp_path, module=CHILD)
+    _STARTED.append(child)
     child.wait_started()
     return child, output, group
 
