@@ -454,6 +454,17 @@ def _reject_unknown_fields(model: type[BaseModel], values: Mapping[str, Any]) ->
         )
 
 
+def _given_by_section(values: Mapping[str, Any]) -> dict[str, frozenset[str]]:
+    """The fields ``values`` sets in each section: a section model's own set fields, a dict's keys."""
+    given: dict[str, frozenset[str]] = {}
+    for section, value in values.items():
+        if isinstance(value, BaseModel):
+            given[section] = frozenset(value.model_fields_set)
+        elif isinstance(value, Mapping):
+            given[section] = frozenset(value)
+    return given
+
+
 class StreamingSettings(BaseSettings):
     """Spark Streaming's knobs with Spark's defaults (see ARCHITECTURE.md, "Defaults")."""
 
@@ -471,26 +482,37 @@ class StreamingSettings(BaseSettings):
     jobs: JobSettings = JobSettings()
     ui: UISettings = UISettings()
 
-    # The fields the constructor was given, by section: what overrides the SparkConf (resolve()).
-    _given: dict[str, frozenset[str]] = PrivateAttr(default_factory=dict)
+    # The fields the code gave, by section: what overrides the SparkConf (resolve()). None when
+    # the object was not made by __init__ (model_validate, model_construct), which reads no
+    # environment: pydantic's own record of the fields set is the code's then.
+    _given: dict[str, frozenset[str]] | None = PrivateAttr(default=None)
 
     def __init__(self, **values: Any) -> None:
         _reject_unknown_fields(type(self), values)
         _construct(super().__init__, values)
-        given: dict[str, frozenset[str]] = {}
-        for section, value in values.items():
-            if isinstance(value, BaseModel):
-                given[section] = frozenset(value.model_fields_set)
-            elif isinstance(value, Mapping):
-                given[section] = frozenset(value)
-        self._given = given
+        # Not model_fields_set: it also holds what pydantic-settings read from the environment.
+        self._given = _given_by_section(values)
+
+    def model_copy(self, *, update: Mapping[str, Any] | None = None, deep: bool = False) -> Self:
+        """pydantic's copy; the sections in ``update`` count as given (they override the SparkConf)."""
+        copied = super().model_copy(update=update, deep=deep)
+        if update:
+            copied._given = {**self._given_sections(), **_given_by_section(update)}
+        return copied
+
+    def _given_sections(self) -> dict[str, frozenset[str]]:
+        if self._given is not None:
+            return self._given
+        return {
+            section: frozenset(getattr(self, section).model_fields_set) for section in self.model_fields_set
+        }
 
     def given_fields(self) -> dict[str, dict[str, Any]]:
-        """The values of the fields this object was constructed with, by section; not those it
-        took from the environment or the defaults."""
+        """The values of the fields the code gave this object (constructor keywords, a
+        ``model_copy`` update), by section; not those taken from the environment or the defaults."""
         return {
             section: {field: getattr(getattr(self, section), field) for field in fields}
-            for section, fields in self._given.items()
+            for section, fields in self._given_sections().items()
             if fields
         }
 

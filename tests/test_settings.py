@@ -241,3 +241,19 @@ def test_a_refused_value_names_the_spark_key_or_variable_it_came_from(
     with pytest.raises(ValidationError) as refused:
         StreamingSettings(ui={"port": 70000})
     assert not getattr(refused.value, "__notes__", [])
+
+
+def test_settings_copied_with_an_update_or_validated_keep_what_the_code_gave() -> None:
+    """model_copy(update=...) bypasses __init__: its sections were dropped by resolve() (a test's
+    ui port 0 became the SparkConf's default 4050)."""
+    from reliable_kafka.settings import UISettings
+
+    conf = {"spark.streaming.ui.port": "4070", "spark.streaming.receiver.writeAheadLog.enable": "true"}
+    base = StreamingSettings(receiver=ReceiverSettings(block_interval_ms=100))
+    copied = base.model_copy(update={"ui": UISettings(port=0, lag_refresh_ms=0)})
+    resolved = StreamingSettings.resolve(conf, copied)
+    assert (resolved.ui.port, resolved.ui.lag_refresh_ms) == (0, 0)
+    assert resolved.receiver.block_interval_ms == 100  # given to the original
+    assert resolved.wal.enable is True  # from the SparkConf
+    validated = StreamingSettings.model_validate({"ui": {"port": 4061}})
+    assert StreamingSettings.resolve(conf, validated).ui.port == 4061
