@@ -265,7 +265,7 @@ class CheckpointWriter:
         self.directory: Path | str = local_directory(url) if is_local(url) else qualify(url, self._options)
         self._leftovers_checked = is_local(url)
         self.last_written_time_ms: int | None = None
-        self._failures = FailureLog(logger, f"writing the checkpoint to {self.directory}")
+        self._failures = FailureLog(logger, f"writing the checkpoint to {self.directory}", shared=True)
 
     def write(self, checkpoint: Checkpoint) -> bool:
         """True once written; False (logged) after :data:`MAX_WRITE_ATTEMPTS` failures."""
@@ -275,9 +275,10 @@ class CheckpointWriter:
                 write_checkpoint(self.directory, checkpoint, self._options)
                 self._remove_leftovers_once()
             except OSError as exc:
-                self._failures.failed(
-                    exc, f"time {checkpoint.checkpoint_time_ms}, attempt {attempt} of {MAX_WRITE_ATTEMPTS}"
-                )
+                # Spark's "Could not write checkpoint" is the last attempt's line, not one more.
+                gives_up = ", could not write this checkpoint" if attempt == MAX_WRITE_ATTEMPTS else ""
+                where = f"time {checkpoint.checkpoint_time_ms}, attempt {attempt} of {MAX_WRITE_ATTEMPTS}"
+                self._failures.failed(exc, where + gives_up)
                 continue
             self._failures.succeeded()
             self.last_written_time_ms = checkpoint.checkpoint_time_ms
@@ -288,9 +289,6 @@ class CheckpointWriter:
                 (time.monotonic() - started) * 1000,
             )
             return True
-        logger.warning(
-            "Could not write checkpoint for time %d to %s", checkpoint.checkpoint_time_ms, self.directory
-        )
         return False
 
     def _remove_leftovers_once(self) -> None:

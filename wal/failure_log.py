@@ -17,28 +17,50 @@ import contextlib
 import logging
 import threading
 import time
+from dataclasses import dataclass
 
 # Set on an exception once a FailureLog has reported it (with its traceback, or as a line of a
 # streak whose first failure showed one).
 _REPORTED = "_failure_log_reported"
 
 
-class FailureLog:
-    """One per retried operation (``what`` names it in every line); thread-safe."""
+@dataclass
+class _Streak:
+    failures: int
+    since: float
+    last_text: str | None = None
 
-    def __init__(self, logger: logging.Logger, what: str, level: int = logging.WARNING) -> None:
+
+# The shared operations failing now, by (logger, what): see FailureLog's ``shared``. Only failing
+# operations are kept; success removes them.
+_SHARED: dict[tuple[str, str], _Streak] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+class FailureLog:
+    """One per retried operation (``what`` names it in every line); thread-safe.
+
+    ``shared``: the streak outlives this FailureLog, and every shared FailureLog of the same
+    logger and ``what`` continues it. For an operation whose owner is replaced while it fails
+    (a relaunched receiver's new write-ahead log on the same directory): a new streak would show
+    the same traceback again at every relaunch. Only for a ``what`` that names one operation of
+    the process (a directory, a stream), never a generic one two live owners would share.
+    """
+
+    def __init__(
+        self, logger: logging.Logger, what: str, level: int = logging.WARNING, *, shared: bool = False
+    ) -> None:
         self._logger = logger
         self._what = what
         self._level = level
-        self._lock = threading.Lock()
-        self._failures = 0
-        self._since = 0.0
-        self._last_text: str | None = None
+        self._key = (logger.name, what)
+        self._streaks = _SHARED if shared else {}
+        self._lock = _SHARED_LOCK if shared else threading.Lock()
 
     @property
     def failing(self) -> bool:
         # No lock: callers on a hot path only ask whether to call succeeded(), which locks.
-        return self._failures > 0
+        return self._key in self._streaks
 
     def failed(self, error: BaseException | str, detail: str = "") -> None:
         """Log a failure: with its traceback if it is the first of a run, else one line.
@@ -46,23 +68,26 @@ class FailureLog:
         ``error`` may be text: a failure another process reported (a receiver on an executor),
         whose traceback stays with that process. Repeated word for word, as a failure retried
         against the same broken server is, it becomes "the same error" after the first line.
+        A failure a lower layer has reported already (see the module's note) is, after the
+        first line of the streak, logged at DEBUG: that layer's lines already count its retries.
         """
+        reported = isinstance(error, BaseException) and already_reported(error)
         with self._lock:
-            self._failures += 1
-            failures = self._failures
-            if failures == 1:
-                self._since = time.monotonic()
-                self._last_text = None
-            same = isinstance(error, str) and error == self._last_text
-            self._last_text = error if isinstance(error, str) else None
+            streak = self._streaks.get(self._key)
+            if streak is None:
+                streak = self._streaks[self._key] = _Streak(0, time.monotonic())
+            streak.failures += 1
+            failures = streak.failures
+            same = isinstance(error, str) and error == streak.last_text
+            streak.last_text = error if isinstance(error, str) else None
         suffix = f" ({detail})" if detail else ""
         if failures == 1:
-            exc_info = error if isinstance(error, BaseException) and not _reported(error) else None
+            exc_info = error if isinstance(error, BaseException) and not reported else None
             self._logger.log(self._level, "%s failed%s: %s", self._what, suffix, error, exc_info=exc_info)
         else:
             shown = repr(error) if isinstance(error, BaseException) else error
             self._logger.log(
-                self._level,
+                logging.DEBUG if reported else self._level,
                 "%s failed again%s, %d failures in a row: %s",
                 self._what,
                 suffix,
@@ -75,20 +100,20 @@ class FailureLog:
     def succeeded(self) -> None:
         """Log the recovery, once, if the operation had been failing."""
         with self._lock:
-            failures, self._failures = self._failures, 0
-            since = self._since
-        if failures:
+            streak = self._streaks.pop(self._key, None)
+        if streak is not None:
             self._logger.log(
                 self._level,
                 "%s succeeded again after %d failure(s) over %.1f s",
                 self._what,
-                failures,
-                time.monotonic() - since,
+                streak.failures,
+                time.monotonic() - streak.since,
             )
 
 
-def _reported(error: BaseException) -> bool:
-    """Whether ``error`` or an exception it was raised from (or during) was reported already."""
+def already_reported(error: BaseException) -> bool:
+    """Whether a FailureLog reported ``error``, or an exception it was raised from (or during):
+    a layer above the one that retries can then say less."""
     seen: set[int] = set()
     current: BaseException | None = error
     while current is not None and id(current) not in seen:

@@ -25,6 +25,9 @@ logger = logging.getLogger(__name__)
 
 # Names collide only when a crashed/failed run left a segment starting at the same millisecond.
 _MAX_NAME_PROBES = 10_000
+# The directories whose forced close_file_after_write this process has warned of.
+_FORCED_CLOSE_WARNED: set[str] = set()
+_FORCED_CLOSE_WARNED_LOCK = threading.Lock()
 
 
 class FileBasedWriteAheadLog(WriteAheadLog):
@@ -95,7 +98,9 @@ class FileBasedWriteAheadLog(WriteAheadLog):
         self._closed = False
         self._cleaner: ThreadPoolExecutor | None = None
         self._clean_refused = False
-        self._write_failures = FailureLog(logger, f"write-ahead log write to {self.log_directory}")
+        self._write_failures = FailureLog(
+            logger, f"write-ahead log write to {self.log_directory}", shared=True
+        )
 
     @property
     def log_directory(self) -> str:
@@ -126,11 +131,7 @@ class FileBasedWriteAheadLog(WriteAheadLog):
                 self._close_rolled_writer(self._writer)
             if self._must_warn_forced_close:
                 self._must_warn_forced_close = False
-                logger.warning(
-                    "write-ahead log %s: this store publishes a file only when it is closed; "
-                    "closing every segment after its write (close_file_after_write forced on)",
-                    self.log_directory,
-                )
+                self._warn_forced_close_once()
             failures = 0
             while True:
                 writer: SegmentWriter | None = None
@@ -146,15 +147,16 @@ class FileBasedWriteAheadLog(WriteAheadLog):
                     # pages and report success on the next fsync; a fresh segment is honest.
                     failures += 1
                     self._abandon_writer()
+                    left = ""
                     if self._close_after_write and writer is not None:
-                        self._discard_failed_segment(writer.path)
+                        left = self._discard_failed_segment(writer.path)
                     if failures >= self._max_failures:
-                        self._write_failures.failed(exc, f"attempt {failures} of {failures}, giving up")
+                        self._write_failures.failed(exc, f"attempt {failures} of {failures}, giving up{left}")
                         raise WriteAheadLogError(
                             f"write to {self.log_directory} failed after {failures} attempts: {exc}"
                         ) from exc
                     self._write_failures.failed(
-                        exc, f"attempt {failures} of {self._max_failures}, retrying in a new segment"
+                        exc, f"attempt {failures} of {self._max_failures}, retrying in a new segment{left}"
                     )
 
     def _writer_for(self, time_ms: int) -> SegmentWriter:
@@ -179,6 +181,19 @@ class FileBasedWriteAheadLog(WriteAheadLog):
             return writer
         raise WriteAheadLogError(f"no free segment name near log-{time_ms} in {self.log_directory}")
 
+    def _warn_forced_close_once(self) -> None:
+        # Once per process and directory: a receiver relaunched on the same log, or a log opened
+        # per batch read, would otherwise repeat it.
+        with _FORCED_CLOSE_WARNED_LOCK:
+            if self.log_directory in _FORCED_CLOSE_WARNED:
+                return
+            _FORCED_CLOSE_WARNED.add(self.log_directory)
+        logger.warning(
+            "write-ahead log %s: this store publishes a file only when it is closed; "
+            "closing every segment after its write (close_file_after_write forced on)",
+            self.log_directory,
+        )
+
     def _close_writer(self) -> None:
         writer, self._writer = self._writer, None
         if writer is not None:
@@ -195,17 +210,17 @@ class FileBasedWriteAheadLog(WriteAheadLog):
                 f"may be lost: {exc}"
             ) from exc
 
-    def _discard_failed_segment(self, path: str) -> None:
-        """Delete the one-record segment of a failed write attempt (it may have landed)."""
+    def _discard_failed_segment(self, path: str) -> str:
+        """Delete the one-record segment of a failed write attempt (it may have landed); what
+        the attempt's failure line adds if that failed too ("" if not)."""
         try:
             self._storage.delete(path)
         except FileNotFoundError:
             pass  # nothing landed
         except Exception as exc:
-            # The write's own failure is logged; this only says a copy may be read back.
-            logger.warning(
-                "could not delete segment %s of a failed write (recovery may read its record): %r", path, exc
-            )
+            # Said in the attempt's one line: a second line per attempt doubles an outage's log.
+            return f"; its segment {path} could not be deleted, recovery may read its record ({exc!r})"
+        return ""
 
     def _abandon_writer(self) -> None:
         writer, self._writer = self._writer, None

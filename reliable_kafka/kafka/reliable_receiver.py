@@ -25,7 +25,7 @@ from reliable_kafka.kafka.topic_partition import TopicAndPartition
 from reliable_kafka.storage.block_format import EncodedBlock
 from reliable_kafka.storage.block_id import StreamBlockId
 from reliable_kafka.storage.storage_level import StorageLevel
-from wal.failure_log import FailureLog
+from wal.failure_log import FailureLog, already_reported
 
 logger = logging.getLogger(__name__)
 
@@ -143,7 +143,9 @@ class ReliableKafkaReceiver(ConsumerGroupReceiver):
                 return True
             except Exception as exc:
                 error = exc
-                logger.warning(
+                # A store the write-ahead log gave up on has had its attempts logged there.
+                logger.log(
+                    logging.DEBUG if already_reported(exc) else logging.WARNING,
                     "storing block %s failed (attempt %d of %d): %r",
                     block_id,
                     attempt,

@@ -117,7 +117,9 @@ class ReceiverSupervisor:
         self._stop_requested = threading.Event()
         self._terminated = threading.Event()
         self._stopping_error: BaseException | None = None
-        self._restart_failures = _restart_failure_log(self.stream_id)
+        # Shared: each launch of a receiver gets a new supervisor, and a receiver restarting on
+        # the same error over and over must log its traceback once.
+        self._restart_failures = FailureLog(logger, f"Receiver {self.stream_id}", shared=True)
 
         receiver.attach_supervisor(self)
         self._default_block_generator = self.create_block_generator(_DefaultBlockGeneratorListener(self))
@@ -429,20 +431,6 @@ class ReceiverSupervisor:
             logger.info("Starting receiver %d again", self.stream_id)
             self._start_receiver()
             logger.info("Receiver %d started again", self.stream_id)
-
-
-# Per stream, across supervisors: each launch of a receiver gets a new supervisor, and a
-# receiver restarting on the same error over and over must log its traceback once.
-_restart_failure_logs: dict[int, FailureLog] = {}
-_restart_failure_logs_lock = threading.Lock()
-
-
-def _restart_failure_log(stream_id: int) -> FailureLog:
-    with _restart_failure_logs_lock:
-        log = _restart_failure_logs.get(stream_id)
-        if log is None:
-            log = _restart_failure_logs[stream_id] = FailureLog(logger, f"Receiver {stream_id}")
-        return log
 
 
 class _DefaultBlockGeneratorListener(BlockGeneratorListener):

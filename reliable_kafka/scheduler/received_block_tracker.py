@@ -333,8 +333,12 @@ class ReceivedBlockTracker:
             if batch_time_ms in self._completed:
                 return True
             if not self._write_to_log(BatchCompletionEvent(batch_time_ms)):
-                logger.warning(
-                    "Failed to record completion of batch %d in the write-ahead log", batch_time_ms
+                # The failed write is logged (once per retry) by the log itself: the consequence
+                # is worth knowing, not another warning per batch of an outage.
+                logger.info(
+                    "Failed to record completion of batch %d in the write-ahead log: a restart would "
+                    "run it again",
+                    batch_time_ms,
                 )
                 return False
             self._completed.add(batch_time_ms)

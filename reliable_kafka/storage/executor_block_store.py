@@ -155,7 +155,8 @@ class ExecutorBlockStore:
             if self._closed:
                 raise BlockStoreError(f"cannot store block {block_id}: the block store is closed", block_id)
             if block_id in self._blocks or block_id in self._pending:
-                logger.warning("Block %s already exists on this machine; not re-adding it", block_id)
+                # A receiver retries a failed store with the same id: an earlier attempt put it.
+                logger.info("Block %s already exists on this machine; not re-adding it", block_id)
                 return False
             in_memory = level.use_memory and size <= self._memory_budget - self._memory_used
             if in_memory:

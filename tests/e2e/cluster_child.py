@@ -17,6 +17,11 @@ placement). Listener events are appended as they come:
      "executor_id": E, "host": H, "time": wall seconds, "message": ...}
     {"kind": "streaming_error", "time": wall seconds, "message": ...}
 
+and, as each batch's output operation begins, the blocks it reads (each block's executor, the
+path of its write-ahead log record, its offset ranges):
+
+    {"kind": "begin", "batch": T, "time": wall seconds, "blocks": [{"id", "executor", "wal", "ranges"}]}
+
 plus ``{"kind": "tracker", "host": H, "port": P}`` at start and ``{"kind": "job_error", ...}`` for
 a failed batch. Prints ``started`` once running; SIGTERM stops gracefully, then prints ``stopped``.
 """
@@ -216,6 +221,12 @@ def main(argv: list[str]) -> int:
             blocks = [
                 {
                     "id": info.block_id.name,
+                    "executor": None
+                    if info.block_store_result.location is None
+                    else info.block_store_result.location.executor_id,
+                    "wal": None
+                    if info.block_store_result.wal_record_handle is None
+                    else info.block_store_result.wal_record_handle.path,
                     "ranges": [
                         [r.topic, r.partition, r.fromOffset, r.untilOffset] for r in offset_ranges_of([info])
                     ],
@@ -223,7 +234,7 @@ def main(argv: list[str]) -> int:
                 for stream in streams
                 for info in tracker.get_blocks_of_batch_and_stream(batch_ms, stream.id)
             ]
-            sink.write({"kind": "begin", "batch": batch_ms, "blocks": blocks})
+            sink.write({"kind": "begin", "batch": batch_ms, "time": time.time(), "blocks": blocks})
             records = rdd.collect()
             parts = block_rdds.pop(batch_ms, [])
             if args.probe_fetch and not probed and records:

@@ -11,6 +11,7 @@ from pyspark import SparkContext
 
 from reliable_kafka import StreamingContext
 from reliable_kafka.settings import JobSettings, ReceiverSettings, StreamingSettings, WriteAheadLogSettings
+from tests.e2e.kill_harness import ChildApp
 
 logging.getLogger("py4j").setLevel(logging.WARNING)
 
@@ -43,3 +44,12 @@ def make_ssc(spark_context: SparkContext, tmp_path: Path) -> Iterator[Callable[.
     yield make
     for ssc in contexts:
         ssc.stop(stopSparkContext=False)
+
+
+@pytest.fixture
+def applications() -> Iterator[list[ChildApp]]:
+    """The child applications a test starts, killed when it ends, failed or not."""
+    started: list[ChildApp] = []
+    yield started
+    while started:
+        started.pop().kill()

@@ -7,15 +7,11 @@ SparkContext, and a kill must be able to take an executor JVM (and its Python wo
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import struct
 import time
-from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -23,96 +19,23 @@ from reliable_kafka.local import LocalCluster
 from reliable_kafka.rpc import AuthenticationError, connect, new_secret
 from tests.cluster_backends import unique_name
 from tests.e2e.helpers import committed_offsets, log_end_offsets, wait_until
-from tests.e2e.kill_harness import ChildApp, RecordingProducer
+from tests.e2e.kill_harness import ChildApp
+from tests.e2e.placement_app import (
+    PARTITIONS,
+    RELAUNCH_BOUND_S,
+    acked,
+    await_relaunch,
+    of_kind,
+    read_output,
+    received,
+    records_keep_coming,
+    start_app,
+    start_producers,
+)
 from tests.e2e.processes import session_processes
-from tests.spark_backends import SparkBackend, local_cluster_backend
+from tests.spark_backends import SparkBackend
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
-
-PARTITIONS = 2
-RELAUNCH_BOUND_S = 30.0
-CHILD = "tests.e2e.cluster_child"
-
-
-_STARTED: list[ChildApp] = []
-
-
-@pytest.fixture(autouse=True)
-def _no_application_outlives_its_test() -> Iterator[None]:
-    """A failed assertion must not leave its application running (one ran for 47 minutes)."""
-    yield
-    while _STARTED:
-        _STARTED.pop().kill()
-
-
-def read_output(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def of_kind(entries: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
-    return [entry for entry in entries if entry["kind"] == kind]
-
-
-def received(entries: list[dict[str, Any]]) -> Counter[tuple[str, int, int]]:
-    return Counter((e["t"], e["p"], e["o"]) for e in of_kind(entries, "rec"))
-
-
-def acked(producers: dict[str, RecordingProducer]) -> set[tuple[str, int, int]]:
-    return {(topic, p, o) for topic, producer in producers.items() for (p, o) in producer.acked}
-
-
-def start_app(
-    cluster: LocalCluster,
-    tmp_path: Path,
-    topics: list[str],
-    *,
-    wal: bool,
-    storage_level: str,
-    probe_fetch: bool = False,
-    spark: SparkBackend | None = None,
-) -> tuple[ChildApp, Path, str]:
-    group = unique_name("exec-group")
-    output = tmp_path / "output.jsonl"
-    spark = spark or local_cluster_backend()
-    args = [
-        *("--zk", cluster.zookeeper_connect, "--group", group, "--topics", ",".join(topics)),
-        *("--checkpoint", str(tmp_path / "checkpoint"), "--output", str(output)),
-        *("--wal", "on" if wal else "off", "--storage-level", storage_level),
-        *("--kafka-params", json.dumps(cluster.client_config())),
-        *(["--probe-fetch"] if probe_fetch else []),
-        *("--master", spark.master),
-        *(arg for entry in spark.conf for arg in ("--conf", entry)),
-    ]
-    child = ChildApp(0, args, tmp_path, module=CHILD)
-    _STARTED.append(child)
-    child.wait_started()
-    return child, output, group
-
-
-def start_producers(cluster: LocalCluster, topics: list[str]) -> dict[str, RecordingProducer]:
-    """30 messages/s per topic: enough to fill blocks, little enough for a loaded 2-core machine."""
-    producers = {topic: RecordingProducer(cluster, topic, PARTITIONS, per_tick=3) for topic in topics}
-    for producer in producers.values():
-        producer.start()
-    return producers
-
-
-def await_relaunch(output: Path, stream_id: int, killed_at: float) -> dict[str, Any]:
-    """The first start of the stream's receiver after the kill (with ``killed_at`` added)."""
-
-    def relaunches() -> list[dict[str, Any]]:
-        starts = of_kind(read_output(output), "receiver_started")
-        return [e for e in starts if e["stream"] == stream_id and e["time"] > killed_at]
-
-    wait_until(lambda: bool(relaunches()), timeout_s=90, what=f"receiver {stream_id} relaunched")
-    return {**relaunches()[0], "killed_at": killed_at}
-
-
-def records_keep_coming(output: Path, more: int = 30) -> None:
-    before = len(received(read_output(output)))
-    wait_until(lambda: len(received(read_output(output))) > before + more, what=f"{more} more records")
 
 
 def abuse_tracker_socket(host: str, port: int) -> None:
@@ -137,14 +60,20 @@ def abuse_tracker_socket(host: str, port: int) -> None:
 
 
 def test_receivers_on_executors_with_the_wal(
-    local_cluster: LocalCluster, tmp_path: Path, spark_backend: SparkBackend
+    local_cluster: LocalCluster, tmp_path: Path, spark_backend: SparkBackend, applications: list[ChildApp]
 ) -> None:
     """Two unioned streams on two executors; a hostile client; an executor's host lost; graceful stop."""
     topics = [unique_name("exec-a"), unique_name("exec-b")]
     for topic in topics:
         local_cluster.create_topic(topic, partitions=PARTITIONS)
     child, output, group = start_app(
-        local_cluster, tmp_path, topics, wal=True, storage_level="MEMORY_AND_DISK_SER_2", spark=spark_backend
+        local_cluster,
+        tmp_path,
+        topics,
+        started=applications,
+        wal=True,
+        storage_level="MEMORY_AND_DISK_SER_2",
+        spark=spark_backend,
     )
     producers = start_producers(local_cluster, topics)
     session = child.process.pid
@@ -220,7 +149,7 @@ def test_receivers_on_executors_with_the_wal(
 
 
 def test_receivers_on_executors_without_the_wal(
-    local_cluster: LocalCluster, tmp_path: Path, spark_backend: SparkBackend
+    local_cluster: LocalCluster, tmp_path: Path, spark_backend: SparkBackend, applications: list[ChildApp]
 ) -> None:
     """MEMORY_AND_DISK_SER, no WAL: blocks read where they are kept, or fetched from the holder;
     then the host of a receiver's executor is lost (its JVM SIGKILLed and its block files gone):
@@ -233,6 +162,7 @@ def test_receivers_on_executors_without_the_wal(
         local_cluster,
         tmp_path,
         topics,
+        started=applications,
         wal=False,
         storage_level="MEMORY_AND_DISK_SER",
         probe_fetch=True,

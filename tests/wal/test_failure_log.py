@@ -72,3 +72,44 @@ def test_a_failure_raised_from_one_already_reported_is_one_line_in_the_next_laye
     outer.succeeded()
     outer.failed(ValueError("something else"))
     assert caplog.records[-1].exc_info is not None
+
+
+def test_a_layer_above_says_again_at_debug_what_the_layer_below_reported(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """One line per retry: the layer that retries logs each attempt; the layers above it give
+    their first line (which operation failed) and then count at DEBUG."""
+    caplog.set_level(logging.DEBUG, logger=logger.name)
+    inner, outer = FailureLog(logger, "segment write"), FailureLog(logger, "batched write")
+    for n in range(1, 4):
+        error = OSError(f"connection refused {n}")
+        inner.failed(error, f"attempt {n}")
+        try:
+            raise RuntimeError("batched write failed") from error
+        except RuntimeError as wrapped:
+            outer.failed(wrapped)
+    outer_levels = [r.levelno for r in caplog.records if r.getMessage().startswith("batched write")]
+    assert outer_levels == [logging.WARNING, logging.DEBUG, logging.DEBUG]
+    inner_levels = [r.levelno for r in caplog.records if r.getMessage().startswith("segment write")]
+    assert inner_levels == [logging.WARNING] * 3
+
+
+def test_a_shared_streak_outlives_its_failure_log(caplog: pytest.LogCaptureFixture) -> None:
+    """A relaunched receiver's new write-ahead log on the same directory continues the streak
+    its predecessor began: no second traceback for the same outage."""
+    caplog.set_level(logging.INFO, logger=logger.name)
+    what = "write-ahead log write to /checkpoints/app/receivedData/0"
+    first = FailureLog(logger, what, shared=True)
+    first.failed(OSError("store down"), "attempt 1 of 3")
+    del first
+    relaunched = FailureLog(logger, what, shared=True)
+    assert relaunched.failing
+    relaunched.failed(OSError("store down"), "attempt 1 of 3")
+    assert [r.exc_info is not None for r in caplog.records] == [True, False]
+    assert "2 failures in a row" in caplog.records[1].getMessage()
+    # An unshared log of the same name keeps a streak of its own.
+    private = FailureLog(logger, what)
+    assert not private.failing
+    relaunched.succeeded()
+    assert "succeeded again after 2 failure(s)" in caplog.records[-1].getMessage()
+    assert not FailureLog(logger, what, shared=True).failing

@@ -220,6 +220,13 @@ def test_store_publishing_only_on_close_forces_close_after_write_with_one_warnin
     assert caplog.text.count("close_file_after_write forced on") == 1
     assert len(fs.ls(memory_dir)) == 3
     log.close()
+    # A relaunched receiver's new log on the same directory: said once per process already.
+    with (
+        caplog.at_level(logging.WARNING, logger="wal"),
+        FileBasedWriteAheadLog(memory_dir, filesystem=fs, close_file_after_write=False) as again,
+    ):
+        again.write(b"r3", 2_000)
+    assert caplog.text.count("close_file_after_write forced on") == 1
 
 
 def test_upload_failing_on_close_is_retried_as_the_writes_own_failure(memory_dir):

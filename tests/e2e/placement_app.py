@@ -1,0 +1,99 @@
+"""The executor-placement application (tests/e2e/cluster_child.py) as its tests drive it: start it
+on a Spark cluster, produce to its topics, read what it wrote, wait for a receiver's relaunch.
+
+Their tests pass ``started=applications`` (tests/e2e/conftest.py), so that a failed assertion
+does not leave an application running (one ran for 47 minutes)."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from reliable_kafka.local import LocalCluster
+from tests.cluster_backends import unique_name
+from tests.e2e.helpers import wait_until
+from tests.e2e.kill_harness import ChildApp, RecordingProducer
+from tests.spark_backends import SparkBackend, local_cluster_backend
+
+PARTITIONS = 2
+RELAUNCH_BOUND_S = 30.0
+CHILD = "tests.e2e.cluster_child"
+
+
+def read_output(path: Path) -> list[dict[str, Any]]:
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def of_kind(entries: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [entry for entry in entries if entry["kind"] == kind]
+
+
+def received(entries: list[dict[str, Any]]) -> Counter[tuple[str, int, int]]:
+    return Counter((e["t"], e["p"], e["o"]) for e in of_kind(entries, "rec"))
+
+
+def acked(producers: dict[str, RecordingProducer]) -> set[tuple[str, int, int]]:
+    return {(topic, p, o) for topic, producer in producers.items() for (p, o) in producer.acked}
+
+
+def start_app(
+    cluster: LocalCluster,
+    tmp_path: Path,
+    topics: list[str],
+    *,
+    started: list[ChildApp],
+    wal: bool,
+    storage_level: str,
+    probe_fetch: bool = False,
+    spark: SparkBackend | None = None,
+    checkpoint: str | None = None,
+    conf: Mapping[str, str] | None = None,
+) -> tuple[ChildApp, Path, str]:
+    """The application on ``spark`` (local-cluster by default), checkpointing to ``checkpoint``
+    (a directory under ``tmp_path`` by default) with ``conf`` added to its SparkConf."""
+    group = unique_name("exec-group")
+    output = tmp_path / "output.jsonl"
+    spark = spark or local_cluster_backend()
+    entries = [*spark.conf, *(f"{key}={value}" for key, value in (conf or {}).items())]
+    args = [
+        *("--zk", cluster.zookeeper_connect, "--group", group, "--topics", ",".join(topics)),
+        *("--checkpoint", checkpoint or str(tmp_path / "checkpoint"), "--output", str(output)),
+        *("--wal", "on" if wal else "off", "--storage-level", storage_level),
+        *("--kafka-params", json.dumps(cluster.client_config())),
+        *(["--probe-fetch"] if probe_fetch else []),
+        *("--master", spark.master),
+        *(arg for entry in entries for arg in ("--conf", entry)),
+    ]
+    child = ChildApp(0, args, tmp_path, module=CHILD)
+    started.append(child)
+    child.wait_started()
+    return child, output, group
+
+
+def start_producers(cluster: LocalCluster, topics: list[str]) -> dict[str, RecordingProducer]:
+    """30 messages/s per topic: enough to fill blocks, little enough for a loaded 2-core machine."""
+    producers = {topic: RecordingProducer(cluster, topic, PARTITIONS, per_tick=3) for topic in topics}
+    for producer in producers.values():
+        producer.start()
+    return producers
+
+
+def await_relaunch(output: Path, stream_id: int, killed_at: float) -> dict[str, Any]:
+    """The first start of the stream's receiver after the kill (with ``killed_at`` added)."""
+
+    def relaunches() -> list[dict[str, Any]]:
+        starts = of_kind(read_output(output), "receiver_started")
+        return [e for e in starts if e["stream"] == stream_id and e["time"] > killed_at]
+
+    wait_until(lambda: bool(relaunches()), timeout_s=90, what=f"receiver {stream_id} relaunched")
+    return {**relaunches()[0], "killed_at": killed_at}
+
+
+def records_keep_coming(output: Path, more: int = 30) -> None:
+    before = len(received(read_output(output)))
+    wait_until(lambda: len(received(read_output(output))) > before + more, what=f"{more} more records")

@@ -1,0 +1,115 @@
+"""A receiver's host lost while its write-ahead log is on HDFS or S3, as on a real cluster: the
+checkpoint directory (and the receiver WAL under it) on the session's real store, the receivers on
+executors of different hosts (LocalSparkHosts, where it runs). The lost host's executor, Python
+workers and block files are gone; the batches of the blocks it held read them from the remote
+write-ahead log, and nothing is lost.
+
+One stream is enough: the unioned streams, the hostile client and the driver kills are proven
+on local disk (test_executor_placement, test_kill_recovery); here what changes is where the only
+surviving copy of a block lives."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from reliable_kafka.local import LocalCluster
+from tests.cluster_backends import unique_name
+from tests.conftest import selected_spark
+from tests.e2e.helpers import committed_offsets, log_end_offsets, wait_until
+from tests.e2e.kill_harness import ChildApp
+from tests.e2e.placement_app import (
+    PARTITIONS,
+    acked,
+    await_relaunch,
+    of_kind,
+    read_output,
+    received,
+    records_keep_coming,
+    start_app,
+    start_producers,
+)
+from tests.e2e.remote_stores import STORES, RemoteStore, remote_store
+from tests.spark_backends import SparkBackend
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+
+@pytest.fixture(params=STORES)
+def store(request: pytest.FixtureRequest) -> RemoteStore:
+    return remote_store(request, request.param)
+
+
+@pytest.fixture
+def backend(request: pytest.FixtureRequest, spark_backend: SparkBackend) -> SparkBackend:
+    """The hosts cluster where the run has it: a local-cluster's executors share one filesystem,
+    which is what this test is about not having; there it runs only when it is the only one."""
+    if spark_backend.hosts is None and "hosts" in selected_spark(request.config):
+        pytest.skip("runs on the hosts cluster, where hosts share no files")
+    return spark_backend
+
+
+@pytest.mark.brokers("3.9")
+def test_a_lost_hosts_blocks_are_read_from_the_remote_wal(
+    local_cluster: LocalCluster,
+    tmp_path: Path,
+    backend: SparkBackend,
+    store: RemoteStore,
+    applications: list[ChildApp],
+) -> None:
+    topic = unique_name("remote-host-loss")
+    local_cluster.create_topic(topic, partitions=PARTITIONS)
+    child, output, group = start_app(
+        local_cluster,
+        tmp_path,
+        [topic],
+        started=applications,
+        wal=True,
+        storage_level="MEMORY_AND_DISK_SER",
+        spark=backend,
+        checkpoint=store.checkpoint,
+        conf=store.spark_conf,
+    )
+    producers = start_producers(local_cluster, [topic])
+    session = child.process.pid
+    try:
+        wait_until(lambda: bool(of_kind(read_output(output), "receiver_started")), what="the receiver")
+        (first,) = of_kind(read_output(output), "receiver_started")
+        assert first["executor_id"] != "driver", first
+        wait_until(lambda: len(received(read_output(output))) > 30, what="records")
+        (tracker,) = of_kind(read_output(output), "tracker")
+        killed_at = time.time()
+        backend.lose_host_of(session, first["executor_id"], first["host"], tracker["app_id"], 0)
+        await_relaunch(output, 0, killed_at=killed_at)
+        records_keep_coming(output)
+        logs = backend.executor_logs(tracker["app_id"])
+    finally:
+        for producer in producers.values():
+            producer.finish()
+    expected = acked(producers)
+    wait_until(lambda: expected <= set(received(read_output(output))), timeout_s=180, what="every record")
+    assert child.stop_gracefully() == 0, child.log_tail()
+
+    entries = read_output(output)
+    assert not of_kind(entries, "job_error"), of_kind(entries, "job_error")[0]["error"][-1500:]
+    lost = expected - set(received(entries))
+    assert not lost, f"lost {sorted(lost)[:10]}"
+    # Blocks the lost executor stored, read by batches that began after it was gone: their only
+    # copy was the write-ahead log record on the remote store (no re-read from Kafka happened).
+    orphans = [
+        block
+        for entry in of_kind(entries, "begin")
+        if entry["time"] > killed_at
+        for block in entry["blocks"]
+        if block["executor"] == first["executor_id"]
+    ]
+    assert orphans, "no batch read a block of the lost executor after the loss"
+    assert all(block["wal"] is not None for block in orphans), orphans
+    assert "reading it again from its source" not in logs, logs[-3000:]
+    assert "Could not compute split" not in logs
+    assert store.fs().exists(f"{store.path()}/receivedData/0"), store.checkpoint
+    assert committed_offsets(local_cluster, group, topic, PARTITIONS) == log_end_offsets(
+        local_cluster, topic, PARTITIONS
+    )
