@@ -217,25 +217,15 @@ def main() -> None:
         )
 
 
-def _spark_conf(path: str | None) -> list[tuple[str, str]]:
-    if not path:
-        return []
-    pairs = []
-    for line in Path(path).read_text().splitlines():
-        if line.strip() and not line.lstrip().startswith("#"):
-            key, _, value = line.strip().partition(" ")
-            pairs.append((key, value.strip()))
-    return pairs
-
-
 def bench_log_at(
     url: str, options: Any, record: bytes, count: int, writers: int
 ) -> tuple[float, float, float]:
     """(single-writer records/s, batched records/s, seconds to read everything back) at ``url``."""
-    from reliable_kafka.util.filesystems import locate  # noqa: PLC0415 - only with --wal-url
+    from wal_url import remove, run_directory  # noqa: PLC0415 - only with --wal-url
+
     from reliable_kafka.util.wal_at import write_ahead_log_at  # noqa: PLC0415
 
-    run = f"{url.rstrip('/')}/wal-bench-{os.getpid()}-{time.monotonic_ns()}"
+    run = run_directory(url, "wal-bench")
     with write_ahead_log_at(f"{run}/single", options, fsync=True) as log:
         started = time.perf_counter()
         for _ in range(count):
@@ -258,18 +248,14 @@ def bench_log_at(
         recovered = sum(1 for _ in log.read_all())
     recovery_s = time.perf_counter() - started
     assert recovered == count, f"recovered {recovered} of {count}"
-    location = locate(run, options)
-    if location.fs is not None:
-        location.fs.rm(location.path, recursive=True)
-    else:
-        shutil.rmtree(location.path, ignore_errors=True)
+    remove(run, options)
     return single, batched, recovery_s
 
 
 def remote_main(args: argparse.Namespace) -> None:
-    from reliable_kafka.util.filesystems import options_from_spark_conf  # noqa: PLC0415
+    from wal_url import filesystem_options  # noqa: PLC0415 - imports reliable_kafka
 
-    options = options_from_spark_conf(_spark_conf(args.spark_conf))
+    options = filesystem_options(args.spark_conf)
     local_root = Path(tempfile.mkdtemp(prefix=".wal-bench-", dir=args.dir or os.getcwd()))
     print(f"{args.wal_url} vs local {local_root} (count={args.count}, writers={args.writers}, fsync on)")
     header = f"{'where':<12}{'size':>7}{'1 writer rec/s':>16}{'batched rec/s':>15}{'recovery s':>12}"
@@ -278,9 +264,14 @@ def remote_main(args: argparse.Namespace) -> None:
     try:
         for size in (int(s) for s in args.sizes.split(",")):
             record = os.urandom(size)
-            for where, url in (("local", str(local_root)), ("remote", args.wal_url)):
-                single, batched, recovery_s = bench_log_at(url, options, record, args.count, args.writers)
+            local = bench_log_at(str(local_root), options, record, args.count, args.writers)
+            remote = bench_log_at(args.wal_url, options, record, args.count, args.writers)
+            for where, (single, batched, recovery_s) in (("local", local), ("remote", remote)):
                 print(f"{where:<12}{size:>7}{single:>16,.0f}{batched:>15,.0f}{recovery_s:>12.2f}")
+            # Rates as remote/local (below 1: slower), recovery as remote/local (above 1: slower).
+            ratios = [there / here for there, here in zip(remote, local, strict=True)]
+            cells = "".join(f"{r:>{w}.2f}x" for r, w in zip(ratios, (15, 14, 11), strict=True))
+            print(f"{'remote/local':<12}{size:>7}{cells}")
     finally:
         shutil.rmtree(local_root, ignore_errors=True)
 
