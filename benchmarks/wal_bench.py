@@ -267,7 +267,7 @@ def remote_main(args: argparse.Namespace) -> None:
             local = bench_log_at(str(local_root), options, record, args.count, args.writers)
             remote = bench_log_at(args.wal_url, options, record, args.count, args.writers)
             for where, (single, batched, recovery_s) in (("local", local), ("remote", remote)):
-                print(f"{where:<12}{size:>7}{single:>16,.0f}{batched:>15,.0f}{recovery_s:>12.2f}")
+                print(f"{where:<12}{size:>7}{single:>16,.0f}{batched:>15,.0f}{recovery_s:>12.3f}")
             # Rates as remote/local (below 1: slower), recovery as remote/local (above 1: slower).
             ratios = [there / here for there, here in zip(remote, local, strict=True)]
             cells = "".join(f"{r:>{w}.2f}x" for r, w in zip(ratios, (15, 14, 11), strict=True))
