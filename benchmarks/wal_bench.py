@@ -226,13 +226,24 @@ def bench_log_at(
     from reliable_kafka.util.wal_at import write_ahead_log_at  # noqa: PLC0415
 
     run = run_directory(url, "wal-bench")
-    with write_ahead_log_at(f"{run}/single", options, fsync=True) as log:
+    try:
+        return measure_log_at(run, options, record, count, writers, write_ahead_log_at)
+    finally:
+        # Also after a failed run: nothing of it stays on the remote store.
+        remove(run, options)
+
+
+def measure_log_at(
+    run: str, options: Any, record: bytes, count: int, writers: int, log_at: Callable[..., Any]
+) -> tuple[float, float, float]:
+    """:func:`bench_log_at`'s figures, for logs made by ``log_at`` under ``run``."""
+    with log_at(f"{run}/single", options, fsync=True) as log:
         started = time.perf_counter()
         for _ in range(count):
             log.write(record, now_ms())
         single = count / (time.perf_counter() - started)
     per_writer = max(1, count // writers)
-    with BatchedWriteAheadLog(write_ahead_log_at(f"{run}/batched", options, fsync=True)) as batched_log:
+    with BatchedWriteAheadLog(log_at(f"{run}/batched", options, fsync=True)) as batched_log:
         threads = [
             threading.Thread(target=lambda: [batched_log.write(record, now_ms()) for _ in range(per_writer)])
             for _ in range(writers)
@@ -244,11 +255,10 @@ def bench_log_at(
             t.join()
         batched = per_writer * writers / (time.perf_counter() - started)
     started = time.perf_counter()
-    with write_ahead_log_at(f"{run}/single", options) as log:
+    with log_at(f"{run}/single", options) as log:
         recovered = sum(1 for _ in log.read_all())
     recovery_s = time.perf_counter() - started
     assert recovered == count, f"recovered {recovered} of {count}"
-    remove(run, options)
     return single, batched, recovery_s
 
 
