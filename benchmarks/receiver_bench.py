@@ -2,6 +2,13 @@
 
     python benchmarks/receiver_bench.py [--messages 6000000] [--partitions 4] [--size 100] [--repeat 3]
     python benchmarks/receiver_bench.py --partitions 4,64,256 [--messages 2000000]   (the sweep)
+    python benchmarks/receiver_bench.py --wal-url s3a://bucket/bench [--spark-conf FILE] [--messages 1000000]
+
+With ``--wal-url`` (a checkpoint-style URL: hdfs://, s3a://...; reached with the spark.hadoop.*
+keys of ``--spark-conf``, a spark-defaults style properties file, see ``wal_url.py``) only (a),
+(a'), (w) and (b) with ZooKeeper offsets run, (w) and (b) twice per run: with the write-ahead log
+on local disk and at the URL, in alternating order. It prints each one's records/s, remote/local,
+and the ratio to the plain consumer. A remote log writes each block as one whole object.
 
 With several partition counts (the sweep), each count gets its own topic and only (a) and (b)
 with ZooKeeper offsets run, interleaved; each line also gives the peak growth of this process's
@@ -70,6 +77,7 @@ from reliable_kafka.receiver import (
 )
 from reliable_kafka.settings import ReceiverSettings, StreamingSettings, WriteAheadLogSettings
 from reliable_kafka.storage import BlockManager, StorageLevel, encode_chunks, pack_chunk
+from reliable_kafka.util.filesystems import FilesystemOptions
 
 
 def produce(cluster: LocalCluster, topic: str, partitions: int, messages: int, size: int) -> None:
@@ -271,9 +279,16 @@ STORE_PARAMS: dict[str, dict[str, str]] = {
 }
 
 
-def write_ahead_log_alone(directory: Path, messages: int, size: int, block_records: int) -> float:
+def write_ahead_log_alone(
+    directory: str,
+    messages: int,
+    size: int,
+    block_records: int,
+    filesystem_options: FilesystemOptions | None = None,
+) -> float:
     """(w): seconds to write ``messages`` records' blocks to a receiver write-ahead log (fsync per
-    block) from one thread with nothing else running: the disk's share of (b)'s floor."""
+    block) in ``directory`` (a path or a URL) from one thread with nothing else running: the
+    storage's share of (b)'s floor."""
     chunk_records = 200
     values: list[bytes | None] = [b"x" * size] * chunk_records
     keys: list[bytes | None] = [None] * chunk_records
@@ -281,7 +296,7 @@ def write_ahead_log_alone(directory: Path, messages: int, size: int, block_recor
         pack_chunk("bench", 0, keys, values, list(range(start, start + chunk_records)))
         for start in range(0, block_records, chunk_records)
     ]
-    log = create_receiver_write_ahead_log(str(directory), 0, fsync=True)
+    log = create_receiver_write_ahead_log(directory, 0, fsync=True, filesystem_options=filesystem_options)
     started = time.monotonic()
     for _ in range(0, messages, block_records):
         log.write(encode_chunks(chunks), int(time.time() * 1000))
@@ -294,11 +309,14 @@ def reliable_receiver(
     cluster: LocalCluster,
     topic: str,
     messages: int,
-    checkpoint: Path,
+    checkpoint: str,
     group: str,
     store: str,
     batch_size: int | None = None,
+    filesystem_options: FilesystemOptions | None = None,
 ) -> tuple[float, int]:
+    """(b): seconds until ``messages`` records are stored and reported, and the blocks they made;
+    the WAL in ``checkpoint`` (a path or a URL reached with ``filesystem_options``)."""
     receiver = ReliableKafkaReceiver(
         cluster.zookeeper_connect,
         group,
@@ -314,7 +332,12 @@ def reliable_receiver(
         receiver=ReceiverSettings(), wal=WriteAheadLogSettings(enable=True, fsync=True)
     )
     supervisor = ReceiverSupervisor(
-        receiver, tracker, block_manager, settings=settings, checkpoint_dir=str(checkpoint)
+        receiver,
+        tracker,
+        block_manager,
+        settings=settings,
+        checkpoint_dir=checkpoint,
+        filesystem_options=filesystem_options,
     )
     started = time.monotonic()
     supervisor.start()
@@ -336,6 +359,8 @@ PLAIN_READERS: dict[str, Callable[..., float]] = {
     "(c)  (a') reading as the receiver": receiver_reading,
 }
 BASELINES = ("(a)  one consumer, all partitions", "(a') one consumer per partition")
+# (w)'s blocks: what a 200 ms block interval cuts at 1M records/s.
+WAL_ALONE_BLOCK = 200_000
 
 
 def settle() -> None:
@@ -397,7 +422,7 @@ def partition_sweep(args: argparse.Namespace, counts: list[int]) -> None:
                         if reader == "(a)":
                             elapsed = plain_consumer(cluster, topic, count, args.messages, batch)
                         else:
-                            checkpoint = Path(work) / f"checkpoint-{count}-{run}"
+                            checkpoint = str(Path(work) / f"checkpoint-{count}-{run}")
                             group = f"bench-sweep-{count}-{run}"
                             elapsed, _ = reliable_receiver(
                                 cluster, topic, args.messages, checkpoint, group, "zookeeper", args.batch
@@ -423,6 +448,88 @@ def partition_sweep(args: argparse.Namespace, counts: list[int]) -> None:
             )
 
 
+def best_plain(cluster: LocalCluster, topic: str, args: argparse.Namespace) -> float:
+    """The baseline's records/s: the faster of (a) and (a'), each with its best consume batch."""
+    rates = []
+    for name in BASELINES:
+        for batch in PLAIN_BATCHES:
+            settle()
+            seconds = PLAIN_READERS[name](cluster, topic, args.partitions, args.messages, batch)
+            rates.append(args.messages / seconds)
+    return max(rates)
+
+
+def wal_at(
+    cluster: LocalCluster,
+    topic: str,
+    args: argparse.Namespace,
+    base: str,
+    group: str,
+    options: FilesystemOptions,
+) -> tuple[float, float, int]:
+    """(w) and (b) with ZooKeeper offsets, their WALs under ``base``: records/s of each, and
+    (b)'s blocks."""
+    settle()
+    wal_s = write_ahead_log_alone(f"{base}/wal-alone", args.messages, args.size, WAL_ALONE_BLOCK, options)
+    settle()
+    reliable_s, blocks = reliable_receiver(
+        cluster, topic, args.messages, f"{base}/checkpoint", group, "zookeeper", args.batch, options
+    )
+    return args.messages / wal_s, args.messages / reliable_s, blocks
+
+
+def remote_wal(args: argparse.Namespace) -> None:
+    """The plain consumer against (w) and (b) with ZooKeeper offsets, each with its WAL on local
+    disk and at ``--wal-url``: records/s, remote/local, ratio to plain."""
+    from wal_url import filesystem_options, remove, run_directory, where  # noqa: PLC0415 - only here
+
+    options = filesystem_options(args.spark_conf)
+    places = ("local", where(args.wal_url))
+    plain: list[float] = []
+    # (w) records/s, (b) records/s, (b) blocks, per place and run.
+    runs: dict[str, list[tuple[float, float, int]]] = {place: [] for place in places}
+    with (
+        tempfile.TemporaryDirectory(prefix="receiver-bench-") as work,
+        LocalCluster(Path(work) / "cluster") as cluster,
+    ):
+        topic = "bench"
+        cluster.create_topic(topic, args.partitions)
+        produce(cluster, topic, args.partitions, args.messages, args.size)
+        print(f"WAL on local disk ({work}) and at {args.wal_url}")
+        for run in range(args.repeat):
+            plain.append(best_plain(cluster, topic, args))
+            line = f"run {run + 1}: plain {plain[-1]:10,.0f} records/s"
+            # Each goes first in every other run: neither always finds the machine as the other left it.
+            for place in places if run % 2 == 0 else places[::-1]:
+                if place == "local":
+                    base = str(Path(work) / f"local-{run}")
+                else:
+                    base = run_directory(args.wal_url, "receiver-bench")
+                try:
+                    runs[place].append(wal_at(cluster, topic, args, base, f"bench-{place}-{run}", options))
+                finally:
+                    remove(base, options)
+                rate_w, rate_b, blocks = runs[place][-1]
+                line += f" | {place}: (w) {rate_w:10,.0f}, (b) {rate_b:10,.0f} records/s, {blocks} blocks"
+            print(line, flush=True)
+
+    baseline = max(plain)
+    local_w = max(w for w, _, _ in runs["local"])
+    local_b = max(b for _, b, _ in runs["local"])
+    print(f"\nbest of {args.repeat}; plain consumer, the faster of (a) and (a'): {baseline:12,.0f} records/s")
+    for place in places:
+        rate_w = max(w for w, _, _ in runs[place])
+        rate_b, blocks = max((b, n) for _, b, n in runs[place])
+        print(
+            f"(w) WAL alone, {place:<6}: {rate_w:12,.0f} records/s, {rate_w / local_w:5.2f} x local, "
+            f"ratio to plain {rate_w / baseline:.2f}"
+        )
+        print(
+            f"(b) receiver,  {place:<6}: {rate_b:12,.0f} records/s, {rate_b / local_b:5.2f} x local, "
+            f"ratio to plain {rate_b / baseline:.2f} ({blocks} blocks)"
+        )
+
+
 def cpu_seconds() -> float:
     times = os.times()
     return times.user + times.system
@@ -442,11 +549,19 @@ def main() -> None:
     parser.add_argument(
         "--stores", default=",".join(STORE_PARAMS), help="offset stores to measure, comma-separated"
     )
+    parser.add_argument(
+        "--wal-url", help="(b) with its WAL at this URL (hdfs://, s3a://...) and on local disk"
+    )
+    parser.add_argument("--spark-conf", help="properties file with the spark.hadoop.* keys for --wal-url")
     args = parser.parse_args()
     counts = [int(count) for count in args.partitions.split(",")]
     logging.basicConfig(level=logging.ERROR)
     if len(counts) > 1:
         partition_sweep(args, counts)
+        return
+    if args.wal_url:
+        args.partitions = counts[0]
+        remote_wal(args)
         return
     args.partitions = counts[0]
     stores = args.stores.split(",")
@@ -472,7 +587,8 @@ def main() -> None:
         for run in range(args.repeat):
             line = f"run {run + 1}:"
             settle()
-            wal_s = write_ahead_log_alone(Path(work) / f"wal-alone-{run}", args.messages, args.size, 200_000)
+            wal_dir = str(Path(work) / f"wal-alone-{run}")
+            wal_s = write_ahead_log_alone(wal_dir, args.messages, args.size, WAL_ALONE_BLOCK)
             wal_alone.append(args.messages / wal_s)
             line += f" (w) {wal_alone[-1]:10,.0f} records/s |"
             for name, read in PLAIN_READERS.items():
@@ -491,7 +607,7 @@ def main() -> None:
                         cluster,
                         topic,
                         args.messages,
-                        Path(work) / f"checkpoint-{label}-{run}",
+                        str(Path(work) / f"checkpoint-{label}-{run}"),
                         f"bench-{label}-{run}",
                         store,
                         args.batch,

@@ -217,32 +217,33 @@ def main() -> None:
         )
 
 
-def _spark_conf(path: str | None) -> list[tuple[str, str]]:
-    if not path:
-        return []
-    pairs = []
-    for line in Path(path).read_text().splitlines():
-        if line.strip() and not line.lstrip().startswith("#"):
-            key, _, value = line.strip().partition(" ")
-            pairs.append((key, value.strip()))
-    return pairs
-
-
 def bench_log_at(
     url: str, options: Any, record: bytes, count: int, writers: int
 ) -> tuple[float, float, float]:
     """(single-writer records/s, batched records/s, seconds to read everything back) at ``url``."""
-    from reliable_kafka.util.filesystems import locate  # noqa: PLC0415 - only with --wal-url
+    from wal_url import remove, run_directory  # noqa: PLC0415 - only with --wal-url
+
     from reliable_kafka.util.wal_at import write_ahead_log_at  # noqa: PLC0415
 
-    run = f"{url.rstrip('/')}/wal-bench-{os.getpid()}-{time.monotonic_ns()}"
-    with write_ahead_log_at(f"{run}/single", options, fsync=True) as log:
+    run = run_directory(url, "wal-bench")
+    try:
+        return measure_log_at(run, options, record, count, writers, write_ahead_log_at)
+    finally:
+        # Also after a failed run: nothing of it stays on the remote store.
+        remove(run, options)
+
+
+def measure_log_at(
+    run: str, options: Any, record: bytes, count: int, writers: int, log_at: Callable[..., Any]
+) -> tuple[float, float, float]:
+    """:func:`bench_log_at`'s figures, for logs made by ``log_at`` under ``run``."""
+    with log_at(f"{run}/single", options, fsync=True) as log:
         started = time.perf_counter()
         for _ in range(count):
             log.write(record, now_ms())
         single = count / (time.perf_counter() - started)
     per_writer = max(1, count // writers)
-    with BatchedWriteAheadLog(write_ahead_log_at(f"{run}/batched", options, fsync=True)) as batched_log:
+    with BatchedWriteAheadLog(log_at(f"{run}/batched", options, fsync=True)) as batched_log:
         threads = [
             threading.Thread(target=lambda: [batched_log.write(record, now_ms()) for _ in range(per_writer)])
             for _ in range(writers)
@@ -254,22 +255,17 @@ def bench_log_at(
             t.join()
         batched = per_writer * writers / (time.perf_counter() - started)
     started = time.perf_counter()
-    with write_ahead_log_at(f"{run}/single", options) as log:
+    with log_at(f"{run}/single", options) as log:
         recovered = sum(1 for _ in log.read_all())
     recovery_s = time.perf_counter() - started
     assert recovered == count, f"recovered {recovered} of {count}"
-    location = locate(run, options)
-    if location.fs is not None:
-        location.fs.rm(location.path, recursive=True)
-    else:
-        shutil.rmtree(location.path, ignore_errors=True)
     return single, batched, recovery_s
 
 
 def remote_main(args: argparse.Namespace) -> None:
-    from reliable_kafka.util.filesystems import options_from_spark_conf  # noqa: PLC0415
+    from wal_url import filesystem_options  # noqa: PLC0415 - imports reliable_kafka
 
-    options = options_from_spark_conf(_spark_conf(args.spark_conf))
+    options = filesystem_options(args.spark_conf)
     local_root = Path(tempfile.mkdtemp(prefix=".wal-bench-", dir=args.dir or os.getcwd()))
     print(f"{args.wal_url} vs local {local_root} (count={args.count}, writers={args.writers}, fsync on)")
     header = f"{'where':<12}{'size':>7}{'1 writer rec/s':>16}{'batched rec/s':>15}{'recovery s':>12}"
@@ -278,9 +274,14 @@ def remote_main(args: argparse.Namespace) -> None:
     try:
         for size in (int(s) for s in args.sizes.split(",")):
             record = os.urandom(size)
-            for where, url in (("local", str(local_root)), ("remote", args.wal_url)):
-                single, batched, recovery_s = bench_log_at(url, options, record, args.count, args.writers)
-                print(f"{where:<12}{size:>7}{single:>16,.0f}{batched:>15,.0f}{recovery_s:>12.2f}")
+            local = bench_log_at(str(local_root), options, record, args.count, args.writers)
+            remote = bench_log_at(args.wal_url, options, record, args.count, args.writers)
+            for where, (single, batched, recovery_s) in (("local", local), ("remote", remote)):
+                print(f"{where:<12}{size:>7}{single:>16,.0f}{batched:>15,.0f}{recovery_s:>12.3f}")
+            # Rates as remote/local (below 1: slower), recovery as remote/local (above 1: slower).
+            ratios = [there / here for there, here in zip(remote, local, strict=True)]
+            cells = "".join(f"{r:>{w}.2f}x" for r, w in zip(ratios, (15, 14, 11), strict=True))
+            print(f"{'remote/local':<12}{size:>7}{cells}")
     finally:
         shutil.rmtree(local_root, ignore_errors=True)
 
