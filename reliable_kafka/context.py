@@ -557,6 +557,11 @@ class StreamingContext:
         assert where is not None
         handle = state_checkpoint.directory_handle(where)
         for record, stream in zip(checkpoint.state_streams, streams, strict=True):
+            if not record.snapshots:
+                # The old run died before its first state checkpoint: as Spark does, this run
+                # recomputes the state from the zero time, from the batches the logs still hold.
+                stream.recompute_state_from(checkpoint.zero_time_ms)
+                continue
             problems: list[str] = []
             for snapshot in reversed(record.snapshots):
                 found = state_checkpoint.verify_snapshot(self._sc, handle, snapshot)

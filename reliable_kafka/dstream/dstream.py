@@ -72,7 +72,8 @@ class DStream:
         self.is_cached = False
         self.is_checkpointed = False
         # Written state checkpoints, oldest first (at most state_checkpoint.KEPT_SNAPSHOTS), and the
-        # time of the one a restart restored: earlier times are not available in this run.
+        # time of the one a restart restored (or the zero time, to recompute from): earlier times
+        # are not available in this run.
         self.state_snapshots: list[StateSnapshot] = []
         self.restored_state_time_ms: int | None = None
 
@@ -231,6 +232,13 @@ class DStream:
         self.generated_rdds[snapshot.time_ms] = rdd
         self.restored_state_time_ms = snapshot.time_ms
         self.state_snapshots = [snapshot]
+
+    def recompute_state_from(self, time_ms: int) -> None:
+        """After a restart without a state checkpoint to restore: recompute back to ``time_ms``
+        (the zero time, where the state is empty) instead of starting empty."""
+        if self.is_initialized:
+            raise ValueError("state can only be restored before the streaming context starts")
+        self.restored_state_time_ms = time_ms
 
     def checkpoint_signature(self) -> str:
         """What a state checkpoint of this stream is of: a restart refuses one of another stream."""

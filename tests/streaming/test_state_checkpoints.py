@@ -181,6 +181,21 @@ def test_a_restart_recomputes_the_batches_after_the_snapshot_and_those_it_was_do
     assert second.outputs == {t: v for t, v in expected.items() if t > 7_000}
 
 
+@pytest.mark.parametrize("build", [state_app(), window_app], ids=["updateStateByKey", "window_inverse"])
+def test_a_driver_dead_before_its_first_state_checkpoint_is_recomputed_from_the_start(
+    sc: SparkContext, tmp_path: Path, build: Build
+) -> None:
+    expected = uninterrupted(sc, build, 6_000)
+    checkpoint = tmp_path / "checkpoint"
+    first = start_app(sc, checkpoint, build)
+    first.advance_to(1_000)  # the first state checkpoint would be at 2 s
+    first.crash()
+    second = start_app(sc, checkpoint, build, now_ms=3_500)
+    second.advance_to(6_000)
+    second.crash()
+    assert second.outputs == {t: v for t, v in expected.items() if t > 1_000}
+
+
 def test_old_state_checkpoints_go_and_files_are_owner_only(sc: SparkContext, tmp_path: Path) -> None:
     checkpoint = tmp_path / "checkpoint"
     app = start_app(sc, checkpoint, state_app())
