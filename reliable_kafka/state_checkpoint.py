@@ -266,8 +266,11 @@ def _store(directory: dict[str, Any] | str, name_parts: tuple[str, ...], data: b
     fs = location.fs
     assert fs is not None
     path = "/".join([location.path.rstrip("/"), *name_parts])
+    parent = path.rsplit("/", 1)[0]
     with store_errors("write", path):
-        fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+        if not fs.exists(parent):
+            fs.makedirs(parent, exist_ok=True)
+            set_mode(fs, parent, DIR_MODE)  # owner-only where the store has permissions (HDFS)
         fs.pipe_file(path, data)  # one whole object, under a name no other attempt uses
         set_mode(fs, path, FILE_MODE)
 

@@ -127,7 +127,8 @@ def test_running_totals_survive_driver_kills(
             lambda: (
                 final.check_alive() and set(producer.acked) <= WordCountOutput.read(output_path).offsets()
             ),
-            timeout_s=240,
+            # It first re-runs every batch the kills left pending: minutes on a loaded machine.
+            timeout_s=600,
             what="the final run to read every produced message",
         )
         assert final.stop_gracefully() == 0, final.log_tail()
