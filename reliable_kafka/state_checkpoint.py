@@ -417,8 +417,7 @@ def clean(handle: dict[str, Any] | str, keep: Mapping[int, int]) -> int:
         if not (position.isdigit() and time_text.isdigit()):
             continue
         oldest_kept = keep.get(int(position))
-        if oldest_kept is not None and int(time_text) < oldest_kept:
-            _remove(handle, name)
+        if oldest_kept is not None and int(time_text) < oldest_kept and _remove(handle, name):
             removed += 1
     return removed
 
@@ -438,11 +437,21 @@ def _list(handle: dict[str, Any] | str) -> list[str]:
         return []
 
 
-def _remove(handle: dict[str, Any] | str, name: str) -> None:
+def _remove(handle: dict[str, Any] | str, name: str) -> bool:
+    """Delete a snapshot directory; False if it held no files (already removed)."""
     if isinstance(handle, str):
         shutil.rmtree(Path(handle) / name, ignore_errors=True)
-        return
+        return True
     location = locate(handle["url"], RemoteDirectory.from_dict(handle).options)
-    assert location.fs is not None
-    with contextlib.suppress(FileNotFoundError):
-        location.fs.rm(f"{location.path.rstrip('/')}/{name}", recursive=True)
+    fs = location.fs
+    assert fs is not None
+    directory = f"{location.path.rstrip('/')}/{name}"
+    fs.invalidate_cache(directory)
+    files = fs.find(directory)
+    for path in files:  # one by one: not every fsspec store's rm takes a list (WebHDFS)
+        with contextlib.suppress(FileNotFoundError):
+            fs.rm_file(path)
+    # Some stores keep an emptied directory listed (SeaweedFS's filer, HDFS): remove it as well.
+    with contextlib.suppress(Exception):
+        fs.rm(directory, recursive=True)
+    return bool(files)

@@ -75,6 +75,7 @@ class WordCountOutput:
 
 
 @pytest.mark.brokers("3.9")
+@pytest.mark.timeout(1500)  # four runs and the final drain of every pending batch, on a shared machine
 @pytest.mark.parametrize("placement", ["executors", "driver"])
 def test_running_totals_survive_driver_kills(
     local_cluster: LocalCluster, tmp_path: Path, placement: str
@@ -93,7 +94,7 @@ def test_running_totals_survive_driver_kills(
         *("--kafka-params", json.dumps(kafka_params), "--placement", placement),
         *("--state-checkpoint-s", "3"),
     ]
-    producer = RecordingProducer(local_cluster, topic, PARTITIONS, per_tick=5)
+    producer = RecordingProducer(local_cluster, topic, PARTITIONS, per_tick=3)
     producer.start()
     children: list[ChildApp] = []
     started = time.monotonic()
