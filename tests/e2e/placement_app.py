@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,7 @@ def start_app(
     spark: SparkBackend | None = None,
     checkpoint: str | None = None,
     conf: Mapping[str, str] | None = None,
+    extra_args: Sequence[str] = (),
 ) -> tuple[ChildApp, Path, str]:
     """The application on ``spark`` (local-cluster by default), checkpointing to ``checkpoint``
     (a directory under ``tmp_path`` by default) with ``conf`` added to its SparkConf."""
@@ -68,6 +69,7 @@ def start_app(
         *(["--probe-fetch"] if probe_fetch else []),
         *("--master", spark.master),
         *(arg for entry in entries for arg in ("--conf", entry)),
+        *extra_args,
     ]
     child = ChildApp(0, args, tmp_path, module=CHILD)
     started.append(child)

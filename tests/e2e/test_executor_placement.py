@@ -18,7 +18,7 @@ import pytest
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.rpc import AuthenticationError, connect, new_secret
 from tests.cluster_backends import unique_name
-from tests.e2e.helpers import committed_offsets, log_end_offsets, wait_until
+from tests.e2e.helpers import committed_offsets, delete_records, log_end_offsets, wait_until
 from tests.e2e.kill_harness import ChildApp
 from tests.e2e.placement_app import (
     PARTITIONS,
@@ -180,6 +180,8 @@ def test_receivers_on_executors_without_the_wal(
         wait_until(lambda: bool(of_kind(read_output(output), "forced_fetch")), what="the forced fetch")
         (fetch,) = of_kind(read_output(output), "forced_fetch")
         assert fetch["ran_on"] != fetch["holder"] and fetch["records"] == fetch["expected"] > 0, fetch
+        # Through the holder's block server (no file of another host), counted in the driver's metrics.
+        assert fetch["served_reported"] >= 1, fetch
         wait_until(lambda: len(received(read_output(output))) > 60, what="records")
         assert not of_kind(read_output(output), "job_error")
         # Exactly once while nothing fails: read locally or fetched, no record twice.
@@ -205,3 +207,60 @@ def test_receivers_on_executors_without_the_wal(
     # The lost host's unread blocks were read again from Kafka by the batch tasks.
     assert "reading it again from its source" in logs, logs[-3000:]
     assert "Could not compute split" not in logs
+
+
+def test_records_kafka_no_longer_has_fail_their_batch_naming_them(
+    local_cluster: LocalCluster, tmp_path: Path, host_loss_backend: SparkBackend, applications: list[ChildApp]
+) -> None:
+    """WAL off, one copy of each block: the host holding a waiting batch's block is lost, and
+    retention has removed the block's records from Kafka meanwhile. Nothing can serve them: the
+    batch fails, its error naming the lost topic, partitions and offset ranges."""
+    topics = [unique_name("gone-a"), unique_name("gone-b")]
+    for topic in topics:
+        local_cluster.create_topic(topic, partitions=PARTITIONS)
+    release = tmp_path / "release"
+    child, output, _ = start_app(
+        local_cluster,
+        tmp_path,
+        topics,
+        started=applications,
+        wal=False,
+        storage_level="MEMORY_AND_DISK_SER",
+        spark=host_loss_backend,
+        extra_args=("--hold-until", str(release)),
+    )
+    producers = start_producers(local_cluster, topics)
+    session = child.process.pid
+    try:
+        wait_until(lambda: len(of_kind(read_output(output), "receiver_started")) >= 2, what="two receivers")
+        wait_until(lambda: bool(of_kind(read_output(output), "held")), what="a batch held before its reads")
+        entries = read_output(output)
+        (held,) = of_kind(entries, "held")
+        (begin,) = [e for e in of_kind(entries, "begin") if e["batch"] == held["batch"]]
+        blocks = [block for block in begin["blocks"] if block["id"].startswith("input-0-")]
+        (holder,) = {block["executor"] for block in blocks}
+        (host,) = {e["host"] for e in of_kind(entries, "receiver_started") if e["executor_id"] == holder}
+        (tracker,) = of_kind(entries, "tracker")
+        host_loss_backend.lose_host_of(session, holder, host, tracker["app_id"], 0)
+        for producer in producers.values():
+            producer.finish()
+        low = delete_records(local_cluster, topics[0], PARTITIONS)
+        assert all(
+            low[partition] >= until for block in blocks for _, partition, _, until in block["ranges"]
+        ), (low, blocks)
+        release.touch()
+        wait_until(
+            lambda: any(e["batch"] == held["batch"] for e in of_kind(read_output(output), "job_error")),
+            what="the held batch's failure",
+        )
+    finally:
+        for producer in producers.values():
+            if producer.is_alive():
+                producer.finish()
+    (failure,) = [e for e in of_kind(read_output(output), "job_error") if e["batch"] == held["batch"]]
+    # Spark reports the first failed task's error: one of the lost blocks, each of its ranges.
+    named = " ".join(failure["lost"])
+    assert any(
+        all(f"{t}/{p} [{start}, {until})" in named for t, p, start, until in block["ranges"] if until > start)
+        for block in blocks
+    ), (blocks, failure["lost"])
