@@ -45,6 +45,9 @@ RECORDS = 200
 # SIGTERM to exit: a graceful stop of 2 s batches with nothing left to process, Spark's stop, and
 # the JVM's exit, on a loaded 2-core machine.
 STOP_BOUND_S = 60.0
+# The README's Kubernetes preStop hook, after it found spark-submit's JVM ($jvm): SIGTERM to the
+# JVM's children (the Python driver), then wait for them to end.
+PRE_STOP = 'pkill -TERM -P "$jvm"; while pgrep -P "$jvm" >/dev/null; do sleep 1; done'
 
 
 @pytest.fixture(scope="session")
@@ -64,13 +67,11 @@ def bare_hosts(
     if "hosts" not in selected_spark(request.config):
         pytest.skip("the several-hosts cluster is not selected (--spark; hosts need root for private mounts)")
     hosts = LocalSparkHosts(tmp_path_factory.mktemp("deploy-hosts"), hosts=HOSTS, cores=CORES, memory_mb=1024)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.delenv("PYTHONPATH", raising=False)
-        hosts.start()
-    try:
+    with contextlib.ExitStack() as stack:
+        with pytest.MonkeyPatch.context() as patch:  # the workers copy the environment at start
+            patch.delenv("PYTHONPATH", raising=False)
+            stack.enter_context(hosts)  # a failed start stops what it started
         yield hosts
-    finally:
-        hosts.stop()
 
 
 def listening_ports() -> set[tuple[str, int]]:
@@ -197,13 +198,15 @@ def test_packed_venv_on_several_hosts(
             what="/metrics to count every record",
         )
 
-        # 4. SIGTERM to the Python driver (what the README's Kubernetes preStop hook sends): with
-        # stopGracefullyOnShutdown the stream stops gracefully, then spark-submit exits. (A SIGTERM
-        # to spark-submit's JVM alone stops Spark from the JVM's shutdown hook, under the Python
-        # driver: no graceful stop. The README says so.)
+        # 4. The README's preStop hook: SIGTERM to the Python driver, a child of spark-submit's JVM.
+        # With stopGracefullyOnShutdown the stream stops gracefully, then spark-submit exits. (A
+        # SIGTERM to spark-submit's JVM alone stops Spark from the JVM's shutdown hook, under the
+        # Python driver: no graceful stop. The README says so.)
         driver = python_driver(submit.pid)
         stop_began = time.monotonic()
-        os.kill(driver, signal.SIGTERM)
+        # The hook returns once the JVM has no child left: the driver is gone.
+        subprocess.run(["sh", "-c", f"jvm={submit.pid}; {PRE_STOP}"], check=True, timeout=STOP_BOUND_S)
+        assert driver not in children(submit.pid)
         submit.wait(timeout=STOP_BOUND_S)
         stopped_in = time.monotonic() - stop_began
         text = log.read_text()
@@ -230,10 +233,20 @@ def test_packed_venv_on_several_hosts(
 
 
 def python_driver(submit_pid: int) -> int:
-    """The application's Python process, which spark-submit's JVM started."""
-    for pid in descendants(submit_pid):
+    """The application's Python process: a child of spark-submit's JVM (the script execs it)."""
+    for pid in children(submit_pid):
         with contextlib.suppress(OSError):
             command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
             if any(part.endswith(APP.name.encode()) for part in command):
                 return pid
     raise AssertionError(f"no Python driver under spark-submit ({submit_pid})")
+
+
+def children(parent: int) -> list[int]:
+    found = []
+    for pid in descendants(parent):
+        with contextlib.suppress(OSError):
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            if int(stat[stat.rindex(")") + 2 :].split()[1]) == parent:
+                found.append(pid)
+    return found
