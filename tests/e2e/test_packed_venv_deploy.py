@@ -87,9 +87,9 @@ def listening_ports() -> set[tuple[str, int]]:
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    """The complete lines so far (the application may be halfway through writing one)."""
+    text = path.read_text() if path.exists() else ""
+    return [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines() if line.strip()]
 
 
 def scrape(port: int) -> dict[str, float]:
