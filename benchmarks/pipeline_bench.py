@@ -1,7 +1,7 @@
 """End to end through createStream with the WAL on, in both receiver placements, against a raw
 confluent-kafka consumer.
 
-    python benchmarks/pipeline_bench.py [--placement both|executors|driver] [--messages 300000]
+    python benchmarks/pipeline_bench.py [--placement both|all|driver,executors,hosts] [--messages 300000]
         [--partitions 4] [--size 100] [--latency-rate 5000] [--latency-seconds 15]
         [--empty-batches 10] [--ui-rounds 1] [--master local[2]]
         [--cluster-master local-cluster[2,2,1024]] [--conf KEY=VALUE ...]
@@ -22,6 +22,10 @@ for the warm run (the steady state; cold also shown). The load average is printe
 from a busy shared machine are noisy (run it twice). ``--conf`` adds Spark settings to both
 contexts, for experiments such as ``--conf spark.locality.wait=0`` (batch tasks then need not
 queue for the one free core of the executor that holds the receiver and its blocks).
+``--placement hosts`` (``all``: with both others) runs the executor placement once more on the
+several-hosts cluster (LocalSparkHosts, root: two workers with their own address, ``/dev/shm`` and
+local dirs, one 3-core executor each), where a batch task on the other host fetches its block from
+the receiver's block server, and prints its records/s and p99 latency against local-cluster's.
 
 1. throughput: ``--messages`` are produced first; (a) a plain confluent-kafka consumer reads them
    all (assign from offset 0, count only); (b) ``KafkaUtils.createStream`` with the receiver WAL
@@ -109,6 +113,7 @@ from reliable_kafka import KafkaUtils, StreamingContext
 from reliable_kafka.dstream.batch_rdd import offset_ranges_of
 from reliable_kafka.dstream.functions import time_ms_of
 from reliable_kafka.local import LocalCluster
+from reliable_kafka.local.spark_hosts import LocalSparkHosts
 from reliable_kafka.scheduler.listener import (
     StreamingListener,
     StreamingListenerBatchCompleted,
@@ -116,6 +121,7 @@ from reliable_kafka.scheduler.listener import (
 )
 from reliable_kafka.settings import StreamingSettings
 from reliable_kafka.util.located_rdd import wait_for_executors
+from tests.spark_backends import HOST_CORES, hosts_backend
 
 BATCH_S = 1.0
 
@@ -471,14 +477,30 @@ def ui_topics(placement: str, rounds: int) -> list[tuple[str, bool]]:
     ]
 
 
+@dataclass(frozen=True)
+class Target:
+    """Where a placement's runs go: ``name`` labels its topics and results; ``hosts`` is the
+    executor placement on the several-hosts cluster (LocalSparkHosts) instead of local-cluster."""
+
+    name: str
+    master: str
+    conf: tuple[str, ...] = ()
+    executors: int | None = None  # None: as the master says (local-cluster[N,...])
+
+    @property
+    def receiver_placement(self) -> str:
+        return "driver" if self.name == "driver" else "executors"
+
+
 def run_placement(
-    placement: str, master: str, cluster: LocalCluster, args: argparse.Namespace, work: Path
+    target: Target, cluster: LocalCluster, args: argparse.Namespace, work: Path
 ) -> PlacementResult:
     """Cold throughput, latency + empty batches, warm throughput, the status page rounds, on a
     SparkContext of its own.
 
     The py4j gateway (the driver JVM) outlives ``sc.stop()``, so both placements share one JVM
     process and its CPU is read from the same pid; only the SparkContext inside it is new."""
+    placement, master = target.name, target.master
     load_before = os.getloadavg()
     conf = (
         SparkConf()
@@ -487,15 +509,15 @@ def run_placement(
         .set("spark.ui.enabled", "false")
         .set("spark.ui.showConsoleProgress", "false")
         .set("spark.python.worker.reuse", "true")
-        .set("spark.streaming.receiver.placement", placement)
+        .set("spark.streaming.receiver.placement", target.receiver_placement)
         .set("spark.streaming.receiver.writeAheadLog.enable", "true")
     )
-    for setting in args.conf:
+    for setting in (*target.conf, *args.conf):
         key, _, value = setting.partition("=")
         conf.set(key.strip(), value.strip())
     sc = SparkContext(conf=conf)
     sc.setLogLevel("ERROR")
-    wanted = cluster_executors(master)
+    wanted = cluster_executors(master) if target.executors is None else target.executors
     # Read before stop(): the workers' directory of this application, removed after it.
     worker_app_dir = None
     if wanted:
@@ -651,9 +673,24 @@ def print_ratios(executors: PlacementResult, driver: PlacementResult) -> None:
         print(f"{label}: (information) driver Python + JVM CPU per M records     {both:>6.2f}")
 
 
+def print_hosts_ratio(hosts: PlacementResult, local: PlacementResult) -> None:
+    """The several-hosts cluster against local-cluster, both executor placement: what blocks
+    fetched across hosts and private block directories cost (information, no goal)."""
+    print("\n== executors on two hosts / executors on local-cluster")
+    for label, h, c in (("warm", hosts.warm, local.warm), ("cold", hosts.cold, local.cold)):
+        print(f"{label}: records/s {c.seconds / h.seconds:>6.2f}")
+    p99 = percentile(hosts.latencies_ms, 99), percentile(local.latencies_ms, 99)
+    print(f"latency p99: {p99[0]:,.0f} ms on hosts, {p99[1]:,.0f} ms on local-cluster")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--placement", choices=("both", "executors", "driver"), default="both")
+    parser.add_argument(
+        "--placement",
+        default="both",
+        help="driver, executors (on local-cluster), hosts (executors on the several-hosts cluster, "
+        "root), comma-separated; both: driver,executors; all: the three",
+    )
     parser.add_argument("--messages", type=int, default=300_000)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--size", type=int, default=100)
@@ -684,11 +721,12 @@ def main() -> None:
     logging.getLogger("kazoo.client").setLevel(logging.ERROR)
     # Executors (and the driver's Python workers) run this interpreter, which has the package.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    placements = [
-        (placement, master)
-        for placement, master in (("driver", args.master), ("executors", args.cluster_master))
-        if args.placement in ("both", placement)
-    ]
+    wanted_names = {
+        "both": ("driver", "executors"),
+        "all": ("driver", "executors", "hosts"),
+    }.get(args.placement, tuple(name.strip() for name in args.placement.split(",")))
+    if not set(wanted_names) <= {"driver", "executors", "hosts"}:
+        parser.error(f"--placement {args.placement!r}: choose from driver, executors, hosts, both, all")
     print(f"load average (1/5/15 min) at start: {load_text(os.getloadavg())} on {os.cpu_count()} CPUs")
     if args.conf:
         print(f"extra Spark settings: {', '.join(args.conf)}")
@@ -697,11 +735,20 @@ def main() -> None:
     with (
         tempfile.TemporaryDirectory(prefix="pipeline-bench-") as work_dir,
         LocalCluster(Path(work_dir) / "cluster") as cluster,
+        contextlib.ExitStack() as stack,
     ):
         work = Path(work_dir)
+        targets = [Target("driver", args.master), Target("executors", args.cluster_master)]
+        if "hosts" in wanted_names:
+            hosts = stack.enter_context(
+                LocalSparkHosts(work / "spark-hosts", hosts=2, cores=HOST_CORES, memory_mb=1024)
+            )
+            backend = hosts_backend(hosts)
+            targets.append(Target("hosts", backend.master, tuple(backend.conf), executors=len(hosts.hosts)))
+        placements = [target for target in targets if target.name in wanted_names]
         cluster.create_topic("raw", partitions=args.partitions)
         produce_backlog(cluster, "raw", args.partitions, args.messages, args.size)
-        for placement, _ in placements:
+        for placement in (target.name for target in placements):
             backlogs = [f"bench-{placement}", f"warm-{placement}"]
             backlogs += [topic for topic, _ in ui_topics(placement, args.ui_rounds)]
             for topic in (f"latency-{placement}", *backlogs):
@@ -709,9 +756,9 @@ def main() -> None:
             for topic in backlogs:
                 produce_backlog(cluster, topic, args.partitions, args.messages, args.size)
         raw_s = raw_consume(cluster, "raw", args.partitions, args.messages)
-        for placement, master in placements:
-            print(f"running placement {placement} on {master} ...", flush=True)
-            results.append(run_placement(placement, master, cluster, args, work))
+        for target in placements:
+            print(f"running placement {target.name} on {target.master} ...", flush=True)
+            results.append(run_placement(target, cluster, args, work))
 
     raw_rate = args.messages / raw_s
     print(f"\n(a) raw confluent-kafka consume: {raw_rate:,.0f} records/s ({raw_s:.1f} s)")
@@ -719,8 +766,10 @@ def main() -> None:
         print_placement(result, args.messages, raw_rate, args)
         print_status_page(result, args.messages)
     by_placement = {result.placement: result for result in results}
-    if len(by_placement) == 2:
+    if {"executors", "driver"} <= by_placement.keys():
         print_ratios(by_placement["executors"], by_placement["driver"])
+    if {"executors", "hosts"} <= by_placement.keys():
+        print_hosts_ratio(by_placement["hosts"], by_placement["executors"])
     print(f"\nload average (1/5/15 min) at the end: {load_text(os.getloadavg())}")
 
     problems = [
