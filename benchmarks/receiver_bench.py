@@ -407,7 +407,7 @@ def partition_sweep(args: argparse.Namespace, counts: list[int]) -> None:
     results: dict[tuple[int, str], list[tuple[float, float, float, int]]] = {}
     with (
         tempfile.TemporaryDirectory(prefix="receiver-bench-") as work,
-        LocalCluster(Path(work) / "cluster") as cluster,
+        LocalCluster(work / "cluster") as cluster,
     ):
         for count in counts:
             topic = f"bench-{count}"
@@ -422,7 +422,7 @@ def partition_sweep(args: argparse.Namespace, counts: list[int]) -> None:
                         if reader == "(a)":
                             elapsed = plain_consumer(cluster, topic, count, args.messages, batch)
                         else:
-                            checkpoint = str(Path(work) / f"checkpoint-{count}-{run}")
+                            checkpoint = str(work / f"checkpoint-{count}-{run}")
                             group = f"bench-sweep-{count}-{run}"
                             elapsed, _ = reliable_receiver(
                                 cluster, topic, args.messages, checkpoint, group, "zookeeper", args.batch
@@ -488,13 +488,7 @@ def remote_wal(args: argparse.Namespace) -> None:
     plain: list[float] = []
     # (w) records/s, (b) records/s, (b) blocks, per place and run.
     runs: dict[str, list[tuple[float, float, int]]] = {place: [] for place in places}
-    with (
-        tempfile.TemporaryDirectory(prefix="receiver-bench-") as work,
-        LocalCluster(Path(work) / "cluster") as cluster,
-    ):
-        topic = "bench"
-        cluster.create_topic(topic, args.partitions)
-        produce(cluster, topic, args.partitions, args.messages, args.size)
+    with backlog(args) as (work, cluster, topic):
         print(f"WAL on local disk ({work}) and at {args.wal_url}")
         for run in range(args.repeat):
             plain.append(best_plain(cluster, topic, args))
@@ -502,7 +496,7 @@ def remote_wal(args: argparse.Namespace) -> None:
             # Each goes first in every other run: neither always finds the machine as the other left it.
             for place in places if run % 2 == 0 else places[::-1]:
                 if place == "local":
-                    base = str(Path(work) / f"local-{run}")
+                    base = str(work / f"local-{run}")
                 else:
                     base = run_directory(args.wal_url, "receiver-bench")
                 try:
@@ -533,6 +527,19 @@ def remote_wal(args: argparse.Namespace) -> None:
 def cpu_seconds() -> float:
     times = os.times()
     return times.user + times.system
+
+
+@contextlib.contextmanager
+def backlog(args: argparse.Namespace) -> Iterator[tuple[Path, LocalCluster, str]]:
+    """A work directory and a local cluster whose topic holds the run's ``--messages``."""
+    with (
+        tempfile.TemporaryDirectory(prefix="receiver-bench-") as work,
+        LocalCluster(Path(work) / "cluster") as cluster,
+    ):
+        topic = "bench"
+        cluster.create_topic(topic, args.partitions)
+        produce(cluster, topic, args.partitions, args.messages, args.size)
+        yield Path(work), cluster, topic
 
 
 def main() -> None:
@@ -576,18 +583,12 @@ def main() -> None:
     if packed_fetch_on():
         receivers.append(("python-packing", "zookeeper", False))
     reliable: dict[str, list[tuple[float, float]]] = {label: [] for label, _, _ in receivers}
-    with (
-        tempfile.TemporaryDirectory(prefix="receiver-bench-") as work,
-        LocalCluster(Path(work) / "cluster") as cluster,
-    ):
-        topic = "bench"
-        cluster.create_topic(topic, args.partitions)
-        produce(cluster, topic, args.partitions, args.messages, args.size)
+    with backlog(args) as (work, cluster, topic):
         wal_alone: list[float] = []
         for run in range(args.repeat):
             line = f"run {run + 1}:"
             settle()
-            wal_dir = str(Path(work) / f"wal-alone-{run}")
+            wal_dir = str(work / f"wal-alone-{run}")
             wal_s = write_ahead_log_alone(wal_dir, args.messages, args.size, WAL_ALONE_BLOCK)
             wal_alone.append(args.messages / wal_s)
             line += f" (w) {wal_alone[-1]:10,.0f} records/s |"
@@ -607,7 +608,7 @@ def main() -> None:
                         cluster,
                         topic,
                         args.messages,
-                        str(Path(work) / f"checkpoint-{label}-{run}"),
+                        str(work / f"checkpoint-{label}-{run}"),
                         f"bench-{label}-{run}",
                         store,
                         args.batch,
