@@ -44,7 +44,9 @@ the receiver's block server, and prints its records/s and p99 latency against lo
    placements. "others" is every live process under the driver JVM (executor JVMs, Python
    workers), a lower bound (see proc_cpu.py). Also "rcv up", seconds from ``ssc.start()`` to the
    receiver's ReceiverStarted event (in executor placement: a Spark job, a Python worker on the
-   executor, the tracker connection), and the number of non-empty batches, their median
+   executor, the tracker connection), "1st rec", seconds from ``ssc.start()`` until the output
+   of a batch first held records (the backlog waits in Kafka: receiver launch, the first
+   block's store, its batch), and the number of non-empty batches, their median
    processing time and largest scheduling delay (a delay means batches queue up: the run is
    bound by processing, not by receiving). A backlog of 300,000 is received within one or two
    batches, so such a run times startup + one batch more than steady-state ingest: use
@@ -283,6 +285,7 @@ class Throughput:
 
     seconds: float
     receiver_start_s: float
+    first_record_s: float  # from ssc.start() until a batch's output first held records
     cpu: CpuUsage
     batches: int
     median_batch_ms: float
@@ -311,8 +314,12 @@ def pipeline_throughput(
     ssc.addStreamingListener(listener)
     meter = CpuMeter(driver_jvm_pid())
 
+    first_records: list[float] = []
+
     def count(batch_time: datetime, rdd: Any) -> None:
         check.add_batch(batch_time, rdd.count())
+        if check.counted and not first_records:
+            first_records.append(time.monotonic())
         if check.counted >= messages and not done.is_set():
             done.set()
 
@@ -346,6 +353,7 @@ def pipeline_throughput(
     return Throughput(
         seconds=cpu.wall_s,
         receiver_start_s=float("nan") if receiver_at is None else receiver_at - started,
+        first_record_s=first_records[0] - started if first_records else float("nan"),
         cpu=cpu,
         batches=len(busy),
         median_batch_ms=statistics.median(ms for ms, _ in busy) if busy else 0.0,
@@ -577,7 +585,8 @@ def print_placement(
         f"{load_text(result.load_after)} after"
     )
     print(
-        f"{'run':<5} {'records/s':>10} {'vs raw':>6} {'secs':>6} {'rcv up':>6} {'batches':>7} {'med ms':>6} "
+        f"{'run':<5} {'records/s':>10} {'vs raw':>6} {'secs':>6} {'rcv up':>6} {'1st rec':>7} {'batches':>7} "
+        f"{'med ms':>6} "
         f"{'max sched':>9} | {'CPU s: drv py':>13} {'drv JVM':>7} {'others':>6} "
         f"| {'CPU s / M records: drv py':>25} {'drv JVM':>7}"
     )
@@ -586,7 +595,8 @@ def print_placement(
         rate = messages / run.seconds
         print(
             f"{label:<5} {rate:>10,.0f} {rate / raw_rate:>6.2f} {run.seconds:>6.1f} "
-            f"{run.receiver_start_s:>6.1f} {run.batches:>7} {run.median_batch_ms:>6.0f} "
+            f"{run.receiver_start_s:>6.1f} {run.first_record_s:>7.1f} {run.batches:>7} "
+            f"{run.median_batch_ms:>6.0f} "
             f"{run.max_scheduling_delay_ms:>9} | "
             # Two decimals: the driver's Python CPU in executor placement is a tenth of a second.
             f"{run.cpu.driver_python_s:>13.2f} {run.cpu.driver_jvm_s:>7.2f} {run.cpu.spark_others_s:>6.2f} "
