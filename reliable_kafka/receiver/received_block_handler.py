@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING
 
 from reliable_kafka.receiver.received_block import (
     ArrayBufferBlock,
@@ -17,6 +18,9 @@ from reliable_kafka.storage.block_format import check_block, encode_block
 from reliable_kafka.storage.block_id import StreamBlockId
 from reliable_kafka.storage.block_store import BlockStore, BlockStoreError
 from reliable_kafka.storage.storage_level import StorageLevel
+
+if TYPE_CHECKING:
+    from reliable_kafka.receiver.block_replicator import BlockReplicator
 
 logger = logging.getLogger(__name__)
 
@@ -65,16 +69,37 @@ def put_or_raise(block_store: BlockStore, block_id: StreamBlockId, data: bytes, 
 
 
 class BlockManagerBasedBlockHandler(ReceivedBlockHandler):
-    """Stores blocks in the block store only (no WAL): fast, lost if this process dies."""
+    """Stores blocks in the block store only (no WAL): fast, lost if this process dies, unless
+    the level has replication 2 and ``replicator`` keeps a second copy on a peer executor first.
 
-    def __init__(self, block_store: BlockStore, storage_level: StorageLevel) -> None:
+    Without a replicator (the driver keeps the blocks: no peer exists) a replicated level keeps
+    one copy, said once in a WARNING."""
+
+    def __init__(
+        self,
+        block_store: BlockStore,
+        storage_level: StorageLevel,
+        replicator: BlockReplicator | None = None,
+    ) -> None:
         self.block_store = block_store
         self.storage_level = storage_level
+        self.replicator = replicator if storage_level.replication > 1 else None
+        if storage_level.replication > 1 and replicator is None:
+            logger.warning(
+                "Storage level %s asks for %d copies of each block, but blocks are kept in this process "
+                "only, which has no peer to copy to: one copy is kept",
+                storage_level.name,
+                storage_level.replication,
+            )
 
     def store_block(self, block_id: StreamBlockId, block: ReceivedBlock) -> ReceivedBlockStoreResult:
         data, num_records = serialize_block(block)
         put_or_raise(self.block_store, block_id, data, self.storage_level)
-        return ReceivedBlockStoreResult(block_id, num_records)
+        # After the local copy, before the report: the caller commits offsets once this returns.
+        replica = (
+            None if self.replicator is None else self.replicator.replicate(block_id, data, self.storage_level)
+        )
+        return ReceivedBlockStoreResult(block_id, num_records, replica=replica)
 
     def cleanup_old_blocks(self, thresh_time_ms: int) -> None:
         self.block_store.remove_blocks_older_than(thresh_time_ms)
