@@ -107,6 +107,7 @@ def test_receivers_on_executors_with_the_wal(
         assert relaunched["executor_id"] != victim
         assert relaunched["time"] - relaunched["killed_at"] <= RELAUNCH_BOUND_S, relaunched
         records_keep_coming(output)
+        logs = spark_backend.executor_logs(tracker["app_id"])
     finally:
         for producer in producers.values():
             producer.finish()
@@ -140,6 +141,13 @@ def test_receivers_on_executors_with_the_wal(
     assert all(batch["driver_bytes"] == 0 for batch in of_kind(entries, "batch"))
     assert sum(batch["partitions"] for batch in of_kind(entries, "batch")) > 0
     assert not of_kind(entries, "job_error"), of_kind(entries, "job_error")[:2]
+    # MEMORY_AND_DISK_SER_2 with the WAL on: one copy (the WAL is the second), and Spark's warning
+    # (SPARK-4671) once as each receiver launch starts, not once per block (the lost host's
+    # launch may have taken its log with it).
+    assert all(block["replica"] is None for entry in of_kind(entries, "begin") for block in entry["blocks"])
+    warned = logs.count("Storage level replication 2 is unnecessary when write ahead log is enabled")
+    assert 1 <= warned <= len(of_kind(entries, "receiver_started")), warned
+    assert "stored with 1 copy instead of" not in logs
     for topic in topics:
         assert committed_offsets(local_cluster, group, topic, PARTITIONS) == log_end_offsets(
             local_cluster, topic, PARTITIONS
@@ -205,3 +213,92 @@ def test_receivers_on_executors_without_the_wal(
     # The lost host's unread blocks were read again from Kafka by the batch tasks.
     assert "reading it again from its source" in logs, logs[-3000:]
     assert "Could not compute split" not in logs
+
+
+def test_replicated_blocks_without_the_wal_survive_the_loss_of_a_receivers_host(
+    local_cluster: LocalCluster, tmp_path: Path, spark_backend: SparkBackend, applications: list[ChildApp]
+) -> None:
+    """MEMORY_AND_DISK_SER_2, no WAL, the reliable receiver: each block is kept by its receiver and
+    by the other receiver (on the other host) before it is reported and its offsets committed.
+    The host of receiver 0 is lost: the blocks it held and no batch had read yet are read from
+    their second copies (not re-read from Kafka), no batch fails, nothing acknowledged is lost,
+    and records come again at most one block per partition."""
+    topics = [unique_name("repl-a"), unique_name("repl-b")]
+    for topic in topics:
+        local_cluster.create_topic(topic, partitions=PARTITIONS)
+    child, output, group = start_app(
+        local_cluster,
+        tmp_path,
+        topics,
+        started=applications,
+        wal=False,
+        storage_level="MEMORY_AND_DISK_SER_2",
+        spark=spark_backend,
+    )
+    producers = start_producers(local_cluster, topics)
+    session = child.process.pid
+    try:
+        wait_until(lambda: len(of_kind(read_output(output), "receiver_started")) >= 2, what="two receivers")
+        started = of_kind(read_output(output), "receiver_started")
+        executors = {e["stream"]: e["executor_id"] for e in started}
+        hosts = {e["stream"]: e["host"] for e in started}
+        assert len(set(executors.values())) == 2, started
+        if spark_backend.hosts is not None:
+            assert len(set(hosts.values())) == 2, started
+
+        def replicated(stream_id: int) -> list[dict]:
+            return [
+                block
+                for entry in of_kind(read_output(output), "begin")
+                for block in entry["blocks"]
+                if block["id"].startswith(f"input-{stream_id}-") and block["replica"] is not None
+            ]
+
+        # Both receivers' blocks get their second copy on the other receiver's executor.
+        wait_until(lambda: replicated(0) and replicated(1), what="blocks with a second copy")
+        assert all(block["replica"] == executors[1] for block in replicated(0)), replicated(0)[:3]
+        assert all(block["replica"] == executors[0] for block in replicated(1)), replicated(1)[:3]
+        wait_until(lambda: len(received(read_output(output))) > 60, what="records")
+        assert max(received(read_output(output)).values()) == 1  # no fault yet: exactly once
+
+        (tracker,) = of_kind(read_output(output), "tracker")
+        killed_at = time.time()
+        spark_backend.lose_host_of(session, executors[0], hosts[0], tracker["app_id"], 0)
+        await_relaunch(output, 0, killed_at=killed_at)
+        records_keep_coming(output)
+        # Read now, before the stop: local-cluster deletes its workers' directories at the end.
+        logs = spark_backend.executor_logs(tracker["app_id"])
+    finally:
+        for producer in producers.values():
+            producer.finish()
+    expected = acked(producers)
+    wait_until(lambda: expected <= set(received(read_output(output))), timeout_s=180, what="every record")
+    assert child.stop_gracefully() == 0, child.log_tail()
+
+    entries = read_output(output)
+    assert not of_kind(entries, "job_error"), of_kind(entries, "job_error")[0]["error"][-1500:]
+    counts = received(entries)
+    assert expected == set(counts), f"lost {sorted(expected - set(counts))[:10]}"
+    # The lost host's unread blocks came from their second copies, by the read path's own line.
+    assert "read from its second copy on executor" in logs, logs[-3000:]
+    assert "reading it again from its source" not in logs
+    assert "Could not compute split" not in logs
+    # Duplicates only from the loss of receiver 0, at most one of its blocks per partition.
+    duplicates = {key for key, n in counts.items() if n > 1}
+    assert all(topic == topics[0] for topic, _, _ in duplicates), sorted(duplicates)[:10]
+    ranges = [
+        (partition, start, until)
+        for entry in of_kind(entries, "begin")
+        for block in entry["blocks"]
+        if block["id"].startswith("input-0-")
+        for topic, partition, start, until in block["ranges"]
+    ]
+    for partition in range(PARTITIONS):
+        again = {o for _, p, o in duplicates if p == partition}
+        assert not again or any(
+            p == partition and start <= min(again) and max(again) < until for p, start, until in ranges
+        ), f"partition {partition}: {sorted(again)} read again, more than one block"
+    for topic in topics:
+        assert committed_offsets(local_cluster, group, topic, PARTITIONS) == log_end_offsets(
+            local_cluster, topic, PARTITIONS
+        )
