@@ -271,7 +271,7 @@ def _start_block_server(store: ExecutorBlockStore, secret: bytes, settings: Stre
         port=settings.receiver.block_server_port,
         port_retries=settings.receiver.port_max_retries,
         ssl_context=None if tls is None else tls.server_context(),
-        keep_replica=_keeper_of(store),
+        keep_replica=replica_keeper(store),
     ).start()
 
 
@@ -282,7 +282,7 @@ def _reader_of(store: ExecutorBlockStore) -> Any:
     return read
 
 
-def _keeper_of(store: ExecutorBlockStore) -> KeepReplica:
+def replica_keeper(store: ExecutorBlockStore) -> KeepReplica:
     """A peer's second copies go to this receiver's store: served, and removed when the tracker
     removes the block (it tells the receivers on the replica's executor too), like its own."""
 

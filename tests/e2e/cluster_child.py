@@ -105,6 +105,7 @@ class ReceiverEvents(StreamingListener):
                 "stream": info.stream_id,
                 "executor_id": info.executor_id,
                 "host": info.location,
+                "name": info.name,
                 "time": time.time(),
                 "message": info.last_error_message,
             }

@@ -234,6 +234,7 @@ def test_replicated_blocks_without_the_wal_survive_the_loss_of_a_receivers_host(
         wal=False,
         storage_level="MEMORY_AND_DISK_SER_2",
         spark=spark_backend,
+        conf={"spark.streaming.receiver.reliableWithoutWriteAheadLog": "true"},
     )
     producers = start_producers(local_cluster, topics)
     session = child.process.pid
@@ -245,6 +246,7 @@ def test_replicated_blocks_without_the_wal_survive_the_loss_of_a_receivers_host(
         assert len(set(executors.values())) == 2, started
         if spark_backend.hosts is not None:
             assert len(set(hosts.values())) == 2, started
+        assert all(e["name"].startswith("ReliableKafkaReceiver-") for e in started), started
 
         def replicated(stream_id: int) -> list[dict]:
             return [
