@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from reliable_kafka.receiver.block_replicator import BlockReplicator
-from reliable_kafka.receiver.received_block_handler import put_or_raise
+from reliable_kafka.receiver.receiver_task import replica_keeper
 from reliable_kafka.receiver.tracker_endpoint import BlockLocation
 from reliable_kafka.rpc import new_secret
 from reliable_kafka.storage.block_id import StreamBlockId
@@ -30,12 +30,11 @@ class Peer:
         (tmp_path / executor_id).mkdir()
         self.store = ExecutorBlockStore(f"peer-{executor_id}", local_dir=tmp_path / executor_id)
 
-        def keep(name: str, data: bytes, level: StorageLevel) -> str | None:
-            put_or_raise(self.store, StreamBlockId.parse(name), data, level)
-            return self.store.path_of(StreamBlockId.parse(name))
-
         self.server = BlockServer(
-            lambda name: self.store.get(StreamBlockId.parse(name)), SECRET, host=host, keep_replica=keep
+            lambda name: self.store.get(StreamBlockId.parse(name)),
+            SECRET,
+            host=host,
+            keep_replica=replica_keeper(self.store),  # as a receiver task keeps its peers' copies
         ).start()
         self.location = BlockLocation(host, executor_id, None, self.server.address[1])
 
