@@ -260,6 +260,7 @@ def test_a_replicated_level_keeps_a_second_copy_before_the_block_is_reported() -
     ((block_id, data, level),) = replicator.blocks
     assert block_id == StreamBlockId(0, 1) and level == StorageLevel.MEMORY_AND_DISK_SER_2
     assert data == block_manager.get(block_id)  # the very bytes stored here
+    handler.stop()
     block_manager.close()
 
 
