@@ -18,9 +18,10 @@ placement). Listener events are appended as they come:
     {"kind": "streaming_error", "time": wall seconds, "message": ...}
 
 and, as each batch's output operation begins, the blocks it reads (each block's executor, the
-path of its write-ahead log record, its offset ranges):
+path of its write-ahead log record, the executor of its second copy, its offset ranges):
 
-    {"kind": "begin", "batch": T, "time": wall seconds, "blocks": [{"id", "executor", "wal", "ranges"}]}
+    {"kind": "begin", "batch": T, "time": wall seconds,
+     "blocks": [{"id", "executor", "wal", "replica", "ranges"}]}
 
 With ``--hold-until FILE``, the first batch with a block of the first stream writes
 ``{"kind": "held", "batch": T}`` after its "begin" and reads its blocks only once FILE exists.
@@ -112,6 +113,7 @@ class ReceiverEvents(StreamingListener):
                 "stream": info.stream_id,
                 "executor_id": info.executor_id,
                 "host": info.location,
+                "name": info.name,
                 "time": time.time(),
                 "message": info.last_error_message,
             }
@@ -248,6 +250,9 @@ def main(argv: list[str]) -> int:
                     "wal": None
                     if info.block_store_result.wal_record_handle is None
                     else info.block_store_result.wal_record_handle.path,
+                    "replica": None
+                    if info.block_store_result.replica is None
+                    else info.block_store_result.replica.executor_id,
                     "ranges": [
                         [r.topic, r.partition, r.fromOffset, r.untilOffset] for r in offset_ranges_of([info])
                     ],
