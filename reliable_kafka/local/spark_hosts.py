@@ -273,7 +273,8 @@ class LocalSparkHosts(ManagedServer):
             with urllib.request.urlopen(f"http://{LOOPBACK}:{self.webui_port}/json/", timeout=2) as answer:
                 state: dict[str, Any] = json.load(answer)
                 return state
-        except OSError:
+        except (OSError, ValueError):
+            # ValueError: an empty or partial answer, seen while the master's UI was starting.
             return None
 
     def alive_hosts(self) -> list[str]:

@@ -25,6 +25,7 @@ from tests.e2e.placement_app import (
     PARTITIONS,
     RELAUNCH_BOUND_S,
     acked,
+    assert_duplicates_within_one_block,
     await_relaunch,
     of_kind,
     read_output,
@@ -120,21 +121,7 @@ def test_receivers_on_executors_with_the_wal(
     entries = read_output(output)
     counts = received(entries)
     assert expected == set(counts), f"lost {sorted(expected - set(counts))[:10]}"
-    # Duplicates only from the kill of receiver 0, at most one of its blocks per partition.
-    duplicates = {key for key, n in counts.items() if n > 1}
-    assert all(topic == topics[0] for topic, _, _ in duplicates), sorted(duplicates)[:10]
-    ranges = [
-        (partition, start, until)
-        for entry in of_kind(entries, "begin")
-        for block in entry["blocks"]
-        if block["id"].startswith("input-0-")
-        for topic, partition, start, until in block["ranges"]
-    ]
-    for partition in range(PARTITIONS):
-        again = {o for _, p, o in duplicates if p == partition}
-        assert not again or any(
-            p == partition and start <= min(again) and max(again) < until for p, start, until in ranges
-        ), f"partition {partition}: {sorted(again)} read again, more than one block"
+    assert_duplicates_within_one_block(entries, counts, topics[0])
     # The receivers' WAL writes and commits, done on the executors, reached the driver's metrics.
     (figures,) = of_kind(entries, "instruments")
     assert figures["wal_writes"] > 0 and figures["commits"] > 0, figures
@@ -356,21 +343,7 @@ def test_replicated_blocks_without_the_wal_survive_the_loss_of_a_receivers_host(
     }
     assert reread <= single, sorted(reread - single)
     assert "Could not compute split" not in logs
-    # Duplicates only from the loss of receiver 0, at most one of its blocks per partition.
-    duplicates = {key for key, n in counts.items() if n > 1}
-    assert all(topic == topics[0] for topic, _, _ in duplicates), sorted(duplicates)[:10]
-    ranges = [
-        (partition, start, until)
-        for entry in of_kind(entries, "begin")
-        for block in entry["blocks"]
-        if block["id"].startswith("input-0-")
-        for topic, partition, start, until in block["ranges"]
-    ]
-    for partition in range(PARTITIONS):
-        again = {o for _, p, o in duplicates if p == partition}
-        assert not again or any(
-            p == partition and start <= min(again) and max(again) < until for p, start, until in ranges
-        ), f"partition {partition}: {sorted(again)} read again, more than one block"
+    assert_duplicates_within_one_block(entries, counts, topics[0])
     for topic in topics:
         assert committed_offsets(local_cluster, group, topic, PARTITIONS) == log_end_offsets(
             local_cluster, topic, PARTITIONS
