@@ -21,6 +21,12 @@ order drawn by a generator seeded with ``--seed``:
                       after 2-10 s
     wal-disk-stall    SIGSTOP every writer of the checkpoint's filesystem for 2-10 s (the disk
                       answers nothing; neither fault kills a process, so nothing restarts them)
+    host-loss         (``--spark hosts`` only) the host of the receiver's executor dies: every
+                      process of it SIGKILLed and its private files gone; it comes back empty
+
+``--spark hosts`` runs the application on the several-hosts cluster (LocalSparkHosts: two
+workers, each a host with its own address, /dev/shm and local dirs; needs root) instead of
+``local-cluster[2,2,1024]``.
 
 Afterwards it stops the producer, waits for the sink to hold every acknowledged message, stops the
 application gracefully and audits (benchmarks/chaos_audit.py): no acknowledged message lost; what
@@ -65,8 +71,10 @@ from kazoo.exceptions import KazooException, NoNodeError
 from reliable_kafka.kafka.topic_partition import TopicAndPartition
 from reliable_kafka.kafka.zk.paths import offset_path
 from reliable_kafka.local import LocalCluster
+from reliable_kafka.local.spark_hosts import LocalSparkHosts
 from tests.e2e.kill_harness import ChildApp, RecordingProducer
-from tests.e2e.processes import descendants, describe, executor_jvm, kill_tree, session_processes
+from tests.e2e.processes import cmdline, descendants, describe, executor_jvm, kill_tree, session_processes
+from tests.spark_backends import HOST_CORES, SparkBackend, hosts_backend, local_cluster_backend
 
 logger = logging.getLogger("chaos")
 
@@ -79,11 +87,13 @@ KINDS = [
     "session-expire",
     "wal-disk-full",
     "wal-disk-stall",
+    "host-loss",
 ]
 DISK_KINDS = {"wal-disk-full", "wal-disk-stall"}
+HOSTS_KINDS = {"host-loss"}
 DRIVER_KINDS = {"driver-kill", "driver-term"}
 # Faults that need a started application: its receiver, its SIGTERM handler, its WAL writers.
-STARTED_KINDS = {"executor-kill", "session-expire", "driver-term", "wal-disk-stall"}
+STARTED_KINDS = {"executor-kill", "session-expire", "driver-term", "wal-disk-stall", "host-loss"}
 TOPIC = "chaos"
 GROUP = "chaos-app"
 PARTITIONS = 2
@@ -110,6 +120,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--recovery-bound", type=float, default=60.0)
     parser.add_argument("--rate", type=int, default=200, help="messages per second")
     parser.add_argument("--work-dir", type=Path, default=None, help="kept after the run when given")
+    parser.add_argument(
+        "--spark",
+        choices=("local-cluster", "hosts"),
+        default="local-cluster",
+        help="the Spark cluster: local-cluster[2,2,1024], or two hosts of LocalSparkHosts (root)",
+    )
     args = parser.parse_args(argv)
     unknown = set(args.faults.split(",")) - set(KINDS)
     if unknown:
@@ -169,15 +185,26 @@ class OffsetSampler(threading.Thread):
 
 
 class Campaign:
-    def __init__(self, args: argparse.Namespace, work: Path, cluster: LocalCluster, disk: bool) -> None:
-        self.args, self.work, self.cluster = args, work, cluster
+    def __init__(
+        self,
+        args: argparse.Namespace,
+        work: Path,
+        cluster: LocalCluster,
+        disk: bool,
+        spark: SparkBackend,
+    ) -> None:
+        self.args, self.work, self.cluster, self.spark = args, work, cluster, spark
         self.seed: int = args.seed
         self.rng = random.Random(self.seed)
         self.checkpoint = work / "checkpoint"
         self.output = work / "sink.jsonl"
         self.logs = work / "logs"
         self.logs.mkdir(exist_ok=True)
-        self.kinds = [k for k in args.faults.split(",") if disk or k not in DISK_KINDS]
+        self.kinds = [
+            k
+            for k in args.faults.split(",")
+            if (disk or k not in DISK_KINDS) and (spark.hosts is not None or k not in HOSTS_KINDS)
+        ]
         self.apps: list[ChildApp] = []
         self.faults: list[Fault] = []
         self._round: list[str] = []
@@ -192,6 +219,7 @@ class Campaign:
             "session-expire": self.session_expire,
             "wal-disk-full": self.disk_full,
             "wal-disk-stall": self.disk_stall,
+            "host-loss": self.host_loss,
         }
 
     @property
@@ -208,6 +236,8 @@ class Campaign:
             "--checkpoint", str(self.checkpoint),
             "--output", str(self.output),
             "--kafka-params", json.dumps(KAFKA_PARAMS),
+            "--master", self.spark.master,
+            *(arg for entry in self.spark.conf for arg in ("--conf", entry)),
         ]  # fmt: skip
         self.app_launched_at = time.time()
         app = ChildApp(len(self.apps), args, self.logs, module="tests.e2e.cluster_child")
@@ -287,7 +317,23 @@ class Campaign:
 
     def _receiver_jvm(self) -> int | None:
         executor = self.watcher.receiver_executor(since=self.app_launched_at)
-        return None if executor is None else executor_jvm(self.app.process.pid, executor)
+        if executor is None:
+            return None
+        if self.spark.hosts is None:
+            return executor_jvm(self.app.process.pid, executor)
+        # The hosts' workers start the executors, outside the application's session; executor
+        # ids repeat across runs, so the run's application id tells them apart.
+        app_id = self.watcher.app_ids[-1] if self.watcher.app_ids else None
+        for host in self.spark.hosts.hosts:
+            for pid in host.processes():
+                args = cmdline(pid)
+                if (
+                    "--executor-id" in args
+                    and args[args.index("--executor-id") + 1] == executor
+                    and app_id in args
+                ):
+                    return pid
+        return None
 
     def executor_kill(self) -> str:
         jvm = self._receiver_jvm()
@@ -312,6 +358,20 @@ class Campaign:
             self._signal_all(workers, signal.SIGCONT)
             self.lift()
         return f"{len(workers)} Python workers stopped {pause:.0f} s"
+
+    def host_loss(self) -> str:
+        jvm = self._receiver_jvm()
+        hosts = self.spark.hosts
+        assert hosts is not None
+        (lost,) = [h.index for h in hosts.hosts if jvm is not None and jvm in h.processes()] or [None]
+        if lost is None:
+            self.lift()
+            return "no receiver executor found"
+        hosts.lose_host(lost)
+        hosts.await_host_gone(lost)
+        hosts.restart_host(lost)
+        self.lift()
+        return f"host {lost} lost with the receiver's executor, back empty"
 
     def broker_kill(self) -> str:
         down = self.rng.uniform(0, 20)
@@ -428,7 +488,8 @@ class Campaign:
             self.faults_note(f"the final graceful stop exited with {code}")
         self.watcher.stop()
         sampler.stop()
-        move_spark_worker_dirs(self.watcher.app_ids, self.logs)
+        if self.spark.hosts is None:  # the hosts keep theirs under the campaign's directory
+            move_spark_worker_dirs(self.watcher.app_ids, self.logs)
         leftovers = [
             f"run {app.run}: {describe(pids)}" for app in self.apps if (pids := self._lingering(app))
         ]
@@ -465,8 +526,11 @@ def main(argv: list[str]) -> int:
         with small_tmpfs(work / "checkpoint", TMPFS_BYTES) as disk:
             if not disk:
                 print("no tmpfs (needs root and mount): the WAL disk faults are left out", flush=True)
-            with LocalCluster(work / "cluster", keep_work_dir=True) as cluster:
-                campaign = Campaign(args, work, cluster, disk)
+            with (
+                LocalCluster(work / "cluster", keep_work_dir=True) as cluster,
+                spark_cluster(args, work) as spark,
+            ):
+                campaign = Campaign(args, work, cluster, disk, spark)
                 try:
                     code = campaign.run()
                 finally:
@@ -480,6 +544,16 @@ def main(argv: list[str]) -> int:
         if args.work_dir is None:
             shutil.rmtree(work, ignore_errors=True)
     return code
+
+
+@contextlib.contextmanager
+def spark_cluster(args: argparse.Namespace, work: Path) -> Iterator[SparkBackend]:
+    """The campaign's Spark cluster: local-cluster, which each run starts itself, or the hosts."""
+    if args.spark == "local-cluster":
+        yield local_cluster_backend()
+        return
+    with LocalSparkHosts(work / "spark-hosts", hosts=2, cores=HOST_CORES, memory_mb=1024) as hosts:
+        yield hosts_backend(hosts)
 
 
 def move_spark_worker_dirs(app_ids: list[str], logs: Path) -> None:

@@ -1,7 +1,7 @@
 """End to end through createStream with the WAL on, in both receiver placements, against a raw
 confluent-kafka consumer.
 
-    python benchmarks/pipeline_bench.py [--placement both|executors|driver] [--messages 300000]
+    python benchmarks/pipeline_bench.py [--placement both|all|driver,executors,hosts] [--messages 300000]
         [--partitions 4] [--size 100] [--latency-rate 5000] [--latency-seconds 15]
         [--empty-batches 10] [--ui-rounds 1] [--master local[2]]
         [--cluster-master local-cluster[2,2,1024]] [--conf KEY=VALUE ...]
@@ -22,6 +22,10 @@ for the warm run (the steady state; cold also shown). The load average is printe
 from a busy shared machine are noisy (run it twice). ``--conf`` adds Spark settings to both
 contexts, for experiments such as ``--conf spark.locality.wait=0`` (batch tasks then need not
 queue for the one free core of the executor that holds the receiver and its blocks).
+``--placement hosts`` (``all``: with both others) runs the executor placement once more on the
+several-hosts cluster (LocalSparkHosts, root: two workers with their own address, ``/dev/shm`` and
+local dirs, one 3-core executor each), where a batch task on the other host fetches its block from
+the receiver's block server, and prints its records/s and p99 latency against local-cluster's.
 
 1. throughput: ``--messages`` are produced first; (a) a plain confluent-kafka consumer reads them
    all (assign from offset 0, count only); (b) ``KafkaUtils.createStream`` with the receiver WAL
@@ -40,7 +44,9 @@ queue for the one free core of the executor that holds the receiver and its bloc
    placements. "others" is every live process under the driver JVM (executor JVMs, Python
    workers), a lower bound (see proc_cpu.py). Also "rcv up", seconds from ``ssc.start()`` to the
    receiver's ReceiverStarted event (in executor placement: a Spark job, a Python worker on the
-   executor, the tracker connection), and the number of non-empty batches, their median
+   executor, the tracker connection), "1st rec", seconds from ``ssc.start()`` until the output
+   of a batch first held records (the backlog waits in Kafka: receiver launch, the first
+   block's store, its batch), and the number of non-empty batches, their median
    processing time and largest scheduling delay (a delay means batches queue up: the run is
    bound by processing, not by receiving). A backlog of 300,000 is received within one or two
    batches, so such a run times startup + one batch more than steady-state ingest: use
@@ -109,6 +115,7 @@ from reliable_kafka import KafkaUtils, StreamingContext
 from reliable_kafka.dstream.batch_rdd import offset_ranges_of
 from reliable_kafka.dstream.functions import time_ms_of
 from reliable_kafka.local import LocalCluster
+from reliable_kafka.local.spark_hosts import LocalSparkHosts
 from reliable_kafka.scheduler.listener import (
     StreamingListener,
     StreamingListenerBatchCompleted,
@@ -116,6 +123,7 @@ from reliable_kafka.scheduler.listener import (
 )
 from reliable_kafka.settings import StreamingSettings
 from reliable_kafka.util.located_rdd import wait_for_executors
+from tests.spark_backends import HOST_CORES, hosts_backend
 
 BATCH_S = 1.0
 
@@ -277,6 +285,7 @@ class Throughput:
 
     seconds: float
     receiver_start_s: float
+    first_record_s: float  # from ssc.start() until a batch's output first held records
     cpu: CpuUsage
     batches: int
     median_batch_ms: float
@@ -305,8 +314,12 @@ def pipeline_throughput(
     ssc.addStreamingListener(listener)
     meter = CpuMeter(driver_jvm_pid())
 
+    first_records: list[float] = []
+
     def count(batch_time: datetime, rdd: Any) -> None:
         check.add_batch(batch_time, rdd.count())
+        if check.counted and not first_records:
+            first_records.append(time.monotonic())
         if check.counted >= messages and not done.is_set():
             done.set()
 
@@ -340,6 +353,7 @@ def pipeline_throughput(
     return Throughput(
         seconds=cpu.wall_s,
         receiver_start_s=float("nan") if receiver_at is None else receiver_at - started,
+        first_record_s=first_records[0] - started if first_records else float("nan"),
         cpu=cpu,
         batches=len(busy),
         median_batch_ms=statistics.median(ms for ms, _ in busy) if busy else 0.0,
@@ -471,14 +485,30 @@ def ui_topics(placement: str, rounds: int) -> list[tuple[str, bool]]:
     ]
 
 
+@dataclass(frozen=True)
+class Target:
+    """Where a placement's runs go: ``name`` labels its topics and results; ``hosts`` is the
+    executor placement on the several-hosts cluster (LocalSparkHosts) instead of local-cluster."""
+
+    name: str
+    master: str
+    conf: tuple[str, ...] = ()
+    executors: int | None = None  # None: as the master says (local-cluster[N,...])
+
+    @property
+    def receiver_placement(self) -> str:
+        return "driver" if self.name == "driver" else "executors"
+
+
 def run_placement(
-    placement: str, master: str, cluster: LocalCluster, args: argparse.Namespace, work: Path
+    target: Target, cluster: LocalCluster, args: argparse.Namespace, work: Path
 ) -> PlacementResult:
     """Cold throughput, latency + empty batches, warm throughput, the status page rounds, on a
     SparkContext of its own.
 
     The py4j gateway (the driver JVM) outlives ``sc.stop()``, so both placements share one JVM
     process and its CPU is read from the same pid; only the SparkContext inside it is new."""
+    placement, master = target.name, target.master
     load_before = os.getloadavg()
     conf = (
         SparkConf()
@@ -487,15 +517,15 @@ def run_placement(
         .set("spark.ui.enabled", "false")
         .set("spark.ui.showConsoleProgress", "false")
         .set("spark.python.worker.reuse", "true")
-        .set("spark.streaming.receiver.placement", placement)
+        .set("spark.streaming.receiver.placement", target.receiver_placement)
         .set("spark.streaming.receiver.writeAheadLog.enable", "true")
     )
-    for setting in args.conf:
+    for setting in (*target.conf, *args.conf):
         key, _, value = setting.partition("=")
         conf.set(key.strip(), value.strip())
     sc = SparkContext(conf=conf)
     sc.setLogLevel("ERROR")
-    wanted = cluster_executors(master)
+    wanted = cluster_executors(master) if target.executors is None else target.executors
     # Read before stop(): the workers' directory of this application, removed after it.
     worker_app_dir = None
     if wanted:
@@ -555,7 +585,8 @@ def print_placement(
         f"{load_text(result.load_after)} after"
     )
     print(
-        f"{'run':<5} {'records/s':>10} {'vs raw':>6} {'secs':>6} {'rcv up':>6} {'batches':>7} {'med ms':>6} "
+        f"{'run':<5} {'records/s':>10} {'vs raw':>6} {'secs':>6} {'rcv up':>6} {'1st rec':>7} {'batches':>7} "
+        f"{'med ms':>6} "
         f"{'max sched':>9} | {'CPU s: drv py':>13} {'drv JVM':>7} {'others':>6} "
         f"| {'CPU s / M records: drv py':>25} {'drv JVM':>7}"
     )
@@ -564,7 +595,8 @@ def print_placement(
         rate = messages / run.seconds
         print(
             f"{label:<5} {rate:>10,.0f} {rate / raw_rate:>6.2f} {run.seconds:>6.1f} "
-            f"{run.receiver_start_s:>6.1f} {run.batches:>7} {run.median_batch_ms:>6.0f} "
+            f"{run.receiver_start_s:>6.1f} {run.first_record_s:>7.1f} {run.batches:>7} "
+            f"{run.median_batch_ms:>6.0f} "
             f"{run.max_scheduling_delay_ms:>9} | "
             # Two decimals: the driver's Python CPU in executor placement is a tenth of a second.
             f"{run.cpu.driver_python_s:>13.2f} {run.cpu.driver_jvm_s:>7.2f} {run.cpu.spark_others_s:>6.2f} "
@@ -651,9 +683,24 @@ def print_ratios(executors: PlacementResult, driver: PlacementResult) -> None:
         print(f"{label}: (information) driver Python + JVM CPU per M records     {both:>6.2f}")
 
 
+def print_hosts_ratio(hosts: PlacementResult, local: PlacementResult) -> None:
+    """The several-hosts cluster against local-cluster, both executor placement: what blocks
+    fetched across hosts and private block directories cost (information, no goal)."""
+    print("\n== executors on two hosts / executors on local-cluster")
+    for label, h, c in (("warm", hosts.warm, local.warm), ("cold", hosts.cold, local.cold)):
+        print(f"{label}: records/s {c.seconds / h.seconds:>6.2f}")
+    p99 = percentile(hosts.latencies_ms, 99), percentile(local.latencies_ms, 99)
+    print(f"latency p99: {p99[0]:,.0f} ms on hosts, {p99[1]:,.0f} ms on local-cluster")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--placement", choices=("both", "executors", "driver"), default="both")
+    parser.add_argument(
+        "--placement",
+        default="both",
+        help="driver, executors (on local-cluster), hosts (executors on the several-hosts cluster, "
+        "root), comma-separated; both: driver,executors; all: the three",
+    )
     parser.add_argument("--messages", type=int, default=300_000)
     parser.add_argument("--partitions", type=int, default=4)
     parser.add_argument("--size", type=int, default=100)
@@ -684,11 +731,12 @@ def main() -> None:
     logging.getLogger("kazoo.client").setLevel(logging.ERROR)
     # Executors (and the driver's Python workers) run this interpreter, which has the package.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    placements = [
-        (placement, master)
-        for placement, master in (("driver", args.master), ("executors", args.cluster_master))
-        if args.placement in ("both", placement)
-    ]
+    wanted_names = {
+        "both": ("driver", "executors"),
+        "all": ("driver", "executors", "hosts"),
+    }.get(args.placement, tuple(name.strip() for name in args.placement.split(",")))
+    if not set(wanted_names) <= {"driver", "executors", "hosts"}:
+        parser.error(f"--placement {args.placement!r}: choose from driver, executors, hosts, both, all")
     print(f"load average (1/5/15 min) at start: {load_text(os.getloadavg())} on {os.cpu_count()} CPUs")
     if args.conf:
         print(f"extra Spark settings: {', '.join(args.conf)}")
@@ -697,11 +745,20 @@ def main() -> None:
     with (
         tempfile.TemporaryDirectory(prefix="pipeline-bench-") as work_dir,
         LocalCluster(Path(work_dir) / "cluster") as cluster,
+        contextlib.ExitStack() as stack,
     ):
         work = Path(work_dir)
+        targets = [Target("driver", args.master), Target("executors", args.cluster_master)]
+        if "hosts" in wanted_names:
+            hosts = stack.enter_context(
+                LocalSparkHosts(work / "spark-hosts", hosts=2, cores=HOST_CORES, memory_mb=1024)
+            )
+            backend = hosts_backend(hosts)
+            targets.append(Target("hosts", backend.master, tuple(backend.conf), executors=len(hosts.hosts)))
+        placements = [target for target in targets if target.name in wanted_names]
         cluster.create_topic("raw", partitions=args.partitions)
         produce_backlog(cluster, "raw", args.partitions, args.messages, args.size)
-        for placement, _ in placements:
+        for placement in (target.name for target in placements):
             backlogs = [f"bench-{placement}", f"warm-{placement}"]
             backlogs += [topic for topic, _ in ui_topics(placement, args.ui_rounds)]
             for topic in (f"latency-{placement}", *backlogs):
@@ -709,9 +766,9 @@ def main() -> None:
             for topic in backlogs:
                 produce_backlog(cluster, topic, args.partitions, args.messages, args.size)
         raw_s = raw_consume(cluster, "raw", args.partitions, args.messages)
-        for placement, master in placements:
-            print(f"running placement {placement} on {master} ...", flush=True)
-            results.append(run_placement(placement, master, cluster, args, work))
+        for target in placements:
+            print(f"running placement {target.name} on {target.master} ...", flush=True)
+            results.append(run_placement(target, cluster, args, work))
 
     raw_rate = args.messages / raw_s
     print(f"\n(a) raw confluent-kafka consume: {raw_rate:,.0f} records/s ({raw_s:.1f} s)")
@@ -719,8 +776,10 @@ def main() -> None:
         print_placement(result, args.messages, raw_rate, args)
         print_status_page(result, args.messages)
     by_placement = {result.placement: result for result in results}
-    if len(by_placement) == 2:
+    if {"executors", "driver"} <= by_placement.keys():
         print_ratios(by_placement["executors"], by_placement["driver"])
+    if {"executors", "hosts"} <= by_placement.keys():
+        print_hosts_ratio(by_placement["hosts"], by_placement["executors"])
     print(f"\nload average (1/5/15 min) at the end: {load_text(os.getloadavg())}")
 
     problems = [

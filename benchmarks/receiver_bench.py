@@ -3,6 +3,15 @@
     python benchmarks/receiver_bench.py [--messages 6000000] [--partitions 4] [--size 100] [--repeat 3]
     python benchmarks/receiver_bench.py --partitions 4,64,256 [--messages 2000000]   (the sweep)
     python benchmarks/receiver_bench.py --wal-url s3a://bucket/bench [--spark-conf FILE] [--messages 1000000]
+    python benchmarks/receiver_bench.py --replication [--messages 2000000] [--repeat 3]
+
+With ``--replication`` only (r1) and (r2) run, alternating, the best of each counting: the reliable
+receiver with the write-ahead log off, its blocks in an executor block store (as on an executor),
+(r1) with MEMORY_AND_DISK_SER (one copy), (r2) with MEMORY_AND_DISK_SER_2, each block's second
+copy kept by a peer's block server on another loopback address (127.0.0.2) before the block is
+reported and its offsets committed. Both commit to ZooKeeper. The peer runs in this process, so
+the CPU figure includes the peer's work of keeping the copy; printed: records/s, CPU per million
+and the ratio (r2)/(r1).
 
 With ``--wal-url`` (a checkpoint-style URL: hdfs://, s3a://...; reached with the spark.hadoop.*
 keys of ``--spark-conf``, a spark-defaults style properties file, see ``wal_url.py``) only (a),
@@ -75,8 +84,15 @@ from reliable_kafka.receiver import (
     ReceiverSupervisor,
     create_receiver_write_ahead_log,
 )
+from reliable_kafka.receiver.block_replicator import BlockReplicator
+from reliable_kafka.receiver.receiver_task import replica_keeper
+from reliable_kafka.receiver.tracker_endpoint import BlockLocation
+from reliable_kafka.rpc import new_secret
 from reliable_kafka.settings import ReceiverSettings, StreamingSettings, WriteAheadLogSettings
-from reliable_kafka.storage import BlockManager, StorageLevel, encode_chunks, pack_chunk
+from reliable_kafka.storage import BlockManager, StorageLevel, StreamBlockId, encode_chunks, pack_chunk
+from reliable_kafka.storage.block_server import BlockFetcher, BlockServer
+from reliable_kafka.storage.block_store import BlockStore
+from reliable_kafka.storage.executor_block_store import ExecutorBlockStore
 from reliable_kafka.util.filesystems import FilesystemOptions
 
 
@@ -242,8 +258,9 @@ def packed_fetch_off() -> Iterator[None]:
 class CountingTracker:
     """Counts stored records; drops each block once reported, as a completed batch would."""
 
-    def __init__(self, block_manager: BlockManager, expected: int) -> None:
+    def __init__(self, block_manager: BlockStore, expected: int, replicas: BlockStore | None = None) -> None:
         self.block_manager = block_manager
+        self.replicas = replicas
         self.expected = expected
         self.records = 0
         self.blocks = 0
@@ -257,6 +274,8 @@ class CountingTracker:
 
     def add_block(self, info: ReceivedBlockInfo) -> bool:
         self.block_manager.remove(info.block_id)
+        if self.replicas is not None:
+            self.replicas.remove(info.block_id)
         with self.lock:
             self.records += info.num_records or 0
             self.blocks += 1
@@ -348,6 +367,102 @@ def reliable_receiver(
     return elapsed, tracker.blocks
 
 
+def replicated_receiver(
+    cluster: LocalCluster, topic: str, messages: int, work: Path, group: str, replicate: bool
+) -> tuple[float, int, int]:
+    """(r1)/(r2): seconds until ``messages`` records are stored (twice with ``replicate``) and
+    reported, the blocks they made, and how many of those had a second copy."""
+    level = StorageLevel.MEMORY_AND_DISK_SER_2 if replicate else StorageLevel.MEMORY_AND_DISK_SER
+    receiver = ReliableKafkaReceiver(
+        cluster.zookeeper_connect,
+        group,
+        {topic: 1},
+        {**cluster.client_config(), "auto.offset.reset": "smallest", **STORE_PARAMS["zookeeper"]},
+        level,
+    )
+    receiver.set_receiver_id(0)
+    for name in ("own", "peer"):
+        (work / name).mkdir(parents=True, exist_ok=True)
+    own = ExecutorBlockStore(f"bench-own-{group}", local_dir=work / "own")
+    peer = ExecutorBlockStore(f"bench-peer-{group}", local_dir=work / "peer")
+    secret = new_secret()
+    server = BlockServer(
+        lambda name: peer.get(StreamBlockId.parse(name)),
+        secret,
+        host="127.0.0.2",
+        keep_replica=replica_keeper(peer),
+    ).start()
+    client = BlockFetcher(secret)
+    replicas = 0
+
+    class Counting(CountingTracker):
+        def add_block(self, info: ReceivedBlockInfo) -> bool:
+            nonlocal replicas
+            replicas += info.block_store_result.replica is not None
+            return super().add_block(info)
+
+    tracker = Counting(own, messages, peer)
+    peer_location = BlockLocation("127.0.0.2", "peer", None, server.address[1])
+    supervisor = ReceiverSupervisor(
+        receiver,
+        tracker,
+        own,
+        settings=StreamingSettings(receiver=ReceiverSettings(), wal=WriteAheadLogSettings(enable=False)),
+        block_replicator=BlockReplicator(0, "127.0.0.1", lambda: [peer_location], client),
+    )
+    try:
+        started = time.monotonic()
+        supervisor.start()
+        if not tracker.done.wait(600):
+            raise RuntimeError(f"only {tracker.records:,} of {messages:,} records stored")
+        elapsed = time.monotonic() - started
+        supervisor.stop("benchmark done")
+    finally:
+        client.close()
+        server.stop()
+        own.close()
+        peer.close()
+    return elapsed, tracker.blocks, replicas
+
+
+def replication_cost(args: argparse.Namespace) -> None:
+    """(r1) against (r2), alternating, in one run: what the second copy costs."""
+    runs: dict[str, list[tuple[float, float]]] = {"(r1)": [], "(r2)": []}
+    with (
+        tempfile.TemporaryDirectory(prefix="receiver-bench-") as work,
+        LocalCluster(Path(work) / "cluster") as cluster,
+    ):
+        topic = "bench"
+        cluster.create_topic(topic, args.partitions)
+        produce(cluster, topic, args.partitions, args.messages, args.size)
+        for run in range(args.repeat):
+            line = f"run {run + 1}:"
+            for label, replicate in (("(r1)", False), ("(r2)", True)):
+                settle()
+                cpu = cpu_seconds()
+                seconds, blocks, replicas = replicated_receiver(
+                    cluster,
+                    topic,
+                    args.messages,
+                    Path(work) / f"{label}-{run}",
+                    f"bench-{label}-{run}",
+                    replicate,
+                )
+                rate, cpu = args.messages / seconds, cpu_seconds() - cpu
+                runs[label].append((rate, cpu))
+                line += f" {label} {rate:10,.0f} records/s, {cpu:5.2f} s CPU, {blocks} blocks"
+                line += f", {replicas} with a second copy |"
+            print(line.rstrip(" |"), flush=True)
+    best = {label: max(results) for label, results in runs.items()}
+    names = {"(r1)": "one copy (MEMORY_AND_DISK_SER)", "(r2)": "two copies (MEMORY_AND_DISK_SER_2)"}
+    for label, (rate, cpu) in best.items():
+        print(
+            f"{label} reliable receiver, WAL off, {names[label]:<35}: {rate:12,.0f} records/s "
+            f"(best of {args.repeat}), {cpu / args.messages * 1e6:.2f} s CPU per million"
+        )
+    print(f"ratio (r2)/(r1): {best['(r2)'][0] / best['(r1)'][0]:.2f}")
+
+
 # The baseline gets its best batch size: small batches keep fewer GC-tracked Message objects
 # alive (less collection work), large ones make fewer calls. 200 is the receiver's.
 PLAIN_BATCHES = (200, 10_000)
@@ -407,7 +522,7 @@ def partition_sweep(args: argparse.Namespace, counts: list[int]) -> None:
     results: dict[tuple[int, str], list[tuple[float, float, float, int]]] = {}
     with (
         tempfile.TemporaryDirectory(prefix="receiver-bench-") as work,
-        LocalCluster(Path(work) / "cluster") as cluster,
+        LocalCluster(work / "cluster") as cluster,
     ):
         for count in counts:
             topic = f"bench-{count}"
@@ -422,7 +537,7 @@ def partition_sweep(args: argparse.Namespace, counts: list[int]) -> None:
                         if reader == "(a)":
                             elapsed = plain_consumer(cluster, topic, count, args.messages, batch)
                         else:
-                            checkpoint = str(Path(work) / f"checkpoint-{count}-{run}")
+                            checkpoint = str(work / f"checkpoint-{count}-{run}")
                             group = f"bench-sweep-{count}-{run}"
                             elapsed, _ = reliable_receiver(
                                 cluster, topic, args.messages, checkpoint, group, "zookeeper", args.batch
@@ -488,13 +603,7 @@ def remote_wal(args: argparse.Namespace) -> None:
     plain: list[float] = []
     # (w) records/s, (b) records/s, (b) blocks, per place and run.
     runs: dict[str, list[tuple[float, float, int]]] = {place: [] for place in places}
-    with (
-        tempfile.TemporaryDirectory(prefix="receiver-bench-") as work,
-        LocalCluster(Path(work) / "cluster") as cluster,
-    ):
-        topic = "bench"
-        cluster.create_topic(topic, args.partitions)
-        produce(cluster, topic, args.partitions, args.messages, args.size)
+    with backlog(args) as (work, cluster, topic):
         print(f"WAL on local disk ({work}) and at {args.wal_url}")
         for run in range(args.repeat):
             plain.append(best_plain(cluster, topic, args))
@@ -502,7 +611,7 @@ def remote_wal(args: argparse.Namespace) -> None:
             # Each goes first in every other run: neither always finds the machine as the other left it.
             for place in places if run % 2 == 0 else places[::-1]:
                 if place == "local":
-                    base = str(Path(work) / f"local-{run}")
+                    base = str(work / f"local-{run}")
                 else:
                     base = run_directory(args.wal_url, "receiver-bench")
                 try:
@@ -535,6 +644,19 @@ def cpu_seconds() -> float:
     return times.user + times.system
 
 
+@contextlib.contextmanager
+def backlog(args: argparse.Namespace) -> Iterator[tuple[Path, LocalCluster, str]]:
+    """A work directory and a local cluster whose topic holds the run's ``--messages``."""
+    with (
+        tempfile.TemporaryDirectory(prefix="receiver-bench-") as work,
+        LocalCluster(Path(work) / "cluster") as cluster,
+    ):
+        topic = "bench"
+        cluster.create_topic(topic, args.partitions)
+        produce(cluster, topic, args.partitions, args.messages, args.size)
+        yield Path(work), cluster, topic
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -553,6 +675,11 @@ def main() -> None:
         "--wal-url", help="(b) with its WAL at this URL (hdfs://, s3a://...) and on local disk"
     )
     parser.add_argument("--spark-conf", help="properties file with the spark.hadoop.* keys for --wal-url")
+    parser.add_argument(
+        "--replication",
+        action="store_true",
+        help="only (r1) and (r2): the cost of a second copy of each block",
+    )
     args = parser.parse_args()
     counts = [int(count) for count in args.partitions.split(",")]
     logging.basicConfig(level=logging.ERROR)
@@ -562,6 +689,10 @@ def main() -> None:
     if args.wal_url:
         args.partitions = counts[0]
         remote_wal(args)
+        return
+    if args.replication:
+        args.partitions = counts[0]
+        replication_cost(args)
         return
     args.partitions = counts[0]
     stores = args.stores.split(",")
@@ -576,18 +707,12 @@ def main() -> None:
     if packed_fetch_on():
         receivers.append(("python-packing", "zookeeper", False))
     reliable: dict[str, list[tuple[float, float]]] = {label: [] for label, _, _ in receivers}
-    with (
-        tempfile.TemporaryDirectory(prefix="receiver-bench-") as work,
-        LocalCluster(Path(work) / "cluster") as cluster,
-    ):
-        topic = "bench"
-        cluster.create_topic(topic, args.partitions)
-        produce(cluster, topic, args.partitions, args.messages, args.size)
+    with backlog(args) as (work, cluster, topic):
         wal_alone: list[float] = []
         for run in range(args.repeat):
             line = f"run {run + 1}:"
             settle()
-            wal_dir = str(Path(work) / f"wal-alone-{run}")
+            wal_dir = str(work / f"wal-alone-{run}")
             wal_s = write_ahead_log_alone(wal_dir, args.messages, args.size, WAL_ALONE_BLOCK)
             wal_alone.append(args.messages / wal_s)
             line += f" (w) {wal_alone[-1]:10,.0f} records/s |"
@@ -607,7 +732,7 @@ def main() -> None:
                         cluster,
                         topic,
                         args.messages,
-                        str(Path(work) / f"checkpoint-{label}-{run}"),
+                        str(work / f"checkpoint-{label}-{run}"),
                         f"bench-{label}-{run}",
                         store,
                         args.batch,

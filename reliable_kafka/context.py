@@ -50,10 +50,12 @@ from reliable_kafka.scheduler.job_generator import graceful_stop_timeout_ms
 from reliable_kafka.scheduler.job_scheduler import JobScheduler, ReceiverTrackerFactory
 from reliable_kafka.scheduler.listener import StreamingListener, StreamingListenerStreamingStarted
 from reliable_kafka.settings import StreamingSettings
+from reliable_kafka.util import jvm_shutdown_hook
 from reliable_kafka.util.bounded_stop import stop_within
 from reliable_kafka.util.clock import Clock, SystemClock, wall_clock_ms
 from reliable_kafka.util.ctrl_c import CtrlCStop
 from reliable_kafka.util.filesystems import configure, is_local, options_of_spark_context, qualify
+from reliable_kafka.util.jvm_shutdown_hook import JvmShutdownHook
 from reliable_kafka.util.spark_internals import stop_console_progress
 from reliable_kafka.util.worker_python import default_workers_to_this_python
 
@@ -134,6 +136,7 @@ class StreamingContext:
         self._sigterm_handler: Callable[[int, FrameType | None], None] | None = None
         self._previous_sigterm_handler: Callable[[int, FrameType | None], Any] | int | None = None
         self._ctrl_c: CtrlCStop | None = None
+        self._jvm_shutdown_hook: JvmShutdownHook | None = None
         self.scheduler = JobScheduler(self, receiver_tracker_factory)
 
     # ------------------------------------------------------------ properties
@@ -268,6 +271,7 @@ class StreamingContext:
                 StreamingContext._active_context = self
             self.scheduler.listener_bus.post(StreamingListenerStreamingStarted(wall_clock_ms()))
             _register_exit_hook()
+            self._register_jvm_shutdown_hook()
             if self.settings.jobs.stop_gracefully_on_shutdown:
                 self._install_sigterm_handler()
             self._install_ctrl_c_handler()
@@ -316,6 +320,9 @@ class StreamingContext:
         self._restore_sigterm_handler()
         if self._ctrl_c is not None:
             self._ctrl_c.restore()
+        hook, self._jvm_shutdown_hook = self._jvm_shutdown_hook, None
+        if hook is not None:
+            hook.remove()
         self._deliver_sigterm_received_while_stopping()
 
     def _stop_scheduler(self, graceful: bool, stop_timeout_s: float) -> None:
@@ -356,6 +363,15 @@ class StreamingContext:
         active = cls._active_context
         if active is not None:
             active._stop_on_shutdown()
+        jvm_shutdown_hook.outlive_jvm_shutdown()
+
+    def _register_jvm_shutdown_hook(self) -> None:
+        """A SIGTERM to the driver JVM stops this context before Spark's hooks stop the
+        SparkContext under it, as Spark's StreamingContext hook does (util/jvm_shutdown_hook.py)."""
+        jobs = self.settings.jobs
+        bound_s = (jobs.stop_timeout_ms + graceful_stop_timeout_ms(jobs, self.batch_duration_ms)) / 1000
+        # The JVM waits this long for the stop, plus a margin for the receivers' last commits.
+        self._jvm_shutdown_hook = jvm_shutdown_hook.register(self._sc, self._stop_on_shutdown, bound_s + 10)
 
     def _install_ctrl_c_handler(self) -> None:
         """Ctrl-C stops as a shutdown does (see util/ctrl_c.py), not by cancelling every job."""

@@ -172,6 +172,14 @@ class ReceiverSettings(_Section):
     store_max_attempts: int = Field(
         4, ge=1, description="attempts to store a block before the receiver stops"
     )
+    reliable_without_wal: bool = Field(
+        False,
+        description=(
+            "spark.streaming.receiver.reliableWithoutWriteAheadLog (not in Spark): the reliable Kafka "
+            "receiver (offsets committed once a block is stored) with the write-ahead log off too; "
+            "with a level of replication 2, once both copies are stored"
+        ),
+    )
     placement: Literal["executors", "driver"] = Field(
         "executors",
         description=(
@@ -299,6 +307,11 @@ _SPARK_KEYS: dict[str, tuple[str, str, Any]] = {
     "spark.streaming.receiver.placement": ("receiver", "placement", lambda v: v.strip().lower()),
     "spark.streaming.receiver.trackerPort": ("receiver", "tracker_port", int),
     "spark.streaming.receiver.blockServerPort": ("receiver", "block_server_port", int),
+    "spark.streaming.receiver.reliableWithoutWriteAheadLog": (
+        "receiver",
+        "reliable_without_wal",
+        _parse_bool,
+    ),
     "spark.port.maxRetries": ("receiver", "port_max_retries", int),
     "spark.streaming.receiver.tls.certFile": ("receiver", "tls_cert_file", str),
     "spark.streaming.receiver.tls.keyFile": ("receiver", "tls_key_file", str),

@@ -214,6 +214,16 @@ def pytest_report_header(config: pytest.Config) -> str:
     return f"kafka brokers: {', '.join(selected_kafka(config))} (--kafka)"
 
 
+def _working_directories() -> list[Path]:
+    """Every live process's current directory (those this user may read)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError):
+                found.append(Path(os.readlink(entry / "cwd")))
+    return found
+
+
 @pytest.fixture(scope="session", autouse=True)
 def spark_worker_dirs_removed() -> Iterator[None]:
     """local-cluster's standalone workers write each application's logs under
@@ -228,8 +238,12 @@ def spark_worker_dirs_removed() -> Iterator[None]:
     yield
     if not work.is_dir():
         return
+    in_use = _working_directories()
     for path in set(work.iterdir()) - (before or set()):
-        shutil.rmtree(path, ignore_errors=True)
+        # Another run on this machine (same venv, same SPARK_HOME) may have started it meanwhile:
+        # its executors work in there, and a Python worker whose directory vanished cannot import.
+        if not any(cwd == path or path in cwd.parents for cwd in in_use):
+            shutil.rmtree(path, ignore_errors=True)
     if before is None:
         with contextlib.suppress(OSError):
             work.rmdir()

@@ -5,8 +5,10 @@ One partition per block. A partition carries the block's bytes (driver placement
 driver's block store when the batch is built), or where to find them: the executor keeping the
 block (executor placement; the partition prefers that executor) and the block's write-ahead log
 handle. A task reads, in order: its own bytes; the block's file when it runs on the host keeping
-it; a fetch from the block server of the receiver that stored it; the write-ahead log; else it
-fails as Spark does ("Could not compute split, block ... not found"). Partition descriptors are
+it; a fetch from the block server of the receiver that stored it; the same two for the block's
+second copy (levels with replication 2: kept by a peer receiver, on another host where there is
+one); the write-ahead log; a re-read from Kafka; else it fails as Spark does ("Could not compute
+split, block ... not found"). Partition descriptors are
 msgpack (raw frames to the JVM), so neither block data nor handles are ever pickled; decoding
 (block format, then the optional decoder) happens on the executors when the partition is computed.
 """
@@ -84,6 +86,8 @@ class BlockPartition:
     # The checkpoint directory when it is remote: handles name paths within its filesystem, and
     # the executor reaches it with these options, not with anything of its own environment.
     wal_directory: RemoteDirectory | None = field(default=None, repr=False)
+    # The block's second copy (storage levels with replication 2), read when the first is gone.
+    replica: BlockLocation | None = None
 
     def __post_init__(self) -> None:
         if self.data is None and self.wal_record_handle is None and self.location is None:
@@ -99,7 +103,7 @@ class BlockPartition:
         """The host keeping the block, not its executor: every process on the host reads the
         block's file, and an executor preference would hold the task for ``spark.locality.wait``
         (3 s) while the receiver's executor has no free core, longer than a batch takes."""
-        return [] if self.location is None else [self.location.host]
+        return [where.host for where in (self.location, self.replica) if where is not None]
 
     def encode(self) -> bytes:
         handle, location = self.wal_record_handle, self.location
@@ -115,6 +119,8 @@ class BlockPartition:
             fields["recovery"] = self.recovery
         if self.wal_directory is not None:
             fields["wal_directory"] = self.wal_directory.to_dict()
+        if self.replica is not None:
+            fields["replica"] = self.replica.to_dict()
         return msgpack.packb(fields, use_bin_type=True)
 
     @classmethod
@@ -130,6 +136,7 @@ class BlockPartition:
             d.get("tls_ca"),
             d.get("recovery"),
             None if d.get("wal_directory") is None else RemoteDirectory.from_dict(d["wal_directory"]),
+            None if d.get("replica") is None else BlockLocation.from_dict(d["replica"]),
         )
 
     def read(self) -> bytes:
@@ -140,10 +147,30 @@ class BlockPartition:
             data, fetch_error = self._read_from_executor(self.location)
             if data is not None:
                 return data
+        if self.replica is not None:
+            data, replica_error = self._read_from_executor(self.replica)
+            if data is not None:
+                instruments.BLOCKS_FROM_REPLICA.inc()
+                # WARNING: a batch task's worker has no logging of its own, and only that reaches
+                # the executor's log; it happens once per block of a lost executor.
+                logger.warning(
+                    "block %s read from its second copy on executor %s: the copy on %s is gone (%r)",
+                    self.block_id,
+                    _where(self.replica),
+                    _where(self.location),
+                    fetch_error,
+                )
+                return data
+            fetch_error = fetch_error or replica_error
         handle = self.wal_record_handle
         if handle is None:
+            kept_on = (
+                f"executor {_where(self.location)}, which no longer has it"
+                if self.replica is None
+                else f"executors {_where(self.location)} and {_where(self.replica)}, neither of which has it"
+            )
             gone = (
-                f"it was kept on executor {_where(self.location)}, which no longer has it"
+                f"it was kept on {kept_on}"
                 + ("" if fetch_error is None else f" (fetching it: {fetch_error!r})")
                 + ", and the receiver write-ahead log is off (spark.streaming.receiver.writeAheadLog.enable)"
             )
@@ -345,6 +372,7 @@ def create_block_rdd(
                     fetch_tls_ca,
                     recovery,
                     None if handle is None else wal_directory,
+                    result.replica,
                 )
             )
         elif handle is not None:

@@ -93,8 +93,11 @@ class KafkaInputDStream(ReceiverInputDStream):
 
     @property
     def use_reliable_receiver(self) -> bool:
-        """Spark's ``WriteAheadLogUtils.enableReceiverLog(conf)``: the WAL on means no-loss receiving."""
-        return self._ssc.settings.wal.enable
+        """Spark's ``WriteAheadLogUtils.enableReceiverLog(conf)``: the WAL on means no-loss receiving;
+        so does asking for it without the WAL, where the stored block (both copies with a level of
+        replication 2) or Kafka's own log is what survives a lost host."""
+        settings = self._ssc.settings
+        return settings.wal.enable or settings.receiver.reliable_without_wal
 
     def receiver_descriptor(self) -> ReceiverDescriptor:
         return kafka_receiver_descriptor(

@@ -197,9 +197,8 @@ class SparkHost:
         server = self._server
         if server is None or server.pid is None:
             return
-        session = server.pid  # the worker leads its own session (see _die_with_parent)
         for _ in range(3):  # a process forking meanwhile joins the session: sweep again
-            members = _session_members(session)
+            members = self.processes()
             if not members:
                 break
             for pid in members:
@@ -208,6 +207,13 @@ class SparkHost:
         server.kill()  # reaps the worker
         # The private tmpfs mounts died with the namespace; the on-disk files go too.
         shutil.rmtree(self.local_dir, ignore_errors=True)
+
+    def processes(self) -> list[int]:
+        """Every live process of this host: the worker, its executors and their Python workers."""
+        server = self._server
+        if server is None or server.pid is None:
+            return []
+        return _session_members(server.pid)  # the worker leads its own session (_die_with_parent)
 
     def log_tail(self, lines: int = 40) -> str:
         return self._server.log_tail(lines) if self._server else ""
@@ -267,7 +273,8 @@ class LocalSparkHosts(ManagedServer):
             with urllib.request.urlopen(f"http://{LOOPBACK}:{self.webui_port}/json/", timeout=2) as answer:
                 state: dict[str, Any] = json.load(answer)
                 return state
-        except OSError:
+        except (OSError, ValueError):
+            # ValueError: an empty or partial answer, seen while the master's UI was starting.
             return None
 
     def alive_hosts(self) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING
 
 from reliable_kafka.receiver.received_block import (
     ArrayBufferBlock,
@@ -15,8 +16,13 @@ from reliable_kafka.receiver.received_block import (
 from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockStoreResult
 from reliable_kafka.storage.block_format import check_block, encode_block
 from reliable_kafka.storage.block_id import StreamBlockId
+from reliable_kafka.storage.block_server import DEFAULT_FETCH_TIMEOUT_S
 from reliable_kafka.storage.block_store import BlockStore, BlockStoreError
 from reliable_kafka.storage.storage_level import StorageLevel
+from reliable_kafka.util.daemon_pool import DaemonThreadPool
+
+if TYPE_CHECKING:
+    from reliable_kafka.receiver.block_replicator import BlockReplicator
 
 logger = logging.getLogger(__name__)
 
@@ -65,16 +71,48 @@ def put_or_raise(block_store: BlockStore, block_id: StreamBlockId, data: bytes, 
 
 
 class BlockManagerBasedBlockHandler(ReceivedBlockHandler):
-    """Stores blocks in the block store only (no WAL): fast, lost if this process dies."""
+    """Stores blocks in the block store only (no WAL): fast, lost if this process dies, unless
+    the level has replication 2 and ``replicator`` keeps a second copy on a peer executor first
+    (sent while the local copy is written, as the WAL handler writes its two).
 
-    def __init__(self, block_store: BlockStore, storage_level: StorageLevel) -> None:
+    Without a replicator (the driver keeps the blocks: no peer exists) a replicated level keeps
+    one copy, said once in a WARNING."""
+
+    def __init__(
+        self,
+        block_store: BlockStore,
+        storage_level: StorageLevel,
+        replicator: BlockReplicator | None = None,
+    ) -> None:
         self.block_store = block_store
         self.storage_level = storage_level
+        self.replicator = replicator if storage_level.replication > 1 else None
+        # Two, as the WAL handler's: the reliable receiver pushes from a generator per partition.
+        self._pool = None if self.replicator is None else DaemonThreadPool(2, "BlockReplicator")
+        if storage_level.replication > 1 and replicator is None:
+            logger.warning(
+                "Storage level %s asks for %d copies of each block, but blocks are kept in this process "
+                "only, which has no peer to copy to: one copy is kept",
+                storage_level.name,
+                storage_level.replication,
+            )
 
     def store_block(self, block_id: StreamBlockId, block: ReceivedBlock) -> ReceivedBlockStoreResult:
         data, num_records = serialize_block(block)
+        if self.replicator is None or self._pool is None:
+            put_or_raise(self.block_store, block_id, data, self.storage_level)
+            return ReceivedBlockStoreResult(block_id, num_records)
+        # Both copies before the report: the caller commits offsets once this returns. A local
+        # failure raises at once; the retry under the same id finds the peer's copy and keeps it.
+        replica = self._pool.submit(self.replicator.replicate, block_id, data, self.storage_level)
         put_or_raise(self.block_store, block_id, data, self.storage_level)
-        return ReceivedBlockStoreResult(block_id, num_records)
+        # Bounded without a timeout here: each peer the replicator tries has its call timeout.
+        return ReceivedBlockStoreResult(block_id, num_records, replica=replica.result())
 
     def cleanup_old_blocks(self, thresh_time_ms: int) -> None:
         self.block_store.remove_blocks_older_than(thresh_time_ms)
+
+    def stop(self) -> None:
+        if self._pool is not None:
+            # A push in flight ends within its call timeout; its block was not reported anyway.
+            self._pool.shutdown(timeout_s=DEFAULT_FETCH_TIMEOUT_S)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from reliable_kafka.receiver.block_generator import BlockGenerator, BlockGeneratorListener
+from reliable_kafka.receiver.block_replicator import BlockReplicator
 from reliable_kafka.receiver.rate_limiter import RateLimiter
 from reliable_kafka.receiver.received_block import (
     ArrayBufferBlock,
@@ -85,9 +86,12 @@ class ReceiverSupervisor:
         received_block_handler: ReceivedBlockHandler | None = None,
         clock: Clock | None = None,
         block_locator: Callable[[StreamBlockId], BlockLocation | None] | None = None,
+        block_replicator: BlockReplicator | None = None,
     ) -> None:
         """``received_block_handler`` replaces the handler the settings would choose;
         ``block_locator`` tells where a stored block can be read (executor placement);
+        ``block_replicator`` keeps second copies on peers for levels with replication 2 (executor
+        placement, WAL off: with the WAL on, replication is 1);
         ``filesystem_options`` how to reach a remote checkpoint directory (on executors, from the
         receiver task; None: as this process was configured)."""
         self.receiver = receiver
@@ -99,6 +103,7 @@ class ReceiverSupervisor:
         self._clock = clock or SystemClock()
         self._block_store = block_store
         self._block_locator = block_locator
+        self._block_replicator = block_replicator
         self._handler = received_block_handler or self._create_block_handler(
             block_store, checkpoint_dir, filesystem_options
         )
@@ -132,7 +137,9 @@ class ReceiverSupervisor:
     ) -> ReceivedBlockHandler:
         wal = self._settings.wal
         if not wal.enable:
-            return BlockManagerBasedBlockHandler(block_store, self.receiver.storage_level)
+            return BlockManagerBasedBlockHandler(
+                block_store, self.receiver.storage_level, self._block_replicator
+            )
         if checkpoint_dir is None:
             raise ValueError(RECEIVER_WAL_WITHOUT_CHECKPOINT)
         log = create_receiver_write_ahead_log(

@@ -5,7 +5,9 @@ streaming settings, where the driver's tracker listens and the context's secret)
 
 1. exits at once if it is a retry (attempt > 0): the tracker, not Spark's task scheduler,
    decides where a receiver runs, and relaunches it when this job ends;
-2. builds the receiver, an executor block store, and a block server for readers on other hosts;
+2. builds the receiver, an executor block store, and a block server for readers on other hosts,
+   which also keeps other receivers' second copies (levels with replication 2; this receiver's
+   own go to a peer's block server through a :class:`BlockReplicator`);
 3. connects to the tracker (authenticated) and runs a supervisor until it terminates;
 4. if the driver stopped it, keeps serving its blocks until the driver releases it (closes the
    connection): the last batches of a graceful stop still read them;
@@ -29,7 +31,9 @@ from typing import Any
 
 import msgpack
 
+from reliable_kafka.receiver.block_replicator import BlockReplicator
 from reliable_kafka.receiver.descriptor import ReceiverDescriptor
+from reliable_kafka.receiver.received_block_handler import put_or_raise
 from reliable_kafka.receiver.receiver_supervisor import ReceiverSupervisor, format_error
 from reliable_kafka.receiver.remote_tracker import RemoteTrackerEndpoint
 from reliable_kafka.receiver.tracker_endpoint import (
@@ -39,8 +43,9 @@ from reliable_kafka.receiver.tracker_endpoint import (
 )
 from reliable_kafka.settings import StreamingSettings
 from reliable_kafka.storage.block_id import StreamBlockId
-from reliable_kafka.storage.block_server import BlockServer
+from reliable_kafka.storage.block_server import BlockFetcher, BlockServer, KeepReplica
 from reliable_kafka.storage.executor_block_store import ExecutorBlockStore
+from reliable_kafka.storage.storage_level import StorageLevel
 from reliable_kafka.util import instruments
 from reliable_kafka.util.filesystems import FilesystemOptions
 from reliable_kafka.util.located_rdd import current_executor, task_attempt_number
@@ -171,15 +176,7 @@ def _run(description: ReceiverTaskDescription) -> str:
     store = ExecutorBlockStore(f"{description.app_id}-stream-{sid}")
     settings = StreamingSettings(**description.settings)
     tls = settings.receiver.tls()
-    # Listens on every interface (other hosts fetch from it); advertised under the executor's host.
-    server = BlockServer(
-        _reader_of(store),
-        description.secret,
-        port=settings.receiver.block_server_port,
-        port_retries=settings.receiver.port_max_retries,
-        ssl_context=None if tls is None else tls.server_context(),
-    )
-    server.start()
+    server = _start_block_server(store, description.secret, settings)
     port = server.address[1]
     lost = threading.Event()
     supervisor: ReceiverSupervisor | None = None
@@ -211,6 +208,7 @@ def _run(description: ReceiverTaskDescription) -> str:
         store.close()
         raise
     reporter: _InstrumentsReporter | None = None
+    peers = BlockFetcher(description.secret, ssl_context=None if tls is None else tls.client_context())
     try:
         try:
             receiver = description.receiver.build()
@@ -226,6 +224,9 @@ def _run(description: ReceiverTaskDescription) -> str:
                 executor_id=executor_id,
                 block_locator=lambda block_id: BlockLocation(
                     host, executor_id, store.path_of(block_id), port
+                ),
+                block_replicator=BlockReplicator(
+                    sid, host, lambda: endpoint.remote.replica_peers(sid), peers
                 ),
             )
         except Exception as exc:
@@ -254,9 +255,24 @@ def _run(description: ReceiverTaskDescription) -> str:
     finally:
         if reporter is not None:
             reporter.stop()
+        peers.close()
         endpoint.close()
         server.stop()
         store.close()
+
+
+def _start_block_server(store: ExecutorBlockStore, secret: bytes, settings: StreamingSettings) -> BlockServer:
+    """Listens on every interface (other hosts fetch from it); advertised under the executor's
+    host. Serves the store's blocks, and keeps peers' second copies in it."""
+    tls = settings.receiver.tls()
+    return BlockServer(
+        _reader_of(store),
+        secret,
+        port=settings.receiver.block_server_port,
+        port_retries=settings.receiver.port_max_retries,
+        ssl_context=None if tls is None else tls.server_context(),
+        keep_replica=replica_keeper(store),
+    ).start()
 
 
 def _reader_of(store: ExecutorBlockStore) -> Any:
@@ -264,6 +280,18 @@ def _reader_of(store: ExecutorBlockStore) -> Any:
         return store.get(StreamBlockId.parse(name))
 
     return read
+
+
+def replica_keeper(store: ExecutorBlockStore) -> KeepReplica:
+    """A peer's second copies go to this receiver's store: served, and removed when the tracker
+    removes the block (it tells the receivers on the replica's executor too), like its own."""
+
+    def keep(name: str, data: bytes, level: StorageLevel) -> str | None:
+        block_id = StreamBlockId.parse(name)
+        put_or_raise(store, block_id, data, level)
+        return store.path_of(block_id)
+
+    return keep
 
 
 class _InstrumentsReporter:

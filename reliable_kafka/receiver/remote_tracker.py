@@ -16,17 +16,20 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo, ReceiverControl
+from reliable_kafka.receiver.tracker_endpoint import BlockLocation, ReceivedBlockInfo, ReceiverControl
 from reliable_kafka.receiver.tracker_messages import (
     ADD_BLOCK,
     CONTROL_FIELDS,
     DEREGISTER_RECEIVER,
     REGISTER_RECEIVER,
+    REPLICA_PEERS,
     REPORT_ERROR,
     REPORT_INSTRUMENTS,
     ReceiverStatus,
     RegisterReceiver,
     parse_control,
+    parse_peers,
+    peers_request,
 )
 from reliable_kafka.rpc import Connection, connect
 
@@ -134,6 +137,10 @@ class RemoteTrackerEndpoint:
     def report_error(self, stream_id: int, message: str, error: str) -> None:
         # A call, not a notification: the error is recorded before a deregistration that follows.
         self._call(REPORT_ERROR, ReceiverStatus(stream_id, message, error).to_dict())
+
+    def replica_peers(self, stream_id: int) -> list[BlockLocation]:
+        """The block servers where the receiver of ``stream_id`` may keep second copies, best first."""
+        return parse_peers(self._call(REPLICA_PEERS, peers_request(stream_id)))
 
     def report_instruments(self, source: str, instruments: dict[str, Any]) -> None:
         """This process's instruments for the driver's metrics (one-way: nothing waits on it)."""

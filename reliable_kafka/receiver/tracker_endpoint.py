@@ -57,24 +57,30 @@ class BlockLocation:
 
 @dataclass(frozen=True, slots=True)
 class ReceivedBlockStoreResult:
-    """Where a block was stored: its id, its record count if known, its WAL handle if any, and
-    the executor keeping it (executor placement; None when the driver keeps it)."""
+    """Where a block was stored: its id, its record count if known, its WAL handle if any, the
+    executor keeping it (executor placement; None when the driver keeps it) and, for a level with
+    replication 2, the peer executor keeping its second copy."""
 
     block_id: StreamBlockId
     num_records: int | None
     wal_record_handle: RecordHandle | None = None
     location: BlockLocation | None = None
+    replica: BlockLocation | None = None
 
     def __post_init__(self) -> None:
         _check_num_records("ReceivedBlockStoreResult", self.num_records)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d = {
             "block_id": self.block_id.name,
             "num_records": self.num_records,
             "wal_record_handle": None if self.wal_record_handle is None else self.wal_record_handle.to_dict(),
             "location": None if self.location is None else self.location.to_dict(),
         }
+        # Only when there is one: records of unreplicated blocks stay as older versions read them.
+        if self.replica is not None:
+            d["replica"] = self.replica.to_dict()
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> ReceivedBlockStoreResult:
@@ -82,11 +88,14 @@ class ReceivedBlockStoreResult:
         handle = _field(d, "wal_record_handle", (dict, type(None)), owner)
         # Absent from metadata logs written before executor placement existed.
         location = _field(d, "location", (dict, type(None)), owner) if "location" in d else None
+        # Absent from records of unreplicated blocks and of versions before replication.
+        replica = _field(d, "replica", (dict, type(None)), owner) if "replica" in d else None
         return cls(
             block_id=StreamBlockId.parse(_field(d, "block_id", (str,), owner)),
             num_records=_field(d, "num_records", (int, type(None)), owner),
             wal_record_handle=None if handle is None else RecordHandle.from_dict(handle),
             location=None if location is None else BlockLocation.from_dict(location),
+            replica=None if replica is None else BlockLocation.from_dict(replica),
         )
 
 

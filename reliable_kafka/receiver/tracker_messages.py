@@ -4,7 +4,8 @@ endpoint so that both check the same shapes.
 
 Supervisor -> tracker calls: ``register_receiver`` (:class:`RegisterReceiver`) -> bool,
 ``add_block`` (``ReceivedBlockInfo.to_dict()``) -> bool, ``report_error`` (:class:`ReceiverStatus`)
--> None, ``deregister_receiver`` (:class:`ReceiverStatus`) -> bool.
+-> None, ``deregister_receiver`` (:class:`ReceiverStatus`) -> bool, ``replica_peers``
+(``{"stream_id": int}``) -> a list of ``BlockLocation.to_dict()`` (see :func:`parse_peers`).
 Tracker -> receiver notifications, each ``{"stream_id": int, <field>: value}``: see
 :data:`CONTROL_FIELDS`. The stream id lets several receivers share one connection.
 """
@@ -15,12 +16,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reliable_kafka.receiver.tracker_endpoint import _field
+from reliable_kafka.receiver.tracker_endpoint import BlockLocation, _field
 
 REGISTER_RECEIVER = "register_receiver"
 ADD_BLOCK = "add_block"
 REPORT_ERROR = "report_error"
 DEREGISTER_RECEIVER = "deregister_receiver"
+# Where a receiver may keep second copies of its blocks: the block servers of the other receivers.
+REPLICA_PEERS = "replica_peers"
 # One-way, executor to driver: a receiver process's instruments (util.instruments), every few s.
 REPORT_INSTRUMENTS = "report_instruments"
 
@@ -128,3 +131,21 @@ def parse_control(method: str, body: Any) -> tuple[int, Any]:
     if method == REMOVE_BLOCKS and not all(isinstance(block_id, str) for block_id in value):
         raise ValueError(f"{method}.block_ids: expected a list of str")
     return _stream_id(d, method), value
+
+
+def peers_request(stream_id: int) -> dict[str, Any]:
+    return {"stream_id": stream_id}
+
+
+def parse_peers_request(body: Any) -> int:
+    return _stream_id(_mapping(body, REPLICA_PEERS), REPLICA_PEERS)
+
+
+def parse_peers(body: Any) -> list[BlockLocation]:
+    """The answer to ``replica_peers``: block servers (``port`` set), best first."""
+    if not isinstance(body, list):
+        raise ValueError(f"{REPLICA_PEERS}: expected a list, got {type(body).__name__}")
+    peers = [BlockLocation.from_dict(_mapping(entry, REPLICA_PEERS)) for entry in body]
+    if any(peer.port is None for peer in peers):
+        raise ValueError(f"{REPLICA_PEERS}: a peer without a block server port")
+    return peers

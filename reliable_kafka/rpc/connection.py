@@ -20,6 +20,7 @@ import itertools
 import logging
 import socket
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -225,11 +226,16 @@ class Connection:
         self._shutdown(None)
 
     def join(self, timeout_s: float | None = None) -> None:
-        """Wait for the reader and worker threads (each for up to ``timeout_s``)."""
+        """Wait for the reader and worker threads, ``timeout_s`` in all (one deadline)."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+
+        def left() -> float | None:
+            return None if deadline is None else max(0.0, deadline - time.monotonic())
+
         if self._reader_thread is not threading.current_thread() and self._reader_thread.ident is not None:
-            self._reader_thread.join(timeout_s)
-        self._calls.join(timeout_s)
-        self._notifications.join(timeout_s)
+            self._reader_thread.join(left())
+        self._calls.join(left())
+        self._notifications.join(left())
 
     def _shutdown(self, cause: BaseException | None) -> None:
         with self._state_lock:

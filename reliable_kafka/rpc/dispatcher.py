@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 
 logger = logging.getLogger(__name__)
@@ -59,11 +60,13 @@ class Dispatcher:
             self._queue.put(None)
 
     def join(self, timeout_s: float | None) -> None:
+        """Wait for the workers, ``timeout_s`` in all (one deadline, not one per worker)."""
         with self._lock:
             threads = list(self._threads)
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
         for thread in threads:
             if thread is not threading.current_thread():
-                thread.join(timeout_s)
+                thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
     def _work(self) -> None:
         # A new thread was started for a task already queued: its first get is that task's.

@@ -186,6 +186,9 @@ class ReceiverTracker:
         # Per stream, the launch whose failure its supervisor already reported by deregistering:
         # the launcher's report of the same ended launch is then not a second failure.
         self._reported_launches: dict[int, int] = {}
+        # Blocks with a second copy (levels with replication 2) -> the (host, executor id) keeping
+        # it: the receivers there remove it with the block, whether or not its first holder lives.
+        self._replica_holders: dict[StreamBlockId, tuple[str, str]] = {}
 
     def _default_runner(
         self, block_store: BlockStore | None, executors: Sequence[ExecutorCacheTaskLocation] | None
@@ -397,8 +400,9 @@ class ReceiverTracker:
 
     def remove_blocks(self, block_ids: Sequence[StreamBlockId]) -> None:
         """Spark's ``BlockRDD.removeBlocks``: from the driver's block store, or, in executor
-        placement, from the executor of each stream's receiver (blocks of a receiver that is gone
-        went with its executor, or are dropped when it is released)."""
+        placement, from the executor of each stream's receiver, and a second copy from the
+        receivers on the executor keeping it (blocks of a receiver that is gone went with its
+        executor, or are dropped when it is released)."""
         if not block_ids:
             return
         if self.block_store is not None:
@@ -412,6 +416,18 @@ class ReceiverTracker:
         for block_id in block_ids:
             by_stream.setdefault(block_id.stream_id, []).append(block_id.name)
         with self._lock:
+            for block_id in block_ids:
+                holder = self._replica_holders.pop(block_id, None)
+                if holder is None:
+                    continue
+                for sid, info in self._tracking_infos.items():
+                    running = info.running_executor
+                    if (
+                        sid in self._controls
+                        and running is not None
+                        and holder == (running.host, running.executor_id)
+                    ):
+                        by_stream.setdefault(sid, []).append(block_id.name)
             controls = {sid: self._controls.get(sid) for sid in by_stream}
         for sid, names in by_stream.items():
             control = controls[sid]
@@ -525,6 +541,10 @@ class ReceiverTracker:
                 self._failure_streaks.pop(info.stream_id, None)
                 self._reported_launches.pop(info.stream_id, None)
             self._failure_log(info.stream_id).succeeded()
+        replica = info.block_store_result.replica
+        if replica is not None:
+            with self._lock:
+                self._replica_holders[info.block_id] = (replica.host, replica.executor_id)
         return self.received_block_tracker.add_block(info)
 
     def failure_streak(self, stream_id: int) -> int:

@@ -9,7 +9,8 @@ stream (the receiver relaunched elsewhere before the old connection died) is nev
 by the old connection, whose receiver is stale. When the server itself stops, nothing is
 deregistered: the tracker is stopping and accounts for its receivers itself.
 
-Where each receiver's block server listens: :meth:`ReceiverTrackerServer.block_server_of`.
+Where each receiver's block server listens: :meth:`ReceiverTrackerServer.block_server_of`; a
+receiver asks for the others' (``replica_peers``) to keep second copies of its blocks there.
 """
 
 from __future__ import annotations
@@ -21,13 +22,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo, ReceiverTrackerEndpoint
+from reliable_kafka.receiver.tracker_endpoint import (
+    BlockLocation,
+    ReceivedBlockInfo,
+    ReceiverTrackerEndpoint,
+)
 from reliable_kafka.receiver.tracker_messages import (
     ADD_BLOCK,
     CLEANUP_OLD_BLOCKS,
     DEREGISTER_RECEIVER,
     REGISTER_RECEIVER,
     REMOVE_BLOCKS,
+    REPLICA_PEERS,
     REPORT_ERROR,
     REPORT_INSTRUMENTS,
     STOP_RECEIVER,
@@ -35,6 +41,7 @@ from reliable_kafka.receiver.tracker_messages import (
     ReceiverStatus,
     RegisterReceiver,
     control_body,
+    parse_peers_request,
 )
 from reliable_kafka.rpc import Connection, ConnectionClosed, RpcServer
 from reliable_kafka.rpc.framing import DEFAULT_MAX_FRAME_BYTES
@@ -84,6 +91,7 @@ class _Registration:
     stream_id: int
     connection: Connection
     block_server: tuple[str, int] | None
+    executor_id: str = ""
     active: bool = True
 
 
@@ -142,6 +150,27 @@ class ReceiverTrackerServer:
             registration = self._current.get(stream_id)
             return None if registration is None else registration.block_server
 
+    def replica_peers(self, stream_id: int) -> list[BlockLocation]:
+        """Where the receiver of ``stream_id`` may keep second copies of its blocks: the block
+        servers of the receivers registered on other executors, those on other hosts first (a
+        copy there survives the loss of a machine), each group starting after ``stream_id`` so
+        that receivers spread their copies over their peers rather than all choosing one."""
+        with self._lock:
+            own = self._current.get(stream_id)
+            registrations = list(self._current.values())
+        if own is None or own.block_server is None:
+            return []
+        own_host = own.block_server[0]
+        peers = [
+            (r.stream_id, BlockLocation(r.block_server[0], r.executor_id, None, r.block_server[1]))
+            for r in registrations
+            if r.block_server is not None and r.stream_id != stream_id and r.executor_id != own.executor_id
+        ]
+        # Stream ids after ours first, wrapping round: (peer - own) mod m, m above every id.
+        m = max([stream_id, *(sid for sid, _ in peers)]) + 1
+        peers.sort(key=lambda peer: (peer[1].host == own_host, (peer[0] - stream_id) % m))
+        return [location for _, location in peers]
+
     def registered_stream_ids(self) -> list[int]:
         with self._lock:
             return sorted(self._current)
@@ -162,6 +191,8 @@ class ReceiverTrackerServer:
             return None
         if method == DEREGISTER_RECEIVER:
             return self._deregister(connection, ReceiverStatus.from_dict(body))
+        if method == REPLICA_PEERS:
+            return [peer.to_dict() for peer in self.replica_peers(parse_peers_request(body))]
         if method == REPORT_INSTRUMENTS:
             if not isinstance(body, Mapping) or not isinstance(body.get("source"), str):
                 raise ValueError("report_instruments: expected {'source': str, 'instruments': map}")
@@ -176,7 +207,7 @@ class ReceiverTrackerServer:
         )
         if not accepted:
             return False
-        registration = _Registration(request.stream_id, connection, request.block_server)
+        registration = _Registration(request.stream_id, connection, request.block_server, request.executor_id)
         with self._lock:
             self._current[request.stream_id] = registration
             self._by_connection.setdefault(connection, []).append(registration)

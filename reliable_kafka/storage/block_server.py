@@ -1,6 +1,10 @@
 """Serving an executor's blocks to other executors, and fetching them: one ``get_block`` call
 over an authenticated connection ({"block_id": str} -> bytes | None).
 
+A server made with ``keep_replica`` also keeps other receivers' second copies (storage levels with
+replication 2): ``keep_replica`` ({"block_id": str, "data": bytes, "level": StorageLevel dict} ->
+the path of the copy on this host), answered once the copy is stored.
+
 A block travels as one frame, so it must fit ``max_frame_bytes`` (64 MiB by default) on both
 sides; a larger one comes back as a RemoteError naming the limit, never as a truncated block.
 """
@@ -15,12 +19,16 @@ from typing import Any
 from reliable_kafka.rpc import Connection, ConnectionClosed, FrameError, RpcServer, connect
 from reliable_kafka.rpc.auth import Secret
 from reliable_kafka.rpc.framing import DEFAULT_MAX_FRAME_BYTES
+from reliable_kafka.storage.storage_level import StorageLevel
 from reliable_kafka.util import instruments
 
 GET_BLOCK = "get_block"
+KEEP_REPLICA = "keep_replica"
 DEFAULT_FETCH_TIMEOUT_S = 30.0
 
 ReadBlock = Callable[[str], bytes | None]
+# Stores a peer's block under its id and level; returns the path of the copy (for same-host readers).
+KeepReplica = Callable[[str, bytes, StorageLevel], str | None]
 
 
 class BlockServer:
@@ -40,8 +48,10 @@ class BlockServer:
         ssl_context: ssl.SSLContext | None = None,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         port_retries: int = 0,
+        keep_replica: KeepReplica | None = None,
     ) -> None:
         self._read_block = read_block
+        self._keep_replica = keep_replica
         self._server = RpcServer(
             secret,
             self._handle,
@@ -67,7 +77,9 @@ class BlockServer:
     def stop(self) -> None:
         self._server.stop()
 
-    def _handle(self, connection: Connection, method: str, body: Any) -> bytes | None:
+    def _handle(self, connection: Connection, method: str, body: Any) -> bytes | str | None:
+        if method == KEEP_REPLICA and self._keep_replica is not None:
+            return self._keep(body)
         if method != GET_BLOCK:
             raise LookupError(f"the block server serves no method {method!r}")
         if not isinstance(body, Mapping) or type(body.get("block_id")) is not str:
@@ -78,6 +90,20 @@ class BlockServer:
         if data is not None:
             instruments.BLOCKS_SERVED.inc()
         return data
+
+    def _keep(self, body: Any) -> str | None:
+        assert self._keep_replica is not None
+        if (
+            not isinstance(body, Mapping)
+            or type(body.get("block_id")) is not str
+            or not isinstance(body.get("data"), bytes)
+            or not isinstance(body.get("level"), Mapping)
+        ):
+            raise ValueError("keep_replica: expected {'block_id': str, 'data': bytes, 'level': map}")
+        level = StorageLevel.from_dict(body["level"])
+        path = self._keep_replica(body["block_id"], body["data"], level)
+        instruments.REPLICAS_KEPT.inc()
+        return path
 
 
 def _checked_block(value: Any) -> bytes | None:
@@ -139,14 +165,28 @@ class BlockFetcher:
         return f"BlockFetcher(servers={len(self._connections)})"
 
     def fetch(self, host: str, port: int, block_id: str) -> bytes | None:
+        return _checked_block(self._call(host, port, GET_BLOCK, {"block_id": block_id}))
+
+    def keep_replica(
+        self, host: str, port: int, block_id: str, data: bytes, level: StorageLevel
+    ) -> str | None:
+        """Have the block server at ``host:port`` keep a copy of the block; returns once it is
+        stored there, with the path of the copy on that host. RemoteError when storing failed."""
+        body = {"block_id": block_id, "data": data, "level": level.to_dict()}
+        path = self._call(host, port, KEEP_REPLICA, body)
+        if path is not None and not isinstance(path, str):
+            raise FrameError(f"keep_replica answered {type(path).__name__}, not a path or nil")
+        return path
+
+    def _call(self, host: str, port: int, method: str, body: Any) -> Any:
         connection = self._connection_to(host, port)
         try:
-            return _checked_block(connection.call(GET_BLOCK, {"block_id": block_id}, self._timeout_s))
+            return connection.call(method, body, self._timeout_s)
         except ConnectionClosed:
             # A kept connection may have been closed by the server since its last use: one retry
             # on a fresh connection tells that apart from a server that is really gone.
             connection = self._connection_to(host, port)
-            return _checked_block(connection.call(GET_BLOCK, {"block_id": block_id}, self._timeout_s))
+            return connection.call(method, body, self._timeout_s)
 
     def close(self) -> None:
         with self._lock:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Any, TypeVar
@@ -57,7 +58,8 @@ class DaemonThreadPool:
                 future.set_exception(exc)
 
     def shutdown(self, timeout_s: float | None = None) -> None:
-        """Run what is queued, then stop the workers; waits at most ``timeout_s`` per worker."""
+        """Run what is queued, then stop the workers; waits at most ``timeout_s`` in all (one
+        deadline for every worker: per-worker bounds would add up to workers x timeout)."""
         with self._lock:
             if self._shutdown:
                 return
@@ -65,8 +67,9 @@ class DaemonThreadPool:
             threads = list(self._threads)
         for _ in threads:
             self._tasks.put(None)
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
         for thread in threads:
-            thread.join(timeout_s)
+            thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
             if thread.is_alive():
                 logger.warning(
                     "Worker %s of %s did not finish within %s s", thread.name, self.name, timeout_s

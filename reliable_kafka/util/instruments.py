@@ -121,6 +121,11 @@ BLOCKS_SERVED = Counter()
 # Blocks a batch task read again from their source (Kafka) because every copy was lost. Counted
 # in the batch tasks' processes: visible to a test of them, not reported to the driver.
 BLOCKS_REREAD = Counter()
+# Second copies of other receivers' blocks a receiver's block server stored (levels with replication 2).
+REPLICAS_KEPT = Counter()
+# Blocks a batch task read from their second copy because the first was gone with its executor or
+# host. Counted in the batch tasks' processes, like BLOCKS_REREAD.
+BLOCKS_FROM_REPLICA = Counter()
 
 
 def timed(histogram: Histogram, call: Callable[..., T], *args: object) -> T:

@@ -18,9 +18,13 @@ placement). Listener events are appended as they come:
     {"kind": "streaming_error", "time": wall seconds, "message": ...}
 
 and, as each batch's output operation begins, the blocks it reads (each block's executor, the
-path of its write-ahead log record, its offset ranges):
+path of its write-ahead log record, the executor of its second copy, its offset ranges):
 
-    {"kind": "begin", "batch": T, "time": wall seconds, "blocks": [{"id", "executor", "wal", "ranges"}]}
+    {"kind": "begin", "batch": T, "time": wall seconds,
+     "blocks": [{"id", "executor", "wal", "replica", "ranges"}]}
+
+With ``--hold-until FILE``, the first batch with a block of the first stream writes
+``{"kind": "held", "batch": T}`` after its "begin" and reads its blocks only once FILE exists.
 
 plus ``{"kind": "tracker", "host": H, "port": P}`` at start and ``{"kind": "job_error", ...}`` for
 a failed batch. Prints ``started`` once running; SIGTERM stops gracefully, then prints ``stopped``.
@@ -70,6 +74,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--graceful-stop-timeout", default="120s")
     parser.add_argument("--conf", action="append", default=[], help="KEY=VALUE, another SparkConf entry")
     parser.add_argument(
+        "--hold-until",
+        help="once: hold the first batch with a block of the first stream before it reads its blocks, "
+        "until this file exists (the test's faults land while the batch waits)",
+    )
+    parser.add_argument(
         "--probe-fetch",
         action="store_true",
         help="once: read a block in a task on an executor other than its holder, by fetch only",
@@ -104,6 +113,7 @@ class ReceiverEvents(StreamingListener):
                 "stream": info.stream_id,
                 "executor_id": info.executor_id,
                 "host": info.location,
+                "name": info.name,
                 "time": time.time(),
                 "message": info.last_error_message,
             }
@@ -125,7 +135,13 @@ class ReceiverEvents(StreamingListener):
         info = outputOperationCompleted.output_operation_info
         if info.failure_reason:
             self._sink.write(
-                {"kind": "job_error", "batch": info.batch_time_ms, "error": info.failure_reason[:4000]}
+                {
+                    "kind": "job_error",
+                    "batch": info.batch_time_ms,
+                    "error": info.failure_reason[:4000],
+                    # The Python error's own lines, wherever Spark's stack puts them.
+                    "lost": [line for line in info.failure_reason.splitlines() if "records lost" in line][:5],
+                }
             )
 
 
@@ -152,11 +168,17 @@ def probe_fetch(
         return json.dumps({"ran_on": current_executor()[1], "records": len(records)}).encode()
 
     (result,) = rdd.map(read).collect()
+    # The holder's next instruments report (every few seconds) brings the serve to the driver's
+    # metrics; the test may lose that host soon after, so this waits for it here.
+    deadline = time.monotonic() + 60
+    while instruments.combined_snapshot().blocks_served < 1 and time.monotonic() < deadline:
+        threading.Event().wait(0.2)
     sink.write(
         {
             "kind": "forced_fetch",
             "holder": holder.executor_id,
             "expected": info.num_records,
+            "served_reported": instruments.combined_snapshot().blocks_served,
             **json.loads(result),
         }
     )
@@ -207,6 +229,7 @@ def main(argv: list[str]) -> int:
         ]
         block_rdds: dict[int, list[BlockRDD]] = {}
         probed: list[int] = []
+        held: list[int] = []
 
         def note_blocks(batch_time: datetime, rdd: Any) -> None:
             if isinstance(rdd, BlockRDD):
@@ -227,6 +250,9 @@ def main(argv: list[str]) -> int:
                     "wal": None
                     if info.block_store_result.wal_record_handle is None
                     else info.block_store_result.wal_record_handle.path,
+                    "replica": None
+                    if info.block_store_result.replica is None
+                    else info.block_store_result.replica.executor_id,
                     "ranges": [
                         [r.topic, r.partition, r.fromOffset, r.untilOffset] for r in offset_ranges_of([info])
                     ],
@@ -235,6 +261,12 @@ def main(argv: list[str]) -> int:
                 for info in tracker.get_blocks_of_batch_and_stream(batch_ms, stream.id)
             ]
             sink.write({"kind": "begin", "batch": batch_ms, "time": time.time(), "blocks": blocks})
+            first_stream = f"input-{streams[0].id}-"
+            if args.hold_until and not held and any(b["id"].startswith(first_stream) for b in blocks):
+                held.append(batch_ms)
+                sink.write({"kind": "held", "batch": batch_ms})
+                while not os.path.exists(args.hold_until):
+                    threading.Event().wait(0.1)  # polls for the test's release file
             records = rdd.collect()
             parts = block_rdds.pop(batch_ms, [])
             if args.probe_fetch and not probed and records:

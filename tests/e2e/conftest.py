@@ -11,7 +11,9 @@ from pyspark import SparkContext
 
 from reliable_kafka import StreamingContext
 from reliable_kafka.settings import JobSettings, ReceiverSettings, StreamingSettings, WriteAheadLogSettings
+from tests.conftest import selected_spark
 from tests.e2e.kill_harness import ChildApp
+from tests.spark_backends import SparkBackend
 
 logging.getLogger("py4j").setLevel(logging.WARNING)
 
@@ -53,3 +55,13 @@ def applications() -> Iterator[list[ChildApp]]:
     yield started
     while started:
         started.pop().kill()
+
+
+@pytest.fixture
+def host_loss_backend(request: pytest.FixtureRequest, spark_backend: SparkBackend) -> SparkBackend:
+    """``spark_backend`` for a test of losing a host: the several-hosts cluster where the run has
+    it (a local-cluster's executors share one filesystem, which such a test is about not
+    having); a local-cluster only when it is the run's only cluster."""
+    if spark_backend.hosts is None and "hosts" in selected_spark(request.config):
+        pytest.skip("runs on the hosts cluster, where hosts share no files")
+    return spark_backend

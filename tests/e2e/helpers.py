@@ -6,7 +6,8 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 from kazoo.exceptions import NoNodeError
 
 from reliable_kafka.kafka.topic_partition import TopicAndPartition
@@ -94,3 +95,11 @@ def log_end_offsets(cluster: ClusterUnderTest, topic: str, partitions: int) -> d
         }
     finally:
         consumer.close()
+
+
+def delete_records(cluster: ClusterUnderTest, topic: str, partitions: int) -> dict[int, int]:
+    """Every record of ``topic`` up to its log end deleted, as retention deletes them (the log
+    start moves up to the log end); the new log start offsets."""
+    admin = AdminClient(cluster.client_config())
+    futures = admin.delete_records([TopicPartition(topic, p, OFFSET_END) for p in range(partitions)])
+    return {tp.partition: future.result(timeout=30).low_watermark for tp, future in futures.items()}

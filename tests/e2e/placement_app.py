@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,7 @@ def start_app(
     spark: SparkBackend | None = None,
     checkpoint: str | None = None,
     conf: Mapping[str, str] | None = None,
+    extra_args: Sequence[str] = (),
 ) -> tuple[ChildApp, Path, str]:
     """The application on ``spark`` (local-cluster by default), checkpointing to ``checkpoint``
     (a directory under ``tmp_path`` by default) with ``conf`` added to its SparkConf."""
@@ -68,6 +69,7 @@ def start_app(
         *(["--probe-fetch"] if probe_fetch else []),
         *("--master", spark.master),
         *(arg for entry in entries for arg in ("--conf", entry)),
+        *extra_args,
     ]
     child = ChildApp(0, args, tmp_path, module=CHILD)
     started.append(child)
@@ -97,3 +99,24 @@ def await_relaunch(output: Path, stream_id: int, killed_at: float) -> dict[str, 
 def records_keep_coming(output: Path, more: int = 30) -> None:
     before = len(received(read_output(output)))
     wait_until(lambda: len(received(read_output(output))) > before + more, what=f"{more} more records")
+
+
+def assert_duplicates_within_one_block(
+    entries: list[dict[str, Any]], counts: Counter[tuple[str, int, int]], lost_topic: str
+) -> None:
+    """Records delivered twice come only from receiver 0 (``lost_topic``'s, the one whose host or
+    executor was lost), and per partition fit in one of its blocks."""
+    duplicates = {key for key, n in counts.items() if n > 1}
+    assert all(topic == lost_topic for topic, _, _ in duplicates), sorted(duplicates)[:10]
+    ranges = [
+        (partition, start, until)
+        for entry in of_kind(entries, "begin")
+        for block in entry["blocks"]
+        if block["id"].startswith("input-0-")
+        for _, partition, start, until in block["ranges"]
+    ]
+    for partition in range(PARTITIONS):
+        again = {o for _, p, o in duplicates if p == partition}
+        assert not again or any(
+            p == partition and start <= min(again) and max(again) < until for p, start, until in ranges
+        ), f"partition {partition}: {sorted(again)} read again, more than one block"

@@ -9,7 +9,7 @@ import signal
 from pathlib import Path
 
 
-def _cmdline(pid: int) -> list[str]:
+def cmdline(pid: int) -> list[str]:
     try:
         raw = Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
@@ -58,7 +58,7 @@ def descendants(root: int) -> list[int]:
 def executor_jvm(session_id: int, executor_id: str) -> int | None:
     """The pid of the executor JVM with this ``--executor-id`` in the session."""
     for pid in session_processes(session_id):
-        args = _cmdline(pid)
+        args = cmdline(pid)
         if "--executor-id" in args and args[args.index("--executor-id") + 1] == executor_id:
             return pid
     return None
@@ -70,11 +70,11 @@ def zookeeper_processes(root: int) -> list[int]:
         "org.apache.zookeeper.server.quorum.QuorumPeerMain",
         "org.apache.zookeeper.server.ZooKeeperServerMain",
     )
-    return [pid for pid in descendants(root) if any(main in _cmdline(pid) for main in mains)]
+    return [pid for pid in descendants(root) if any(main in cmdline(pid) for main in mains)]
 
 
 def describe(pids: list[int]) -> str:
-    return "; ".join(f"{pid}: {' '.join(_cmdline(pid))[:160]}" for pid in pids)
+    return "; ".join(f"{pid}: {' '.join(cmdline(pid))[:160]}" for pid in pids)
 
 
 def kill_tree(pid: int) -> list[int]:

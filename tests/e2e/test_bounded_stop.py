@@ -23,7 +23,7 @@ from typing import IO, Any
 import pytest
 
 from tests.e2e.helpers import wait_until
-from tests.e2e.processes import describe, session_processes
+from tests.e2e.processes import cmdline, describe, session_processes
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -191,4 +191,44 @@ def test_sigterm_during_a_stop_lets_that_stop_finish(
     assert sum(ended) == PRODUCED, entries
     assert "StreamingContext stopped successfully" in log
     assert {"event": "stopped"} not in entries  # the signal ended it, after the stop
+    assert_nothing_left(child)
+
+
+def spark_jvm(session_id: int) -> int:
+    """The driver JVM of the child's SparkContext (pyspark's gateway: SparkSubmit)."""
+    (pid,) = [
+        pid
+        for pid in session_processes(session_id)
+        if "org.apache.spark.deploy.SparkSubmit" in " ".join(cmdline(pid))
+    ]
+    return pid
+
+
+@pytest.mark.parametrize("placement", ["driver", "executors"])
+def test_sigterm_to_the_driver_jvm_stops_the_streams_before_spark(
+    tmp_path: Path, kafka_version: str, reap: Any, placement: str
+) -> None:
+    """A cluster manager's stop often signals the driver JVM, not Python (Kubernetes' init in
+    Spark's image, YARN, a kill of spark-submit): the JVM runs its shutdown hooks, and ours,
+    before Spark's, stops the streams gracefully (stopGracefullyOnShutdown) as Spark's
+    StreamingContext hook does. The batch in progress (a slow sink) ends and every record
+    received is output; before, Spark stopped the SparkContext under the running batch."""
+    child = start_child(
+        tmp_path, kafka_version, "none", "sigterm", "--sink-delay-ms", "8000", "--placement", placement
+    )
+    reap(child)
+    child.wait_for_line("waiting")
+    os.kill(spark_jvm(child.process.pid), signal.SIGTERM)
+    took_s = child.wait_for_exit()
+    print(f"JVM SIGTERM/{placement}: exited {took_s:.1f} s after it")
+    log = child.log()
+    entries = strip_times(child.entries())
+    begun = [e["begin"] for e in entries if "begin" in e]
+    ended = [e["end"] for e in entries if "end" in e]
+    assert begun == ended, (entries, log)
+    assert sum(ended) == PRODUCED, (entries, log)
+    assert "The driver JVM is shutting down: stopping the streaming context first" in log
+    assert "StreamingContext stopped successfully" in log
+    # Every batch generated ran while Spark was up (before: each failed with "Connection refused").
+    assert "Error running job" not in log and "Error generating jobs" not in log, log
     assert_nothing_left(child)

@@ -123,6 +123,22 @@ def test_wal_on_from_the_spark_conf(spark_context: Any) -> None:
     assert type(KafkaUtils.createStream(ssc, ZK, "g", {"t": 1}).get_receiver()) is ReliableKafkaReceiver
 
 
+def test_the_reliable_receiver_without_the_wal_when_asked_in_the_spark_conf(spark_context: Any) -> None:
+    conf = {
+        **dict(spark_context.getConf().getAll()),
+        "spark.streaming.receiver.reliableWithoutWriteAheadLog": "true",
+    }
+    settings = StreamingSettings.from_spark_conf(conf)
+    assert not settings.wal.enable and settings.receiver.reliable_without_wal
+    ssc = StreamingContext(spark_context, 1, settings)
+    stream = KafkaUtils.createStream(
+        ssc, ZK, "g", {"t": 1}, storageLevel=PySparkStorageLevel.MEMORY_AND_DISK_2
+    )
+    receiver = stream.receiver_descriptor().build()  # as an executor builds it
+    assert type(receiver) is ReliableKafkaReceiver
+    assert receiver.storage_level.replication == 2
+
+
 def test_wal_without_checkpoint_is_sparks_error(spark_context: Any) -> None:
     ssc = StreamingContext(spark_context, 1, StreamingSettings(wal=WriteAheadLogSettings(enable=True)))
     stream = KafkaUtils.createStream(ssc, ZK, "g", {"t": 1})

@@ -8,6 +8,7 @@ SparkContext, and a kill must be able to take an executor JVM (and its Python wo
 from __future__ import annotations
 
 import os
+import re
 import socket
 import struct
 import time
@@ -18,12 +19,13 @@ import pytest
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.rpc import AuthenticationError, connect, new_secret
 from tests.cluster_backends import unique_name
-from tests.e2e.helpers import committed_offsets, log_end_offsets, wait_until
+from tests.e2e.helpers import committed_offsets, delete_records, log_end_offsets, wait_until
 from tests.e2e.kill_harness import ChildApp
 from tests.e2e.placement_app import (
     PARTITIONS,
     RELAUNCH_BOUND_S,
     acked,
+    assert_duplicates_within_one_block,
     await_relaunch,
     of_kind,
     read_output,
@@ -107,6 +109,7 @@ def test_receivers_on_executors_with_the_wal(
         assert relaunched["executor_id"] != victim
         assert relaunched["time"] - relaunched["killed_at"] <= RELAUNCH_BOUND_S, relaunched
         records_keep_coming(output)
+        logs = spark_backend.executor_logs(tracker["app_id"])
     finally:
         for producer in producers.values():
             producer.finish()
@@ -118,21 +121,7 @@ def test_receivers_on_executors_with_the_wal(
     entries = read_output(output)
     counts = received(entries)
     assert expected == set(counts), f"lost {sorted(expected - set(counts))[:10]}"
-    # Duplicates only from the kill of receiver 0, at most one of its blocks per partition.
-    duplicates = {key for key, n in counts.items() if n > 1}
-    assert all(topic == topics[0] for topic, _, _ in duplicates), sorted(duplicates)[:10]
-    ranges = [
-        (partition, start, until)
-        for entry in of_kind(entries, "begin")
-        for block in entry["blocks"]
-        if block["id"].startswith("input-0-")
-        for topic, partition, start, until in block["ranges"]
-    ]
-    for partition in range(PARTITIONS):
-        again = {o for _, p, o in duplicates if p == partition}
-        assert not again or any(
-            p == partition and start <= min(again) and max(again) < until for p, start, until in ranges
-        ), f"partition {partition}: {sorted(again)} read again, more than one block"
+    assert_duplicates_within_one_block(entries, counts, topics[0])
     # The receivers' WAL writes and commits, done on the executors, reached the driver's metrics.
     (figures,) = of_kind(entries, "instruments")
     assert figures["wal_writes"] > 0 and figures["commits"] > 0, figures
@@ -140,6 +129,13 @@ def test_receivers_on_executors_with_the_wal(
     assert all(batch["driver_bytes"] == 0 for batch in of_kind(entries, "batch"))
     assert sum(batch["partitions"] for batch in of_kind(entries, "batch")) > 0
     assert not of_kind(entries, "job_error"), of_kind(entries, "job_error")[:2]
+    # MEMORY_AND_DISK_SER_2 with the WAL on: one copy (the WAL is the second), and Spark's warning
+    # (SPARK-4671) once as each receiver launch starts, not once per block (the lost host's
+    # launch may have taken its log with it).
+    assert all(block["replica"] is None for entry in of_kind(entries, "begin") for block in entry["blocks"])
+    warned = logs.count("Storage level replication 2 is unnecessary when write ahead log is enabled")
+    assert 1 <= warned <= len(of_kind(entries, "receiver_started")), warned
+    assert "stored with 1 copy instead of" not in logs
     for topic in topics:
         assert committed_offsets(local_cluster, group, topic, PARTITIONS) == log_end_offsets(
             local_cluster, topic, PARTITIONS
@@ -180,6 +176,8 @@ def test_receivers_on_executors_without_the_wal(
         wait_until(lambda: bool(of_kind(read_output(output), "forced_fetch")), what="the forced fetch")
         (fetch,) = of_kind(read_output(output), "forced_fetch")
         assert fetch["ran_on"] != fetch["holder"] and fetch["records"] == fetch["expected"] > 0, fetch
+        # Through the holder's block server (no file of another host), counted in the driver's metrics.
+        assert fetch["served_reported"] >= 1, fetch
         wait_until(lambda: len(received(read_output(output))) > 60, what="records")
         assert not of_kind(read_output(output), "job_error")
         # Exactly once while nothing fails: read locally or fetched, no record twice.
@@ -205,3 +203,148 @@ def test_receivers_on_executors_without_the_wal(
     # The lost host's unread blocks were read again from Kafka by the batch tasks.
     assert "reading it again from its source" in logs, logs[-3000:]
     assert "Could not compute split" not in logs
+
+
+def test_records_kafka_no_longer_has_fail_their_batch_naming_them(
+    local_cluster: LocalCluster, tmp_path: Path, host_loss_backend: SparkBackend, applications: list[ChildApp]
+) -> None:
+    """WAL off, one copy of each block: the host holding a waiting batch's block is lost, and
+    retention has removed the block's records from Kafka meanwhile. Nothing can serve them: the
+    batch fails, its error naming the lost topic, partitions and offset ranges."""
+    topics = [unique_name("gone-a"), unique_name("gone-b")]
+    for topic in topics:
+        local_cluster.create_topic(topic, partitions=PARTITIONS)
+    release = tmp_path / "release"
+    child, output, _ = start_app(
+        local_cluster,
+        tmp_path,
+        topics,
+        started=applications,
+        wal=False,
+        storage_level="MEMORY_AND_DISK_SER",
+        spark=host_loss_backend,
+        extra_args=("--hold-until", str(release)),
+    )
+    producers = start_producers(local_cluster, topics)
+    session = child.process.pid
+    try:
+        wait_until(lambda: len(of_kind(read_output(output), "receiver_started")) >= 2, what="two receivers")
+        wait_until(lambda: bool(of_kind(read_output(output), "held")), what="a batch held before its reads")
+        entries = read_output(output)
+        (held,) = of_kind(entries, "held")
+        (begin,) = [e for e in of_kind(entries, "begin") if e["batch"] == held["batch"]]
+        blocks = [block for block in begin["blocks"] if block["id"].startswith("input-0-")]
+        (holder,) = {block["executor"] for block in blocks}
+        (host,) = {e["host"] for e in of_kind(entries, "receiver_started") if e["executor_id"] == holder}
+        (tracker,) = of_kind(entries, "tracker")
+        host_loss_backend.lose_host_of(session, holder, host, tracker["app_id"], 0)
+        for producer in producers.values():
+            producer.finish()
+        low = delete_records(local_cluster, topics[0], PARTITIONS)
+        assert all(
+            low[partition] >= until for block in blocks for _, partition, _, until in block["ranges"]
+        ), (low, blocks)
+        release.touch()
+        wait_until(
+            lambda: any(e["batch"] == held["batch"] for e in of_kind(read_output(output), "job_error")),
+            what="the held batch's failure",
+        )
+    finally:
+        for producer in producers.values():
+            if producer.is_alive():
+                producer.finish()
+    (failure,) = [e for e in of_kind(read_output(output), "job_error") if e["batch"] == held["batch"]]
+    # Spark reports the first failed task's error: one of the lost blocks, each of its ranges.
+    named = " ".join(failure["lost"])
+    assert any(
+        all(f"{t}/{p} [{start}, {until})" in named for t, p, start, until in block["ranges"] if until > start)
+        for block in blocks
+    ), (blocks, failure["lost"])
+
+
+def test_replicated_blocks_without_the_wal_survive_the_loss_of_a_receivers_host(
+    local_cluster: LocalCluster, tmp_path: Path, host_loss_backend: SparkBackend, applications: list[ChildApp]
+) -> None:
+    """MEMORY_AND_DISK_SER_2, no WAL, the reliable receiver: each block is kept by its receiver and
+    by the other receiver (on the other host) before it is reported and its offsets committed.
+    The host of receiver 0 is lost: the blocks it held and no batch had read yet are read from
+    their second copies (not re-read from Kafka), no batch fails, nothing acknowledged is lost,
+    and records come again at most one block per partition."""
+    topics = [unique_name("repl-a"), unique_name("repl-b")]
+    for topic in topics:
+        local_cluster.create_topic(topic, partitions=PARTITIONS)
+    child, output, group = start_app(
+        local_cluster,
+        tmp_path,
+        topics,
+        started=applications,
+        wal=False,
+        storage_level="MEMORY_AND_DISK_SER_2",
+        spark=host_loss_backend,
+        conf={"spark.streaming.receiver.reliableWithoutWriteAheadLog": "true"},
+    )
+    producers = start_producers(local_cluster, topics)
+    session = child.process.pid
+    try:
+        wait_until(lambda: len(of_kind(read_output(output), "receiver_started")) >= 2, what="two receivers")
+        started = of_kind(read_output(output), "receiver_started")
+        executors = {e["stream"]: e["executor_id"] for e in started}
+        hosts = {e["stream"]: e["host"] for e in started}
+        assert len(set(executors.values())) == 2, started
+        if host_loss_backend.hosts is not None:
+            assert len(set(hosts.values())) == 2, started
+        assert all(e["name"].startswith("ReliableKafkaReceiver-") for e in started), started
+
+        def replicated(stream_id: int) -> list[dict]:
+            return [
+                block
+                for entry in of_kind(read_output(output), "begin")
+                for block in entry["blocks"]
+                if block["id"].startswith(f"input-{stream_id}-") and block["replica"] is not None
+            ]
+
+        # Both receivers' blocks get their second copy on the other receiver's executor.
+        wait_until(lambda: replicated(0) and replicated(1), what="blocks with a second copy")
+        assert all(block["replica"] == executors[1] for block in replicated(0)), replicated(0)[:3]
+        assert all(block["replica"] == executors[0] for block in replicated(1)), replicated(1)[:3]
+        wait_until(lambda: len(received(read_output(output))) > 60, what="records")
+        assert max(received(read_output(output)).values()) == 1  # no fault yet: exactly once
+
+        (tracker,) = of_kind(read_output(output), "tracker")
+        killed_at = time.time()
+        host_loss_backend.lose_host_of(session, executors[0], hosts[0], tracker["app_id"], 0)
+        await_relaunch(output, 0, killed_at=killed_at)
+        records_keep_coming(output)
+        # Read now, before the stop: local-cluster deletes its workers' directories at the end.
+        logs = host_loss_backend.executor_logs(tracker["app_id"])
+    finally:
+        for producer in producers.values():
+            producer.finish()
+    expected = acked(producers)
+    wait_until(lambda: expected <= set(received(read_output(output))), timeout_s=180, what="every record")
+    assert child.stop_gracefully() == 0, child.log_tail()
+
+    entries = read_output(output)
+    assert not of_kind(entries, "job_error"), of_kind(entries, "job_error")[0]["error"][-1500:]
+    counts = received(entries)
+    assert expected == set(counts), f"lost {sorted(expected - set(counts))[:10]}"
+    # The lost host's unread blocks came from their second copies, by the read path's own line.
+    # Only blocks stored with one copy were read again from Kafka: those a receiver stored before
+    # any other receiver had registered (or after the loss, until one had on another executor).
+    assert "read from its second copy on executor" in logs, logs[-3000:]
+    reread = set(
+        re.findall(r"block (input-\d+-\d+): it was kept on [^\n]*reading it again from its source", logs)
+    )
+    single = {
+        block["id"]
+        for entry in of_kind(entries, "begin")
+        for block in entry["blocks"]
+        if not block["replica"]
+    }
+    assert reread <= single, sorted(reread - single)
+    assert "Could not compute split" not in logs
+    assert_duplicates_within_one_block(entries, counts, topics[0])
+    for topic in topics:
+        assert committed_offsets(local_cluster, group, topic, PARTITIONS) == log_end_offsets(
+            local_cluster, topic, PARTITIONS
+        )

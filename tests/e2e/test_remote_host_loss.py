@@ -17,7 +17,6 @@ import pytest
 
 from reliable_kafka.local import LocalCluster
 from tests.cluster_backends import unique_name
-from tests.conftest import selected_spark
 from tests.e2e.helpers import committed_offsets, log_end_offsets, wait_until
 from tests.e2e.kill_harness import ChildApp
 from tests.e2e.placement_app import (
@@ -42,20 +41,11 @@ def store(request: pytest.FixtureRequest) -> RemoteStore:
     return remote_store(request, request.param)
 
 
-@pytest.fixture
-def backend(request: pytest.FixtureRequest, spark_backend: SparkBackend) -> SparkBackend:
-    """The hosts cluster where the run has it: a local-cluster's executors share one filesystem,
-    which is what this test is about not having; there it runs only when it is the only one."""
-    if spark_backend.hosts is None and "hosts" in selected_spark(request.config):
-        pytest.skip("runs on the hosts cluster, where hosts share no files")
-    return spark_backend
-
-
 @pytest.mark.brokers("3.9")
 def test_a_lost_hosts_blocks_are_read_from_the_remote_wal(
     local_cluster: LocalCluster,
     tmp_path: Path,
-    backend: SparkBackend,
+    host_loss_backend: SparkBackend,
     store: RemoteStore,
     applications: list[ChildApp],
 ) -> None:
@@ -68,7 +58,7 @@ def test_a_lost_hosts_blocks_are_read_from_the_remote_wal(
         started=applications,
         wal=True,
         storage_level="MEMORY_AND_DISK_SER",
-        spark=backend,
+        spark=host_loss_backend,
         checkpoint=store.checkpoint,
         conf=store.spark_conf,
     )
@@ -81,10 +71,10 @@ def test_a_lost_hosts_blocks_are_read_from_the_remote_wal(
         wait_until(lambda: len(received(read_output(output))) > 30, what="records")
         (tracker,) = of_kind(read_output(output), "tracker")
         killed_at = time.time()
-        backend.lose_host_of(session, first["executor_id"], first["host"], tracker["app_id"], 0)
+        host_loss_backend.lose_host_of(session, first["executor_id"], first["host"], tracker["app_id"], 0)
         await_relaunch(output, 0, killed_at=killed_at)
         records_keep_coming(output)
-        logs = backend.executor_logs(tracker["app_id"])
+        logs = host_loss_backend.executor_logs(tracker["app_id"])
     finally:
         for producer in producers.values():
             producer.finish()

@@ -18,6 +18,7 @@ from reliable_kafka.receiver import (
     create_receiver_write_ahead_log,
     receiver_log_directory,
 )
+from reliable_kafka.receiver.tracker_endpoint import BlockLocation
 from reliable_kafka.storage import (
     BlockFormatError,
     BlockManager,
@@ -233,3 +234,58 @@ def test_old_blocks_and_wal_segments_are_cleaned_below_the_threshold(tmp_path: P
         log.read(old.wal_record_handle)
     assert decode_block(log.read(new.wal_record_handle)) == ["new"]
     handler.stop()
+
+
+class RecordingReplicator:
+    """Stands in for the peers (a unit test of the handler alone): records what it was given."""
+
+    def __init__(self) -> None:
+        self.blocks: list[tuple[StreamBlockId, bytes, StorageLevel]] = []
+
+    def replicate(self, block_id: StreamBlockId, data: bytes, level: StorageLevel) -> BlockLocation | None:
+        self.blocks.append((block_id, data, level))
+        return BlockLocation("peer-host", "2", f"/peer/{block_id.name}", 4040)
+
+
+def test_a_replicated_level_keeps_a_second_copy_before_the_block_is_reported() -> None:
+    replicator = RecordingReplicator()
+    block_manager = BlockManager()
+    handler = BlockManagerBasedBlockHandler(
+        block_manager,
+        StorageLevel.MEMORY_AND_DISK_SER_2,
+        replicator,  # type: ignore[arg-type]
+    )
+    result = handler.store_block(StreamBlockId(0, 1), ArrayBufferBlock(["a", "b"]))
+    assert result.replica == BlockLocation("peer-host", "2", "/peer/input-0-1", 4040)
+    ((block_id, data, level),) = replicator.blocks
+    assert block_id == StreamBlockId(0, 1) and level == StorageLevel.MEMORY_AND_DISK_SER_2
+    assert data == block_manager.get(block_id)  # the very bytes stored here
+    handler.stop()
+    block_manager.close()
+
+
+def test_a_level_with_one_copy_is_never_replicated(caplog: pytest.LogCaptureFixture) -> None:
+    replicator = RecordingReplicator()
+    block_manager = BlockManager()
+    with caplog.at_level(logging.WARNING):
+        handler = BlockManagerBasedBlockHandler(
+            block_manager,
+            StorageLevel.MEMORY_AND_DISK_SER,
+            replicator,  # type: ignore[arg-type]
+        )
+    assert handler.store_block(StreamBlockId(0, 1), ArrayBufferBlock(["a"])).replica is None
+    assert not replicator.blocks and not caplog.text
+    block_manager.close()
+
+
+def test_a_replicated_level_with_no_peer_in_this_placement_keeps_one_copy_and_warns_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    block_manager = BlockManager()
+    with caplog.at_level(logging.WARNING):
+        handler = BlockManagerBasedBlockHandler(block_manager, StorageLevel.MEMORY_AND_DISK_SER_2)
+        for unique_id in range(5):
+            assert handler.store_block(StreamBlockId(0, unique_id), ArrayBufferBlock(["a"])).replica is None
+    assert caplog.text.count("asks for 2 copies of each block") == 1
+    assert "one copy is kept" in caplog.text
+    block_manager.close()

@@ -149,3 +149,35 @@ def test_the_receiver_settings_take_the_block_server_port_and_spark_port_retries
     receiver = StreamingSettings.from_spark_conf(conf).receiver
     assert (receiver.block_server_port, receiver.port_max_retries) == (42000, 4)
     assert StreamingSettings.from_spark_conf({}).receiver.port_max_retries == 16
+
+
+def test_only_a_server_made_to_keep_replicas_keeps_them_and_a_bad_request_is_a_remote_error(
+    block_server: BlockServer, secret: bytes
+) -> None:
+    fetcher = BlockFetcher(secret, timeout_s=PATIENCE_S)
+    kept: dict[str, tuple[bytes, StorageLevel]] = {}
+
+    def keep(name: str, data: bytes, level: StorageLevel) -> str:
+        kept[name] = (data, level)
+        return f"/copies/{name}"
+
+    keeper = BlockServer(
+        lambda name: kept[name][0] if name in kept else None, secret, host="127.0.0.1", keep_replica=keep
+    ).start()
+    try:
+        with pytest.raises(RemoteError, match="serves no method 'keep_replica'"):
+            fetcher.keep_replica(*block_server.address, "input-0-9", b"x", StorageLevel.MEMORY_AND_DISK_SER_2)
+        path = fetcher.keep_replica(*keeper.address, "input-0-9", b"x", StorageLevel.MEMORY_AND_DISK_SER_2)
+        assert path == "/copies/input-0-9"
+        assert kept == {"input-0-9": (b"x", StorageLevel.MEMORY_AND_DISK_SER_2)}
+        assert fetcher.fetch(*keeper.address, "input-0-9") == b"x"  # served like the server's own
+        connection = connect(*keeper.address, secret)
+        try:
+            with pytest.raises(RemoteError, match="keep_replica: expected"):
+                connection.call("keep_replica", {"block_id": "input-0-9", "data": "not bytes", "level": {}})
+        finally:
+            connection.close()
+            connection.join(PATIENCE_S)
+    finally:
+        fetcher.close()
+        keeper.stop()

@@ -11,7 +11,11 @@ import pytest
 
 from reliable_kafka.receiver import ReceiverControl, ReceiverSupervisor, ReceiverTrackerEndpoint
 from reliable_kafka.receiver.remote_tracker import RemoteTrackerEndpoint
-from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo, ReceivedBlockStoreResult
+from reliable_kafka.receiver.tracker_endpoint import (
+    BlockLocation,
+    ReceivedBlockInfo,
+    ReceivedBlockStoreResult,
+)
 from reliable_kafka.rpc import ConnectionClosed, RemoteError
 from reliable_kafka.scheduler.tracker_server import ReceiverTrackerServer, RemoteReceiverControl
 from reliable_kafka.settings import StreamingSettings
@@ -316,3 +320,31 @@ def test_a_supervisor_stopped_by_on_lost_ends_and_the_driver_deregisters_it(
         supervisor[0].stop("test over")
         endpoint.close()
         manager.close()
+
+
+def test_a_receiver_asks_where_to_keep_second_copies_other_hosts_first_never_its_own_executor(
+    server: ReceiverTrackerServer, secret: bytes
+) -> None:
+    # (stream, host, executor): 0 asks; 3 shares its executor; 1 and 4 are on another host.
+    receivers = [(0, "h1", "1"), (1, "h2", "2"), (2, "h1", "3"), (3, "h1", "1"), (4, "h3", "4")]
+    endpoints = {
+        sid: endpoint_to(server, secret, block_server=(host, 5000 + sid)) for sid, host, _ in receivers
+    }
+    try:
+        assert endpoints[0].replica_peers(0) == []  # not registered yet: nowhere
+        for sid, host, executor in receivers:
+            assert endpoints[sid].register_receiver(sid, "KafkaReceiver", host, executor, RecordingControl())
+        assert endpoints[0].replica_peers(0) == [
+            BlockLocation("h2", "2", None, 5001),
+            BlockLocation("h3", "4", None, 5004),
+            BlockLocation("h1", "3", None, 5002),
+        ]
+        # Each receiver starts after its own stream id: copies spread over the peers.
+        # (every other receiver is on another host than 1's and 4's).
+        assert [peer.port for peer in endpoints[1].replica_peers(1)] == [5002, 5003, 5004, 5000]
+        assert [peer.port for peer in endpoints[4].replica_peers(4)] == [5000, 5001, 5002, 5003]
+        with pytest.raises(RemoteError, match="stream_id"):
+            endpoints[0].connection.call("replica_peers", {"stream": 0})
+    finally:
+        for endpoint in endpoints.values():
+            endpoint.close()

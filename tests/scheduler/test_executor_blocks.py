@@ -4,6 +4,8 @@ Real files, a real block server socket and a real WAL; no Spark needed for the r
 
 from __future__ import annotations
 
+import logging
+import re
 from pathlib import Path
 
 import msgpack
@@ -23,6 +25,7 @@ from reliable_kafka.storage.block_id import StreamBlockId
 from reliable_kafka.storage.block_server import BlockServer
 from reliable_kafka.storage.executor_block_store import ExecutorBlockStore
 from reliable_kafka.storage.storage_level import StorageLevel
+from reliable_kafka.util import instruments
 from wal import FileBasedWriteAheadLog
 
 BLOCK = StreamBlockId(0, 7)
@@ -150,3 +153,57 @@ def test_the_kafka_stream_rebuilds_its_receiver_from_its_descriptor() -> None:
     assert receiver.storage_level == StorageLevel.MEMORY_AND_DISK_SER
     assert receiver.store_max_attempts == 2
     assert receiver.topics == {"t": 1}
+
+
+def test_replica_locations_survive_the_metadata_log_and_unreplicated_records_are_unchanged() -> None:
+    location, replica = BlockLocation("h", "2", "/p", 4040), BlockLocation("g", "3", "/q", 4041)
+    result = ReceivedBlockStoreResult(BLOCK, 3, None, location, replica)
+    assert ReceivedBlockStoreResult.from_dict(msgpack.unpackb(msgpack.packb(result.to_dict()))) == result
+    # A block with one copy is written as before replication existed, and such records parse.
+    single = ReceivedBlockStoreResult(BLOCK, 3, None, location)
+    assert "replica" not in single.to_dict()
+    assert ReceivedBlockStoreResult.from_dict(single.to_dict()).replica is None
+
+
+def test_a_block_whose_holder_is_gone_is_read_from_its_replica_before_the_wal(
+    store: ExecutorBlockStore, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    secret = new_secret()
+    store.put(BLOCK, DATA, StorageLevel.MEMORY_AND_DISK_SER_2)
+    peer = BlockServer(lambda name: store.get(StreamBlockId.parse(name)), secret, host="127.0.0.2").start()
+    try:
+        with FileBasedWriteAheadLog(str(tmp_path / "wal")) as log:
+            handle = log.write(encode_block(["from the wal"]), 1000)
+        gone = BlockLocation("127.0.0.1", "1", str(tmp_path / "gone"), 1)  # port 1: nothing listens
+        replica = BlockLocation("127.0.0.2", "2", "/nonexistent/elsewhere/input-0-7", peer.address[1])
+        partition = BlockPartition.decode(
+            BlockPartition(
+                BLOCK.name, wal_record_handle=handle, location=gone, fetch_secret=secret, replica=replica
+            ).encode()
+        )
+        assert partition.replica == replica
+        assert partition.preferred_locations == ["127.0.0.1", "127.0.0.2"]
+        from_replica = instruments.BLOCKS_FROM_REPLICA.value
+        with caplog.at_level(logging.WARNING):
+            assert decode_block(partition.read()) == [1, 2, 3]
+        assert instruments.BLOCKS_FROM_REPLICA.value == from_replica + 1
+        assert "block input-0-7 read from its second copy on executor 2 on 127.0.0.2" in caplog.text
+        # The first copy, when there, is read first and the replica's counter does not move.
+        store_copy = BlockLocation("127.0.0.1", "1", store.path_of(BLOCK), None)
+        assert decode_block(BlockPartition(BLOCK.name, location=store_copy, replica=replica).read()) == [
+            1,
+            2,
+            3,
+        ]
+        assert instruments.BLOCKS_FROM_REPLICA.value == from_replica + 1
+    finally:
+        peer.stop()
+
+
+def test_a_block_with_both_copies_gone_and_no_wal_names_both_executors(tmp_path: Path) -> None:
+    first = BlockLocation("127.0.0.1", "3", str(tmp_path / "gone"), None)
+    second = BlockLocation("127.0.0.2", "4", str(tmp_path / "gone-too"), None)
+    with pytest.raises(
+        BlockNotFoundError, match=re.escape("executors 3 on 127.0.0.1 and 4 on 127.0.0.2, neither")
+    ):
+        BlockPartition(BLOCK.name, location=first, replica=second).read()

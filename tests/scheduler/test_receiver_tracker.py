@@ -4,6 +4,7 @@ and cleanup of old blocks and receiver WAL segments."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
@@ -11,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo
+from reliable_kafka.receiver.tracker_endpoint import BlockLocation, ReceivedBlockInfo
 from reliable_kafka.receiver.wal_block_handler import receiver_log_directory
+from reliable_kafka.scheduler.driver_receiver_runner import DriverReceiverRunner
 from reliable_kafka.scheduler.listener import (
     BatchInfo,
     StreamingListenerBatchCompleted,
@@ -402,3 +404,51 @@ def test_a_receiver_failing_at_every_start_is_logged_in_full_once_and_told_to_th
     assert len(ssc.bus.of_type(StreamingListenerReceiverError)) == 2
     assert caplog.records[-1].getMessage().startswith("Receiver 0 failed (")
     tracker.stop(graceful=False)
+
+
+class RemovalsControl(RecordingControl):
+    def __init__(self) -> None:
+        super().__init__()
+        self.removed: list[str] = []
+
+    def remove_blocks(self, block_ids: list[str]) -> None:
+        self.removed.extend(block_ids)
+
+
+class ExecutorsKeepBlocks(DriverReceiverRunner):
+    """As in executor placement (and SplitReceiverRunner): receivers keep their blocks, so the
+    tracker tells them which to remove."""
+
+    keeps_blocks_after_stop = True
+
+
+def test_a_removed_blocks_second_copy_is_removed_by_the_receivers_on_the_executor_keeping_it(
+    started: list,
+) -> None:
+    executors = [ExecutorCacheTaskLocation("h1", "1"), ExecutorCacheTaskLocation("h2", "2")]
+    ssc = FakeStreamingContext(counter_streams(3), quick_settings(), clock=FakeClock(100_000))
+    tracker = ReceiverTracker(ssc, skip_receiver_launch=True, executors=executors)
+    tracker.runner = ExecutorsKeepBlocks(tracker, tracker.block_store, tracker.settings, None, executors)
+    started.append(tracker)
+    tracker.start()
+    controls = {sid: RemovalsControl() for sid in range(3)}
+    for sid, executor in ((0, executors[0]), (1, executors[1]), (2, executors[0])):
+        assert tracker.register_receiver(sid, "Counter", executor.host, executor.executor_id, controls[sid])
+    replicated = block_info(0)
+    replica = BlockLocation("h2", "2", "/copies/input-0", 4040)
+    replicated = dataclasses.replace(
+        replicated, block_store_result=dataclasses.replace(replicated.block_store_result, replica=replica)
+    )
+    single = block_info(0)
+    for info in (replicated, single):
+        tracker.add_block(info)
+
+    tracker.remove_blocks([replicated.block_id, single.block_id])
+
+    assert controls[0].removed == [replicated.block_id.name, single.block_id.name]
+    # Receiver 1 runs on the executor keeping the second copy (h2/2); receiver 2 shares no executor.
+    assert controls[1].removed == [replicated.block_id.name]
+    assert controls[2].removed == []
+    # Removed once: a second removal of the same block asks nothing of the replica's executor.
+    tracker.remove_blocks([replicated.block_id])
+    assert controls[1].removed == [replicated.block_id.name]

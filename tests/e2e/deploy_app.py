@@ -1,0 +1,70 @@
+"""The README's application as a file for ``spark-submit``: the "Running on a cluster" recipe.
+
+    spark-submit --archives env.tar.gz#environment --conf spark.pyspark.python=./environment/bin/python \\
+        ... deploy_app.py ZK GROUP TOPIC CHECKPOINT OUTPUT
+
+tests/e2e/test_packed_venv_deploy.py submits it to a standalone master whose executors have
+nothing installed but the packed virtualenv. It imports nothing from the tests: what a user's
+``app.py`` would be. Everything but its inputs comes from spark-submit's ``--conf`` (the write-ahead
+log, ports, the status page, stopGracefullyOnShutdown). Each batch appends one JSON line per
+record to OUTPUT, with what the task that tagged it saw: the interpreter (``sys.executable``,
+``sys.prefix``), where ``reliable_kafka`` was imported from, and the executor's host.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from pyspark import SparkContext
+
+from reliable_kafka import KafkaUtils, StreamingContext
+
+
+def with_interpreter(records: Iterable[tuple[Any, str]]) -> Iterator[dict[str, Any]]:
+    """Runs in a batch task on an executor: tags each record with what that task runs on."""
+    import socket
+
+    import reliable_kafka
+
+    seen = {
+        "executable": sys.executable,
+        "prefix": sys.prefix,
+        "package": reliable_kafka.__file__,
+        "host": os.environ.get("SPARK_LOCAL_IP") or socket.gethostname(),
+    }
+    for _key, value in records:
+        yield {"value": value, **seen}
+
+
+def main(argv: list[str]) -> None:
+    zk_quorum, group, topic, checkpoint, output = argv
+    # The stream's start and stop lines on stderr (the driver's log): what an operator reads.
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("reliable_kafka").setLevel(logging.INFO)
+    sc = SparkContext()  # master, archives and settings: spark-submit's
+
+    def append(rows: list[dict[str, Any]]) -> None:
+        if rows:
+            with open(output, "a", encoding="utf-8") as sink:
+                sink.write("".join(json.dumps(row) + "\n" for row in rows))
+
+    def create_context() -> StreamingContext:
+        ssc = StreamingContext(sc, 2)
+        ssc.checkpoint(checkpoint)
+        lines = KafkaUtils.createStream(ssc, zk_quorum, group, {topic: 1}, {"auto.offset.reset": "smallest"})
+        lines.mapPartitions(with_interpreter).foreachRDD(lambda rdd: append(rdd.collect()))
+        return ssc
+
+    ssc = StreamingContext.getOrCreate(checkpoint, create_context)
+    ssc.start()
+    print(f"started {os.getpid()}", flush=True)
+    ssc.awaitTermination()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

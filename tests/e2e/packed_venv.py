@@ -1,0 +1,122 @@
+"""A packed virtualenv of this checkout, as the README's "Running on a cluster" recipe ships it.
+
+    python -m venv --without-pip env
+    pip --python env/bin/python install --no-deps reliable_kafka-*.whl   # a wheel of this checkout
+    (its dependencies, pyspark and py4j left out)
+    venv-pack -p env -o env.tar.gz
+
+Executors do not need pyspark in the archive: Spark starts every Python worker with its own
+``python/lib/pyspark.zip`` and py4j's zip on ``PYTHONPATH``; leaving pyspark (~490 MB) out keeps
+the archive at a few tens of MB. The dependencies are copied from this interpreter's
+site-packages, file by file as each distribution's ``RECORD`` lists them, instead of being
+downloaded: the same versions the tests run with, offline, in about a second.
+"""
+
+from __future__ import annotations
+
+import email
+import importlib.metadata
+import re
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import venv_pack
+from packaging.requirements import Requirement
+
+REPO = Path(__file__).resolve().parents[2]
+# Spark puts its own on the Python workers' path; the driver's pyspark comes with spark-submit.
+NOT_SHIPPED = frozenset({"pyspark", "py4j"})
+# What `pip wheel` needs of the checkout (setup.cfg names the packages and package data).
+_SOURCES = ("setup.py", "setup.cfg", "README.md", "reliable_kafka", "wal")
+
+
+@dataclass(frozen=True)
+class PackedVenv:
+    archive: Path
+    wheel: Path
+    distributions: tuple[str, ...]
+    seconds: float
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def wheel_requirements(wheel: Path) -> list[Requirement]:
+    """The ``Requires-Dist`` of a wheel's metadata."""
+    with zipfile.ZipFile(wheel) as archive:
+        (name,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        metadata = email.message_from_bytes(archive.read(name))
+    return [Requirement(text) for text in metadata.get_all("Requires-Dist") or ()]
+
+
+def runtime_distributions(requirements: list[Requirement]) -> list[importlib.metadata.Distribution]:
+    """What ``requirements`` need (extras aside), recursively, as installed here, without
+    :data:`NOT_SHIPPED`."""
+    found: dict[str, importlib.metadata.Distribution] = {}
+    todo = list(requirements)
+    while todo:
+        requirement = todo.pop()
+        name = _canonical(requirement.name)
+        if name in found or name in NOT_SHIPPED:
+            continue
+        if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
+            continue
+        distribution = importlib.metadata.distribution(name)
+        found[name] = distribution
+        todo += [Requirement(text) for text in distribution.requires or ()]
+    return sorted(found.values(), key=lambda d: _canonical(d.metadata["Name"]))
+
+
+def _copy_distribution(distribution: importlib.metadata.Distribution, site_packages: Path) -> None:
+    """The distribution's files inside site-packages (its console scripts, which name this
+    interpreter, are left out)."""
+    for file in distribution.files or ():
+        if file.parts[0] == ".." or "__pycache__" in file.parts:
+            continue
+        source = Path(str(distribution.locate_file(file)))
+        if source.is_file():
+            target = site_packages / file
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+
+
+def build_packed_venv(work: Path) -> PackedVenv:
+    """``work/env.tar.gz``: a virtualenv with a wheel of this checkout and its dependencies."""
+    started = time.monotonic()
+    source, wheels, env = work / "source", work / "wheels", work / "env"
+    for name in _SOURCES:  # built from a copy: pip's in-tree build leaves build/ and egg-info
+        path = REPO / name
+        if path.is_dir():
+            shutil.copytree(path, source / name, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+        else:
+            source.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, source / name)
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", "-q"]
+    subprocess.run(
+        [*pip, "wheel", "--no-deps", "--no-build-isolation", "--wheel-dir", str(wheels), str(source)],
+        check=True,
+    )
+    (wheel,) = wheels.glob("reliable_kafka-*.whl")
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
+    (site_packages,) = env.glob("lib/python*/site-packages")
+    distributions = runtime_distributions(wheel_requirements(wheel))
+    for distribution in distributions:
+        _copy_distribution(distribution, site_packages)
+    subprocess.run(
+        [*pip, "--python", str(env / "bin" / "python"), "install", "--no-deps", "--no-index", str(wheel)],
+        check=True,
+    )
+    archive = work / "env.tar.gz"
+    venv_pack.pack(prefix=str(env), output=str(archive), compress_level=1)
+    return PackedVenv(
+        archive,
+        wheel,
+        tuple(d.metadata["Name"] for d in distributions),
+        time.monotonic() - started,
+    )
