@@ -73,7 +73,14 @@ from reliable_kafka.kafka.zk.paths import offset_path
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.local.spark_hosts import LocalSparkHosts
 from tests.e2e.kill_harness import ChildApp, RecordingProducer
-from tests.e2e.processes import cmdline, descendants, describe, executor_jvm, kill_tree, session_processes
+from tests.e2e.processes import (
+    descendants,
+    describe,
+    executor_jvm,
+    executor_jvm_among,
+    kill_tree,
+    session_processes,
+)
 from tests.spark_backends import HOST_CORES, SparkBackend, hosts_backend, local_cluster_backend
 
 logger = logging.getLogger("chaos")
@@ -323,17 +330,10 @@ class Campaign:
             return executor_jvm(self.app.process.pid, executor)
         # The hosts' workers start the executors, outside the application's session; executor
         # ids repeat across runs, so the run's application id tells them apart.
-        app_id = self.watcher.app_ids[-1] if self.watcher.app_ids else None
-        for host in self.spark.hosts.hosts:
-            for pid in host.processes():
-                args = cmdline(pid)
-                if (
-                    "--executor-id" in args
-                    and args[args.index("--executor-id") + 1] == executor
-                    and app_id in args
-                ):
-                    return pid
-        return None
+        if not self.watcher.app_ids:
+            return None
+        pids = [pid for host in self.spark.hosts.hosts for pid in host.processes()]
+        return executor_jvm_among(pids, executor, self.watcher.app_ids[-1])
 
     def executor_kill(self) -> str:
         jvm = self._receiver_jvm()

@@ -428,13 +428,7 @@ def replicated_receiver(
 def replication_cost(args: argparse.Namespace) -> None:
     """(r1) against (r2), alternating, in one run: what the second copy costs."""
     runs: dict[str, list[tuple[float, float]]] = {"(r1)": [], "(r2)": []}
-    with (
-        tempfile.TemporaryDirectory(prefix="receiver-bench-") as work,
-        LocalCluster(Path(work) / "cluster") as cluster,
-    ):
-        topic = "bench"
-        cluster.create_topic(topic, args.partitions)
-        produce(cluster, topic, args.partitions, args.messages, args.size)
+    with backlog(args) as (work, cluster, topic):
         for run in range(args.repeat):
             line = f"run {run + 1}:"
             for label, replicate in (("(r1)", False), ("(r2)", True)):
@@ -444,7 +438,7 @@ def replication_cost(args: argparse.Namespace) -> None:
                     cluster,
                     topic,
                     args.messages,
-                    Path(work) / f"{label}-{run}",
+                    work / f"{label}-{run}",
                     f"bench-{label}-{run}",
                     replicate,
                 )

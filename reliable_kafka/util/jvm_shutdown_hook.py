@@ -23,7 +23,6 @@ shutdown will not stop the streams first, and everything else works as before.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -35,9 +34,8 @@ logger = logging.getLogger(__name__)
 PRIORITY = 50
 
 
-# Set while (and after) a hook of ours ran: the JVM is going away.
-_jvm_shutting_down = threading.Event()
-_shutting_down_jvm: list[Any] = []  # that JVM's py4j view, to tell when it is gone
+# The py4j view of a JVM whose shutdown ran a hook of ours (it is going away), to tell when it is gone.
+_shutting_down_jvm: list[Any] = []
 
 
 class _StopOnShutdown:
@@ -50,7 +48,6 @@ class _StopOnShutdown:
     def run(self) -> None:
         logger.info("The driver JVM is shutting down: stopping the streaming context first")
         _shutting_down_jvm[:] = [self._jvm]
-        _jvm_shutting_down.set()
         try:
             self._stop()
         except Exception:
@@ -117,7 +114,7 @@ def outlive_jvm_shutdown(timeout_s: float = 30.0) -> None:
     the JVM is gone. The stop in the hook released the application's ``awaitTermination``, and
     a process that ended right then would leave the JVM's call unanswered (Hadoop logs the hook
     as failed, with a stack trace)."""
-    if not _jvm_shutting_down.is_set() or not _shutting_down_jvm:
+    if not _shutting_down_jvm:
         return
     jvm = _shutting_down_jvm[0]
     deadline = time.monotonic() + timeout_s

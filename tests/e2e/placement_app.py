@@ -7,6 +7,7 @@ does not leave an application running (one ran for 47 minutes)."""
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -120,3 +121,26 @@ def assert_duplicates_within_one_block(
         assert not again or any(
             p == partition and start <= min(again) and max(again) < until for p, start, until in ranges
         ), f"partition {partition}: {sorted(again)} read again, more than one block"
+
+
+def lose_receivers_host(
+    spark: SparkBackend, session: int, executor_id: str, host: str, app_id: str, output: Path
+) -> dict[str, Any]:
+    """Lose the host of receiver 0's executor ``executor_id``, then wait for the receiver's
+    relaunch and for records to keep coming; the relaunch's entry, with ``killed_at``."""
+    killed_at = time.time()  # before: the relaunch may come while a lost host restarts
+    spark.lose_host_of(session, executor_id, host, app_id, 0)
+    relaunched = await_relaunch(output, 0, killed_at=killed_at)
+    records_keep_coming(output)
+    return relaunched
+
+
+def drain_and_stop(
+    child: ChildApp, output: Path, producers: dict[str, RecordingProducer]
+) -> tuple[set[tuple[str, int, int]], list[dict[str, Any]]]:
+    """Wait for every acknowledged record in the output, then stop the application gracefully:
+    the acknowledged records and the output's entries."""
+    expected = acked(producers)
+    wait_until(lambda: expected <= set(received(read_output(output))), timeout_s=180, what="every record")
+    assert child.stop_gracefully() == 0, child.log_tail()
+    return expected, read_output(output)

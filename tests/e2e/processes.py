@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+from collections.abc import Iterable
 from pathlib import Path
 
 
@@ -57,9 +58,19 @@ def descendants(root: int) -> list[int]:
 
 def executor_jvm(session_id: int, executor_id: str) -> int | None:
     """The pid of the executor JVM with this ``--executor-id`` in the session."""
-    for pid in session_processes(session_id):
+    return executor_jvm_among(session_processes(session_id), executor_id)
+
+
+def executor_jvm_among(pids: Iterable[int], executor_id: str, app_id: str | None = None) -> int | None:
+    """The pid among ``pids`` of the executor JVM with this ``--executor-id`` (of application
+    ``app_id`` if given: executor ids repeat across applications)."""
+    for pid in pids:
         args = cmdline(pid)
-        if "--executor-id" in args and args[args.index("--executor-id") + 1] == executor_id:
+        if (
+            "--executor-id" in args
+            and args[args.index("--executor-id") + 1] == executor_id
+            and (app_id is None or app_id in args)
+        ):
             return pid
     return None
 

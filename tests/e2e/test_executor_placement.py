@@ -11,7 +11,6 @@ import os
 import re
 import socket
 import struct
-import time
 from pathlib import Path
 
 import pytest
@@ -26,11 +25,11 @@ from tests.e2e.placement_app import (
     RELAUNCH_BOUND_S,
     acked,
     assert_duplicates_within_one_block,
-    await_relaunch,
+    drain_and_stop,
+    lose_receivers_host,
     of_kind,
     read_output,
     received,
-    records_keep_coming,
     start_app,
     start_producers,
 )
@@ -103,22 +102,16 @@ def test_receivers_on_executors_with_the_wal(
         # 3. The host of receiver 0's executor is lost: its JVM and Python workers SIGKILLed, its
         # block files gone with it. The batches of those blocks read them from the WAL.
         victim = executors[0]
-        killed_at = time.time()  # before: the relaunch may come while a lost host restarts
-        spark_backend.lose_host_of(session, victim, hosts[0], tracker["app_id"], 0)
-        relaunched = await_relaunch(output, 0, killed_at=killed_at)
+        relaunched = lose_receivers_host(spark_backend, session, victim, hosts[0], tracker["app_id"], output)
         assert relaunched["executor_id"] != victim
         assert relaunched["time"] - relaunched["killed_at"] <= RELAUNCH_BOUND_S, relaunched
-        records_keep_coming(output)
         logs = spark_backend.executor_logs(tracker["app_id"])
     finally:
         for producer in producers.values():
             producer.finish()
 
     # 4. Everything produced arrives; a graceful stop processes every record received.
-    expected = acked(producers)
-    wait_until(lambda: expected <= set(received(read_output(output))), timeout_s=180, what="every record")
-    assert child.stop_gracefully() == 0, child.log_tail()
-    entries = read_output(output)
+    expected, entries = drain_and_stop(child, output, producers)
     counts = received(entries)
     assert expected == set(counts), f"lost {sorted(expected - set(counts))[:10]}"
     assert_duplicates_within_one_block(entries, counts, topics[0])
@@ -184,10 +177,7 @@ def test_receivers_on_executors_without_the_wal(
         assert max(received(read_output(output)).values()) == 1
 
         (tracker,) = of_kind(read_output(output), "tracker")
-        killed_at = time.time()
-        spark_backend.lose_host_of(session, executors[0], hosts[0], tracker["app_id"], 0)
-        await_relaunch(output, 0, killed_at=killed_at)
-        records_keep_coming(output)
+        lose_receivers_host(spark_backend, session, executors[0], hosts[0], tracker["app_id"], output)
         # Batches run in order: those with the lost host's blocks are done. Read now, before the
         # stop: local-cluster deletes its workers' directories when the application ends.
         logs = spark_backend.executor_logs(tracker["app_id"])
@@ -311,20 +301,13 @@ def test_replicated_blocks_without_the_wal_survive_the_loss_of_a_receivers_host(
         assert max(received(read_output(output)).values()) == 1  # no fault yet: exactly once
 
         (tracker,) = of_kind(read_output(output), "tracker")
-        killed_at = time.time()
-        host_loss_backend.lose_host_of(session, executors[0], hosts[0], tracker["app_id"], 0)
-        await_relaunch(output, 0, killed_at=killed_at)
-        records_keep_coming(output)
+        lose_receivers_host(host_loss_backend, session, executors[0], hosts[0], tracker["app_id"], output)
         # Read now, before the stop: local-cluster deletes its workers' directories at the end.
         logs = host_loss_backend.executor_logs(tracker["app_id"])
     finally:
         for producer in producers.values():
             producer.finish()
-    expected = acked(producers)
-    wait_until(lambda: expected <= set(received(read_output(output))), timeout_s=180, what="every record")
-    assert child.stop_gracefully() == 0, child.log_tail()
-
-    entries = read_output(output)
+    expected, entries = drain_and_stop(child, output, producers)
     assert not of_kind(entries, "job_error"), of_kind(entries, "job_error")[0]["error"][-1500:]
     counts = received(entries)
     assert expected == set(counts), f"lost {sorted(expected - set(counts))[:10]}"

@@ -10,7 +10,6 @@ surviving copy of a block lives."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -21,12 +20,11 @@ from tests.e2e.helpers import committed_offsets, log_end_offsets, wait_until
 from tests.e2e.kill_harness import ChildApp
 from tests.e2e.placement_app import (
     PARTITIONS,
-    acked,
-    await_relaunch,
+    drain_and_stop,
+    lose_receivers_host,
     of_kind,
     read_output,
     received,
-    records_keep_coming,
     start_app,
     start_producers,
 )
@@ -70,19 +68,14 @@ def test_a_lost_hosts_blocks_are_read_from_the_remote_wal(
         assert first["executor_id"] != "driver", first
         wait_until(lambda: len(received(read_output(output))) > 30, what="records")
         (tracker,) = of_kind(read_output(output), "tracker")
-        killed_at = time.time()
-        host_loss_backend.lose_host_of(session, first["executor_id"], first["host"], tracker["app_id"], 0)
-        await_relaunch(output, 0, killed_at=killed_at)
-        records_keep_coming(output)
+        killed_at = lose_receivers_host(
+            host_loss_backend, session, first["executor_id"], first["host"], tracker["app_id"], output
+        )["killed_at"]
         logs = host_loss_backend.executor_logs(tracker["app_id"])
     finally:
         for producer in producers.values():
             producer.finish()
-    expected = acked(producers)
-    wait_until(lambda: expected <= set(received(read_output(output))), timeout_s=180, what="every record")
-    assert child.stop_gracefully() == 0, child.log_tail()
-
-    entries = read_output(output)
+    expected, entries = drain_and_stop(child, output, producers)
     assert not of_kind(entries, "job_error"), of_kind(entries, "job_error")[0]["error"][-1500:]
     lost = expected - set(received(entries))
     assert not lost, f"lost {sorted(lost)[:10]}"
