@@ -72,6 +72,8 @@ def main(argv: list[str]) -> int:
         .set("spark.ui.enabled", "false")
         .set("spark.ui.showConsoleProgress", "false")
         .set("spark.python.worker.reuse", "true")
+        # The state's partitions: on the test's two cores more only add tasks to every batch.
+        .set("spark.default.parallelism", "2")
         .set("spark.streaming.receiver.writeAheadLog.enable", "true")
         .set("spark.streaming.blockInterval", "200ms")
         .set("spark.streaming.gracefulStopTimeout", "120s")
