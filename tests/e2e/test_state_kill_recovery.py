@@ -34,7 +34,8 @@ CHILD = "tests.e2e.state_kill_child"
 # second of two busy cores whatever its size: 4 s batches keep that drain well ahead of the clock.
 BATCH_S = 4
 STATE_CHECKPOINT_S = 8
-# Own batches before a kill: 1 dies before the run's first state checkpoint, 3 after it.
+# Own batches before a kill: after one a run may not have written a state checkpoint yet (one
+# every other batch), after three it has.
 MOST_BATCHES_BEFORE_KILL = 3
 
 
