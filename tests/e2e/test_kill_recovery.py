@@ -21,7 +21,7 @@ import pytest
 
 from reliable_kafka.local import LocalCluster
 from tests.cluster_backends import unique_name
-from tests.e2e.helpers import committed_offsets, log_end_offsets, wait_until
+from tests.e2e.helpers import committed_offsets, group_params, log_end_offsets, wait_until
 from tests.e2e.kill_harness import ChildApp, Output, RecordingProducer, blocks_to_cover
 from tests.e2e.processes import describe, zookeeper_processes
 
@@ -43,19 +43,6 @@ def kill_seed() -> int:
     depends on how fast the machine runs the batches, so a seed replays a schedule, not a run."""
     fixed = os.environ.get(SEED_VARIABLE)
     return int(fixed) if fixed else random.randrange(1 << 30)
-
-
-def group_params(cluster: LocalCluster) -> tuple[str, dict[str, str]]:
-    """The zkQuorum and the group's timeouts: ZooKeeper membership where the cluster has one (3.9),
-    else (4.x, KRaft) Kafka's group coordinator, with no ZooKeeper anywhere.
-
-    A killed driver's group membership must expire quickly for the next run to own the
-    partitions (its start-up takes longer than this), yet a live run's session must survive a
-    loaded 2-core machine: a lost session is a failure of its own, not the kill's.
-    """
-    if cluster.has_zookeeper:
-        return cluster.zookeeper_connect, {"zookeeper.session.timeout.ms": "6000"}
-    return "", {"session.timeout.ms": "6000", "heartbeat.interval.ms": "1000"}
 
 
 @pytest.mark.brokers("3.9", "4")
