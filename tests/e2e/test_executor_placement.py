@@ -139,21 +139,12 @@ def test_receivers_on_executors_with_the_wal(
 
 @pytest.mark.brokers("3.9", "4")
 def test_receivers_on_executors_without_the_wal(
-    local_cluster: LocalCluster,
-    tmp_path: Path,
-    spark_backend: SparkBackend,
-    applications: list[ChildApp],
-    kafka_version: str,
+    local_cluster: LocalCluster, tmp_path: Path, host_loss_backend: SparkBackend, applications: list[ChildApp]
 ) -> None:
     """MEMORY_AND_DISK_SER, no WAL: blocks read where they are kept, or fetched from the holder;
     then the host of a receiver's executor is lost (its JVM SIGKILLed and its block files gone):
     the blocks it held and no batch had read yet are read again from Kafka, for their exact
-    offset ranges, so no batch fails and nothing is lost (Spark fails those batches).
-
-    On Kafka 4 (offsets and membership in Kafka's group coordinator, no ZooKeeper) it runs on
-    the hosts cluster only: what the broker kind changes is the receivers' group, not the reads."""
-    if kafka_version != "3.9" and spark_backend.hosts is None:
-        pytest.skip("Kafka 4 runs on the hosts cluster only")
+    offset ranges, so no batch fails and nothing is lost (Spark fails those batches)."""
     topics = [unique_name("nowal-a"), unique_name("nowal-b")]
     for topic in topics:
         local_cluster.create_topic(topic, partitions=PARTITIONS)
@@ -165,7 +156,7 @@ def test_receivers_on_executors_without_the_wal(
         wal=False,
         storage_level="MEMORY_AND_DISK_SER",
         probe_fetch=True,
-        spark=spark_backend,
+        spark=host_loss_backend,
     )
     producers = start_producers(local_cluster, topics)
     session = child.process.pid
@@ -187,10 +178,10 @@ def test_receivers_on_executors_without_the_wal(
         assert max(received(read_output(output)).values()) == 1
 
         (tracker,) = of_kind(read_output(output), "tracker")
-        lose_receivers_host(spark_backend, session, executors[0], hosts[0], tracker["app_id"], output)
+        lose_receivers_host(host_loss_backend, session, executors[0], hosts[0], tracker["app_id"], output)
         # Batches run in order: those with the lost host's blocks are done. Read now, before the
         # stop: local-cluster deletes its workers' directories when the application ends.
-        logs = spark_backend.executor_logs(tracker["app_id"])
+        logs = host_loss_backend.executor_logs(tracker["app_id"])
     finally:
         for producer in producers.values():
             producer.finish()

@@ -47,7 +47,13 @@ def kill_seed() -> int:
 
 @pytest.mark.brokers("3.9", "4")
 @pytest.mark.parametrize("placement", ["executors", "driver"])
-def test_no_loss_across_driver_kills(local_cluster: LocalCluster, tmp_path: Path, placement: str) -> None:
+def test_no_loss_across_driver_kills(
+    local_cluster: LocalCluster, tmp_path: Path, placement: str, kafka_version: str
+) -> None:
+    # What the broker kind changes (offsets and membership in ZooKeeper or in Kafka) the receiver
+    # does the same in both placements: Kafka 4 runs the executor placement, the one users run.
+    if kafka_version == "4" and placement == "driver":
+        pytest.skip("Kafka 4 runs the executor placement (the broker kind is the same in both)")
     assert_no_loss_across_driver_kills(local_cluster, tmp_path, placement, str(tmp_path / "checkpoint"))
 
 

@@ -55,9 +55,9 @@ def topic(local_cluster: LocalCluster) -> str:
 
 
 def join(
-    cluster: LocalCluster, group: str, topic: str, strategy: str
+    cluster: LocalCluster, group: str, topic: str, strategy: str, listener: RecordingListener | None = None
 ) -> tuple[KafkaGroupMembership, RecordingListener]:
-    listener = RecordingListener()
+    listener = listener or RecordingListener()
     member = KafkaGroupMembership(
         cluster.client_config(**{"session.timeout.ms": 6000, "heartbeat.interval.ms": 500}),
         group,
@@ -128,12 +128,16 @@ class CommittingListener(RecordingListener):
 
     def __init__(self) -> None:
         super().__init__()
-        self.store: KafkaOffsetStore | None = None
         self.commit_results: list[dict[TP, CommitResult]] = []
 
     def on_partitions_revoked(self, partitions: list[TP]) -> None:
-        assert self.store is not None
-        store = self.store
+        member = self.member
+        assert member is not None
+        if self.revoked:  # the first revoke only: the last one runs inside the member's close
+            super().on_partitions_revoked(partitions)
+            return
+        # As a receiver's: through the member, on its poll thread.
+        store = KafkaOffsetStore(member.consumer, member.group_id, owns=member.owns, run=member.call)
         pusher = threading.Thread(
             target=lambda: self.commit_results.append(store.commit({tp: 7 for tp in partitions}))
         )
@@ -153,21 +157,13 @@ def test_a_commit_from_another_thread_completes_within_the_revoke(
     synchronous commit from another thread while the poll thread runs a rebalance callback), so
     a receiver's revoke flush timed out and its last blocks were read again by the next owner."""
     group = unique_name("group")
-    listener = CommittingListener()
-    a = KafkaGroupMembership(
-        local_cluster.client_config(**{"session.timeout.ms": 6000, "heartbeat.interval.ms": 500}),
-        group,
-        {topic: 1},
-        listener,
-    )
-    listener.member = a
-    listener.store = KafkaOffsetStore(a.consumer, group, owns=a.owns, retry_for_s=20.0, run=a.call)
-    a.start(timeout_s=60)
+    a, listener = join(local_cluster, group, topic, "range", CommittingListener())
     members.append(a)
     wait_for(lambda: len(listener.owned) == PARTITIONS, 60, "the first member to own every partition")
     b, _ = join(local_cluster, group, topic, "range")
     members.append(b)
     wait_for(lambda: bool(listener.revoked), 60, "the first member's revoke")
+    assert isinstance(listener, CommittingListener)
     assert listener.commit_results[0] == {TP(topic, p): CommitResult.COMMITTED for p in range(PARTITIONS)}
     reader = KafkaOffsetStore.standalone(local_cluster.client_config(), group, owns=lambda _: False)
     try:
