@@ -34,6 +34,7 @@ from reliable_kafka.kafka.decode_errors import (
     check_decode_errors,
 )
 from reliable_kafka.kafka.kafka_input_dstream import DecodeErrorCounters, KafkaInputDStream
+from reliable_kafka.kafka.message_and_metadata import KafkaMessageAndMetadata, KeyValueDecoder, utf8_decoder
 from reliable_kafka.settings import KafkaStreamSettings
 
 if TYPE_CHECKING:
@@ -41,8 +42,7 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-KeyValueDecoder = Callable[[bytes | None], Any]
-MessageHandler = Callable[["KafkaMessageAndMetadata"], Any]
+MessageHandler = Callable[[KafkaMessageAndMetadata], Any]
 
 # pyspark 2.4 put this into every createStream's params; a value the caller gives wins here.
 _DEFAULT_ZOOKEEPER_CONNECTION_TIMEOUT_MS = "10000"
@@ -52,54 +52,6 @@ _DEFAULT_STORAGE_LEVEL = PySparkStorageLevel.MEMORY_AND_DISK_2
 # replication to 1 and warns that 2 is unnecessary, a warning no user who kept the default can act
 # on. A default does not warn; only a replication the user asked for does.
 _DEFAULT_STORAGE_LEVEL_WITH_WAL = PySparkStorageLevel.MEMORY_AND_DISK
-
-
-def utf8_decoder(s: bytes | None) -> str | None:
-    """Decode the unicode as UTF-8 (pyspark's default key and value decoder); ``None`` stays ``None``."""
-    if s is None:
-        return None
-    return s.decode("utf-8")
-
-
-class KafkaMessageAndMetadata:
-    """One Kafka record as a ``messageHandler`` sees it (pyspark 2.4's class of the same name).
-
-    ``key`` and ``message`` are decoded on access with the stream's decoders.
-    """
-
-    __slots__ = ("_key_decoder", "_raw_key", "_raw_message", "_value_decoder", "offset", "partition", "topic")
-
-    def __init__(  # noqa: PLR0917 - pyspark's positional signature
-        self,
-        topic: str,
-        partition: int,
-        offset: int,
-        key: bytes | None,
-        message: bytes | None,
-        keyDecoder: KeyValueDecoder = utf8_decoder,
-        valueDecoder: KeyValueDecoder = utf8_decoder,
-    ) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.offset = offset
-        self._raw_key = key
-        self._raw_message = message
-        self._key_decoder = keyDecoder
-        self._value_decoder = valueDecoder
-
-    @property
-    def key(self) -> Any:
-        return self._key_decoder(self._raw_key)
-
-    @property
-    def message(self) -> Any:
-        return self._value_decoder(self._raw_message)
-
-    def __repr__(self) -> str:
-        return (
-            f"KafkaMessageAndMetadata(topic: {self.topic}, partition: {self.partition}, "
-            f"offset: {self.offset}, key: {self._raw_key!r}, message: {self._raw_message!r})"
-        )
 
 
 class KafkaRecordDecoder:
