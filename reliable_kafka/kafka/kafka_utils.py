@@ -1,6 +1,8 @@
-"""``KafkaUtils.createStream``: pyspark 2.4's ``pyspark.streaming.kafka`` entry point, brought back.
+"""``KafkaUtils``: pyspark 2.4's ``pyspark.streaming.kafka`` entry points, brought back.
 
-Same signature and defaults as pyspark 2.4 (``topics`` maps topic -> number of consumer threads,
+``createDirectStream`` and ``createRDD`` read exact offset ranges without a receiver (Spark's
+direct approach; see ``direct_kafka_input_dstream`` and ``kafka_rdd``). ``createStream``: same
+signature and defaults as pyspark 2.4 (``topics`` maps topic -> number of consumer threads,
 ``storageLevel`` defaults to ``MEMORY_AND_DISK_2``, keys and values are UTF-8 decoded), returning
 a DStream of ``(key, value)``. Differences, all additive:
 
@@ -27,6 +29,8 @@ from typing import TYPE_CHECKING, Any
 from pyspark import StorageLevel as PySparkStorageLevel
 
 from reliable_kafka.dstream.batch_rdd import SKIP_RECORD
+from reliable_kafka.kafka.broker import Broker
+from reliable_kafka.kafka.create_rdd import create_rdd
 from reliable_kafka.kafka.decode_errors import (
     DeadLetterWriter,
     DecodeErrors,
@@ -34,10 +38,15 @@ from reliable_kafka.kafka.decode_errors import (
     check_decode_errors,
 )
 from reliable_kafka.kafka.kafka_input_dstream import DecodeErrorCounters, KafkaInputDStream
+from reliable_kafka.kafka.kafka_rdd import KafkaRDD
 from reliable_kafka.kafka.message_and_metadata import KafkaMessageAndMetadata, KeyValueDecoder, utf8_decoder
+from reliable_kafka.kafka.offset_range import OffsetRange
+from reliable_kafka.kafka.topic_partition import TopicAndPartition
 from reliable_kafka.settings import KafkaStreamSettings
 
 if TYPE_CHECKING:
+    from pyspark import SparkContext
+
     from reliable_kafka.context import StreamingContext
 
 logger = logging.getLogger(__name__)
@@ -178,11 +187,7 @@ class KafkaUtils:
                 f"ssc should be a reliable_kafka.StreamingContext, got {type(ssc).__module__}."
                 f"{type(ssc).__name__}"
             )
-        for name, function in (("keyDecoder", keyDecoder), ("valueDecoder", valueDecoder)):
-            if not callable(function):
-                raise TypeError(f"{name} should be callable, got {function!r}")
-        if messageHandler is not None and not callable(messageHandler):
-            raise TypeError(f"messageHandler should be callable, got {messageHandler!r}")
+        _checked_decoders(keyDecoder, valueDecoder, messageHandler)
         if settings is not None:
             arguments = {
                 "zkQuorum": zkQuorum,
@@ -217,6 +222,47 @@ class KafkaUtils:
             keyDecoder, valueDecoder, messageHandler, decode_errors=mode, dead_letter=dead_letter
         )
         return KafkaInputDStream(ssc, params, topic_threads, level, decoder)
+
+    @staticmethod
+    def createRDD(  # noqa: PLR0917 - pyspark's positional signature
+        sc: SparkContext,
+        kafkaParams: Mapping[str, Any],
+        offsetRanges: list[OffsetRange],
+        leaders: Mapping[TopicAndPartition, Broker] | None = None,
+        keyDecoder: KeyValueDecoder = utf8_decoder,
+        valueDecoder: KeyValueDecoder = utf8_decoder,
+        messageHandler: MessageHandler | None = None,
+    ) -> KafkaRDD:
+        """Create an RDD of exactly the records of ``offsetRanges`` (pyspark 2.4's signature).
+
+        :param sc: the SparkContext
+        :param kafkaParams: ``metadata.broker.list`` (or ``bootstrap.servers``) and librdkafka
+            settings
+        :param offsetRanges: list of :class:`OffsetRange` (one partition of the RDD each;
+            ``untilOffset`` is exclusive)
+        :param leaders: ``{TopicAndPartition: Broker}``: the host each partition's task prefers
+            (None or empty: any)
+        :param keyDecoder: decodes each key (bytes or ``None``)
+        :param valueDecoder: decodes each value (bytes or ``None``)
+        :param messageHandler: if given, the RDD's elements are ``messageHandler(m)`` of each
+            :class:`KafkaMessageAndMetadata` instead of ``(key, value)``
+        :return: a :class:`KafkaRDD`, with ``offsetRanges()``. Ranges are checked against Kafka
+            first: one beyond its partition's log end is a ``ValueError``, one Kafka no longer
+            has (retention) a ``LostOffsetsError`` ("records lost: ...")
+        """
+        decoder = KafkaRecordDecoder(*_checked_decoders(keyDecoder, valueDecoder, messageHandler))
+        return create_rdd(sc, kafkaParams, offsetRanges, leaders, decoder)
+
+
+def _checked_decoders(
+    key_decoder: Any, value_decoder: Any, message_handler: Any
+) -> tuple[KeyValueDecoder, KeyValueDecoder, MessageHandler | None]:
+    for name, function in (("keyDecoder", key_decoder), ("valueDecoder", value_decoder)):
+        if not callable(function):
+            raise TypeError(f"{name} should be callable, got {function!r}")
+    if message_handler is not None and not callable(message_handler):
+        raise TypeError(f"messageHandler should be callable, got {message_handler!r}")
+    return key_decoder, value_decoder, message_handler
 
 
 def _params_from_arguments(
