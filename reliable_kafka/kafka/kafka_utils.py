@@ -30,6 +30,7 @@ from pyspark import StorageLevel as PySparkStorageLevel
 
 from reliable_kafka.dstream.batch_rdd import SKIP_RECORD
 from reliable_kafka.kafka.broker import Broker
+from reliable_kafka.kafka.create_direct_stream import checked_from_offsets, checked_topics, starting_offsets
 from reliable_kafka.kafka.create_rdd import create_rdd
 from reliable_kafka.kafka.decode_errors import (
     DeadLetterWriter,
@@ -37,6 +38,9 @@ from reliable_kafka.kafka.decode_errors import (
     RecordDecodeError,
     check_decode_errors,
 )
+from reliable_kafka.kafka.direct_kafka_input_dstream import DirectKafkaInputDStream
+from reliable_kafka.kafka.direct_params import direct_kafka_params
+from reliable_kafka.kafka.kafka_cluster import KafkaCluster
 from reliable_kafka.kafka.kafka_input_dstream import DecodeErrorCounters, KafkaInputDStream
 from reliable_kafka.kafka.kafka_rdd import KafkaRDD
 from reliable_kafka.kafka.message_and_metadata import KafkaMessageAndMetadata, KeyValueDecoder, utf8_decoder
@@ -222,6 +226,56 @@ class KafkaUtils:
             keyDecoder, valueDecoder, messageHandler, decode_errors=mode, dead_letter=dead_letter
         )
         return KafkaInputDStream(ssc, params, topic_threads, level, decoder)
+
+    @staticmethod
+    def createDirectStream(  # noqa: PLR0917 - pyspark's positional signature
+        ssc: StreamingContext,
+        topics: list[str],
+        kafkaParams: Mapping[str, Any],
+        fromOffsets: Mapping[TopicAndPartition, int] | None = None,
+        keyDecoder: KeyValueDecoder = utf8_decoder,
+        valueDecoder: KeyValueDecoder = utf8_decoder,
+        messageHandler: MessageHandler | None = None,
+    ) -> DirectKafkaInputDStream:
+        """Create a stream that reads Kafka without a receiver (pyspark 2.4's signature).
+
+        Each batch is, per partition, the offsets from the previous batch's end to the latest
+        (bounded by ``spark.streaming.kafka.maxRatePerPartition``); nothing is committed to
+        Kafka or ZooKeeper. With a checkpoint directory, ``getOrCreate`` after a driver crash
+        runs the pending batches again with exactly their ranges, then goes on from there.
+
+        :param ssc: the ``reliable_kafka.StreamingContext``
+        :param topics: list of topic names
+        :param kafkaParams: ``metadata.broker.list`` (or ``bootstrap.servers``),
+            ``auto.offset.reset`` (``smallest``/``largest``, default ``largest``) and
+            librdkafka settings
+        :param fromOffsets: ``{TopicAndPartition: offset}``: where to start, and which
+            partitions to read; by default every partition of ``topics``, from
+            ``auto.offset.reset``
+        :param keyDecoder: decodes each key (bytes or ``None``)
+        :param valueDecoder: decodes each value (bytes or ``None``)
+        :param messageHandler: if given, the stream's elements are ``messageHandler(m)`` of each
+            :class:`KafkaMessageAndMetadata` instead of ``(key, value)``
+        :return: a DStream whose RDDs (in ``foreachRDD`` and ``transform``) have ``offsetRanges()``
+        """
+        from reliable_kafka.context import StreamingContext  # noqa: PLC0415 - context imports the dstreams
+
+        if not isinstance(ssc, StreamingContext):
+            raise TypeError(
+                f"ssc should be a reliable_kafka.StreamingContext, got {type(ssc).__module__}."
+                f"{type(ssc).__name__}"
+            )
+        decoder = KafkaRecordDecoder(*_checked_decoders(keyDecoder, valueDecoder, messageHandler))
+        names = checked_topics(topics)
+        params = direct_kafka_params(kafkaParams)
+        requested = checked_from_offsets(fromOffsets, names)
+        cluster = KafkaCluster(params.params, ssc.settings.kafka.max_retries)
+        try:
+            offsets = starting_offsets(cluster, names, requested, params.parsed.group.auto_offset_reset)
+            return DirectKafkaInputDStream(ssc, params.params, offsets, decoder, cluster)
+        except BaseException:
+            cluster.close()
+            raise
 
     @staticmethod
     def createRDD(  # noqa: PLR0917 - pyspark's positional signature

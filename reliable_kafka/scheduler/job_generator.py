@@ -368,7 +368,10 @@ class JobGenerator:
             max_input_remember_duration_ms=graph.get_max_input_stream_remember_duration(),
             input_streams=tuple(
                 InputStreamRecord(
-                    stream.id, type(stream).__name__, bool(getattr(stream, "is_receiver_input", False))
+                    stream.id,
+                    type(stream).__name__,
+                    bool(getattr(stream, "is_receiver_input", False)),
+                    stream.checkpoint_data(),
                 )
                 for stream in graph.input_streams
             ),
