@@ -127,6 +127,10 @@ def read_range(consumer: Consumer, wanted: OffsetRange, timeout_s: float) -> lis
                 missing = OffsetRange(topic, partition, next_offset, wanted.untilOffset)
                 raise LostOffsetsError([missing], f"no record from Kafka within {timeout_s:.0f} s")
             for message in consumer.consume(500, _POLL_S):
+                if next_offset >= wanted.untilOffset:
+                    # Complete: a range that ends at the log's end gets the end-of-partition event
+                    # in the same batch as its last record, which is no loss.
+                    break
                 error = message.error()
                 if error is not None:
                     if error.code() == KafkaError._PARTITION_EOF:
