@@ -15,12 +15,13 @@ generator's thread, so a checkpoint never sees a batch half made.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from reliable_kafka.dstream.functions import with_time
 from reliable_kafka.dstream.input_dstream import InputDStream
 from reliable_kafka.kafka.kafka_cluster import KafkaCluster
-from reliable_kafka.kafka.kafka_rdd import Decoder, KafkaRDD
+from reliable_kafka.kafka.kafka_rdd import Decoder, KafkaRDD, with_offset_ranges
 from reliable_kafka.kafka.offset_range import OffsetRange
 from reliable_kafka.kafka.topic_partition import TopicAndPartition
 
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from pyspark import RDD
 
     from reliable_kafka.context import StreamingContext
+    from reliable_kafka.dstream.dstream import DStream
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +87,12 @@ class DirectKafkaInputDStream(InputDStream):
         if self.max_rate_per_partition <= 0:
             return None
         return max(1, self.max_rate_per_partition * self.slide_duration_ms // 1000)
+
+    def transform(self, func: Callable[..., RDD[Any] | None]) -> DStream:
+        """pyspark 2.4's ``KafkaDStream.transform``: what ``func`` returns keeps ``offsetRanges()``
+        when it is the batch's RDD or made from it by pipelined steps (``rdd.map(...)``...)."""
+        user = with_time(func, 1, "transform")
+        return super().transform(lambda time, rdd: with_offset_ranges(user(time, rdd)))
 
     # ------------------------------------------------------------ checkpoint
 

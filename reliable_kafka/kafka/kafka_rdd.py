@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import msgpack
-from pyspark import SparkContext
+from pyspark import RDD, SparkContext
 from pyspark.rdd import PipelinedRDD
 
 from reliable_kafka.dstream.batch_rdd import SKIP_RECORD
@@ -107,3 +107,18 @@ class KafkaRDD(PipelinedRDD):
     def offsetRanges(self) -> list[OffsetRange]:
         """The ranges this RDD holds, one per partition, in partition order."""
         return list(self._offset_ranges)
+
+
+def with_offset_ranges(rdd: RDD[Any] | None) -> RDD[Any] | None:
+    """``rdd`` with the ``offsetRanges()`` of the :class:`KafkaRDD` it derives from by pipelined
+    steps (``map``, ``filter``...), as pyspark 2.4's ``KafkaRDD.offsetRanges`` found it among
+    its narrow ancestors; unchanged if it derives from none (a shuffle, a union)."""
+    if rdd is None or hasattr(rdd, "offsetRanges"):
+        return rdd
+    ancestor: Any = rdd
+    while isinstance(ancestor, PipelinedRDD):
+        ancestor = ancestor.prev  # the RDD it was made from, each pipelined step keeping one
+        if isinstance(ancestor, KafkaRDD):
+            rdd.offsetRanges = ancestor.offsetRanges  # type: ignore[attr-defined]
+            break
+    return rdd

@@ -62,6 +62,10 @@ def test_offset_ranges_pattern_of_the_guide(local_cluster: ClusterUnderTest, mak
             printed.append("%s %s %s %s" % (o.topic, o.partition, o.fromOffset, o.untilOffset))  # noqa: UP031
 
     directKafkaStream.transform(storeOffsetRanges).foreachRDD(printOffsetRanges)
+    # Beyond the guide: a transform's result made from the batch by pipelined steps keeps them.
+    mapped: list[list[OffsetRange]] = []
+    values = directKafkaStream.transform(lambda rdd: rdd.map(lambda kv: kv[1]).filter(bool))
+    values.foreachRDD(lambda rdd: mapped.append(rdd.offsetRanges()))
     ssc.start()
 
     def ranges_seen() -> list[OffsetRange]:
@@ -79,6 +83,7 @@ def test_offset_ranges_pattern_of_the_guide(local_cluster: ClusterUnderTest, mak
         spans = covered(ranges_seen(), partition)
         assert spans[0][0] == 0 and spans[-1][1] == 40 and contiguous(spans), spans
     assert {r.topic for r in ranges_seen()} == {topic}
+    assert covered([r for batch in mapped for r in batch], 0) == covered(ranges_seen(), 0)
 
 
 @pytest.mark.brokers("3.9", "4", "0.9")
