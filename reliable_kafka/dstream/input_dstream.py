@@ -72,6 +72,12 @@ class InputDStream(DStream):
         """Take back what :meth:`checkpoint_data` returned in the checkpoint being restored."""
         raise ValueError(f"{self} keeps no checkpoint data, yet the checkpoint holds some for it")
 
+    def input_info(self, time_ms: int) -> tuple[int, dict[str, Any]] | None:
+        """What this stream put into batch ``time_ms`` for listeners (Spark's ``reportInfo`` to
+        the ``InputInfoTracker``): its record count and metadata, once the batch's RDD is
+        computed. None: the receiver tracker reports for it, or nothing is known."""
+        return None
+
     def start(self) -> None:
         """Called when the streaming context starts."""
 

@@ -24,6 +24,7 @@ from reliable_kafka.kafka.kafka_cluster import KafkaCluster
 from reliable_kafka.kafka.kafka_rdd import Decoder, KafkaRDD, with_offset_ranges
 from reliable_kafka.kafka.offset_range import OffsetRange
 from reliable_kafka.kafka.topic_partition import TopicAndPartition
+from reliable_kafka.scheduler.listener import StreamInputInfo
 
 if TYPE_CHECKING:
     from pyspark import RDD
@@ -87,6 +88,24 @@ class DirectKafkaInputDStream(InputDStream):
         if self.max_rate_per_partition <= 0:
             return None
         return max(1, self.max_rate_per_partition * self.slide_duration_ms // 1000)
+
+    def input_info(self, time_ms: int) -> tuple[int, dict[str, Any]] | None:
+        """Spark's report of a direct batch: its ranges under ``offsets`` and as the description.
+        The count is the ranges' (a compacted topic's batch holds fewer records)."""
+        rdd = self.generated_rdds.get(time_ms)
+        if not isinstance(rdd, KafkaRDD):
+            return None
+        ranges = rdd.offsetRanges()
+        description = "\n".join(
+            f"topic: {r.topic}\tpartition: {r.partition}\toffsets: {r.fromOffset} to {r.untilOffset}"
+            for r in ranges
+            if r.count()
+        )
+        metadata = {
+            "offsets": [r.to_dict() for r in ranges],
+            StreamInputInfo.METADATA_KEY_DESCRIPTION: description,
+        }
+        return sum(r.count() for r in ranges), metadata
 
     def transform(self, func: Callable[..., RDD[Any] | None]) -> DStream:
         """pyspark 2.4's ``KafkaDStream.transform``: what ``func`` returns keeps ``offsetRanges()``
