@@ -3,7 +3,7 @@ confluent-kafka consumer.
 
     python benchmarks/pipeline_bench.py [--placement both|all|driver,executors,hosts] [--messages 300000]
         [--partitions 4] [--size 100] [--latency-rate 5000] [--latency-seconds 15]
-        [--empty-batches 10] [--ui-rounds 1] [--master local[2]]
+        [--empty-batches 10] [--ui-rounds 1] [--replication] [--master local[2]]
         [--cluster-master local-cluster[2,2,1024]] [--conf KEY=VALUE ...]
 
 On a real local ZooKeeper + Kafka 3.9 (LocalCluster's default) and a real Spark. ``--placement
@@ -26,6 +26,13 @@ queue for the one free core of the executor that holds the receiver and its bloc
 several-hosts cluster (LocalSparkHosts, root: two workers with their own address, ``/dev/shm`` and
 local dirs, one 3-core executor each), where a batch task on the other host fetches its block from
 the receiver's block server, and prints its records/s and p99 latency against local-cluster's.
+``--replication`` adds, in each executor placement, two runs with the write-ahead log off and the
+reliable receiver (``spark.streaming.receiver.reliableWithoutWriteAheadLog``), each of two
+receivers on half of ``--messages``: blocks kept with one copy (``MEMORY_AND_DISK_SER``), then two
+(``MEMORY_AND_DISK_SER_2``: the second on the other receiver's executor, on the other host on the
+hosts cluster; a receiver alone has no peer). It prints records/s and CPU per million records of
+every process (driver Python, driver JVM, executors and their Python workers) for each, and the
+ratios: what a second copy of each block costs.
 
 1. throughput: ``--messages`` are produced first; (a) a plain confluent-kafka consumer reads them
    all (assign from offset 0, count only); (b) ``KafkaUtils.createStream`` with the receiver WAL
@@ -42,6 +49,7 @@ the receiver's block server, and prints its records/s and p99 latency against lo
    goal. "drv JVM" is the driver JVM (the child java process of this one that runs SparkSubmit,
    from ``/proc/<pid>/stat``): Spark's task scheduling and block manager, busy in both
    placements. "others" is every live process under the driver JVM (executor JVMs, Python
+   workers), and on the hosts cluster every process of its hosts (workers, executors, Python
    workers), a lower bound (see proc_cpu.py). Also "rcv up", seconds from ``ssc.start()`` to the
    receiver's ReceiverStarted event (in executor placement: a Spark job, a Python worker on the
    executor, the tracker connection), "1st rec", seconds from ``ssc.start()`` until the output
@@ -98,6 +106,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -221,22 +230,30 @@ def raw_consume(cluster: LocalCluster, topic: str, partitions: int, messages: in
     return elapsed
 
 
-def create_stream(ssc: StreamingContext, cluster: LocalCluster, topic: str, group: str) -> Any:
+def create_stream(
+    ssc: StreamingContext,
+    cluster: LocalCluster,
+    topic: str,
+    group: str,
+    # One copy in the block manager by default: the WAL is the other (Spark warns about _2 with a WAL).
+    level: StorageLevel | str = StorageLevel.MEMORY_AND_DISK,
+) -> Any:
     return KafkaUtils.createStream(
         ssc,
         cluster.zookeeper_connect,
         group,
         {topic: 1},
         {"auto.offset.reset": "smallest", **cluster.client_config()},
-        # One copy in the block manager: the WAL is the other (Spark warns about _2 with a WAL).
-        storageLevel=StorageLevel.MEMORY_AND_DISK,
+        storageLevel=level,
     )
 
 
-def new_context(sc: SparkContext, checkpoint: Path, ui: bool = False) -> StreamingContext:
+def new_context(
+    sc: SparkContext, checkpoint: Path, ui: bool = False, **overrides: dict[str, Any]
+) -> StreamingContext:
     """The status page is off unless ``ui`` (it is on by default): only the status page rounds
-    turn it on. Port 0: any free port."""
-    settings = StreamingSettings.from_spark_conf(sc, ui={"enabled": ui, "port": 0})
+    turn it on. Port 0: any free port. ``overrides``: settings sections, as StreamingSettings takes."""
+    settings = StreamingSettings.from_spark_conf(sc, ui={"enabled": ui, "port": 0}, **overrides)
     ssc = StreamingContext(sc, BATCH_S, settings)
     ssc.checkpoint(str(checkpoint))
     return ssc
@@ -304,6 +321,7 @@ def pipeline_throughput(
     args: argparse.Namespace,
     checkpoint: Path,
     ui: bool = False,
+    more_pids: Callable[[], list[int]] | None = None,
 ) -> Throughput:
     ssc = new_context(sc, checkpoint, ui)
     messages = args.messages
@@ -312,7 +330,7 @@ def pipeline_throughput(
     check = DeliveryCheck(ssc, stream)
     listener = BatchTimes()
     ssc.addStreamingListener(listener)
-    meter = CpuMeter(driver_jvm_pid())
+    meter = CpuMeter(driver_jvm_pid(), more_pids)
 
     first_records: list[float] = []
 
@@ -364,6 +382,65 @@ def pipeline_throughput(
         metrics_ms=tuple(client.metrics_ms) if client is not None else (),
         client_cpu_s=client.cpu_s if client is not None else 0.0,
     )
+
+
+@dataclass(frozen=True)
+class CopiesRun:
+    """A backlog run without the WAL, the reliable receiver, blocks kept with ``copies`` copies."""
+
+    copies: int
+    seconds: float
+    cpu: CpuUsage
+    problems: list[str]
+
+
+def copies_throughput(
+    sc: SparkContext,
+    cluster: LocalCluster,
+    topics: list[str],
+    args: argparse.Namespace,
+    checkpoint: Path,
+    copies: int,
+    more_pids: Callable[[], list[int]] | None = None,
+) -> CopiesRun:
+    """Two receivers (a block's second copy goes to another receiver's executor: one receiver
+    alone has no peer), WAL off and ``reliableWithoutWriteAheadLog``: offsets are committed once
+    a block has its ``copies`` copies. Each topic holds half of ``--messages``."""
+    ssc = new_context(sc, checkpoint, wal={"enable": False}, receiver={"reliable_without_wal": True})
+    # By name: pyspark 3+ has no _SER levels, the package takes Spark's names.
+    level = "MEMORY_AND_DISK_SER_2" if copies == 2 else "MEMORY_AND_DISK_SER"
+    half = args.messages // 2
+    checks: list[DeliveryCheck] = []
+    done = threading.Event()
+    for topic in topics:
+        stream = create_stream(ssc, cluster, topic, f"bench-copies-{topic}", level)
+        check = DeliveryCheck(ssc, stream)
+        checks.append(check)
+
+        def count(batch_time: datetime, rdd: Any, check: DeliveryCheck = check) -> None:
+            check.add_batch(batch_time, rdd.count())
+            if all(c.counted >= half for c in checks):
+                done.set()
+
+        stream.foreachRDD(count)
+    meter = CpuMeter(driver_jvm_pid(), more_pids)
+    meter.start()
+    ssc.start()
+    finished = done.wait(1800)
+    cpu = meter.stop()
+    if not finished:
+        raise SystemExit(f"FAILED: the {copies}-copy run counted {sum(c.counted for c in checks):,} records")
+    ssc.stop(stopSparkContext=False, stopGraceFully=True)
+    problems = [
+        f"{topic}: {problem}"
+        for topic, check in zip(topics, checks, strict=True)
+        for problem in check.problems(per_partition(half, args.partitions))
+    ]
+    return CopiesRun(copies, cpu.wall_s, cpu, problems)
+
+
+def copies_topics(placement: str, copies: int) -> list[str]:
+    return [f"copies{copies}-{placement}-{i}" for i in range(2)]
 
 
 class BatchTimes(StreamingListener):
@@ -469,6 +546,7 @@ class PlacementResult:
     empty_ms: list[int]
     latency_problems: list[str]
     ui_runs: list[Throughput]  # status page rounds: off, on, off, on, ...
+    copies_runs: list[CopiesRun]  # WAL off: one copy, then two (executor placements, --replication)
 
 
 def cluster_executors(master: str) -> int:
@@ -494,6 +572,8 @@ class Target:
     master: str
     conf: tuple[str, ...] = ()
     executors: int | None = None  # None: as the master says (local-cluster[N,...])
+    # Processes outside the driver JVM's tree that run this target's executors (the hosts').
+    processes: Callable[[], list[int]] | None = None
 
     @property
     def receiver_placement(self) -> str:
@@ -539,14 +619,32 @@ def run_placement(
             found = wait_for_executors(sc, wanted, 120)
             if len(found) < wanted:
                 raise SystemExit(f"FAILED: {len(found)} of {wanted} executors registered on {master}")
-        cold = pipeline_throughput(sc, cluster, f"bench-{placement}", args, work / f"{placement}-cp1")
+        pids = target.processes
+        cold = pipeline_throughput(
+            sc, cluster, f"bench-{placement}", args, work / f"{placement}-cp1", more_pids=pids
+        )
         latencies, empty, latency_problems = latency_and_empty_batches(
             sc, cluster, f"latency-{placement}", args, work / f"{placement}-cp2"
         )
-        warm = pipeline_throughput(sc, cluster, f"warm-{placement}", args, work / f"{placement}-cp3")
+        warm = pipeline_throughput(
+            sc, cluster, f"warm-{placement}", args, work / f"{placement}-cp3", more_pids=pids
+        )
         ui_runs = [
-            pipeline_throughput(sc, cluster, topic, args, work / f"{placement}-cp-{topic}", ui=ui)
+            pipeline_throughput(
+                sc, cluster, topic, args, work / f"{placement}-cp-{topic}", ui=ui, more_pids=pids
+            )
             for topic, ui in ui_topics(placement, args.ui_rounds)
+        ]
+        copies_runs = [
+            copies_throughput(
+                sc,
+                cluster,
+                copies_topics(placement, copies),
+                args,
+                work / f"{placement}-copies{copies}",
+                copies,
+            )
+            for copies in copies_of(target, args)
         ]
     finally:
         sc.stop()
@@ -568,7 +666,13 @@ def run_placement(
         empty,
         latency_problems,
         ui_runs,
+        copies_runs,
     )
+
+
+def copies_of(target: Target, args: argparse.Namespace) -> tuple[int, ...]:
+    """The block copies of the replication runs: none in driver placement (no peer executor)."""
+    return (1, 2) if args.replication and target.receiver_placement == "executors" else ()
 
 
 def load_text(load: tuple[float, float, float]) -> str:
@@ -613,6 +717,34 @@ def print_placement(
         print(
             f"empty batch processing time ({len(result.empty_ms)} batches): "
             f"median {statistics.median(result.empty_ms):.0f} ms, max {max(result.empty_ms)} ms"
+        )
+
+
+def print_copies(result: PlacementResult, messages: int) -> None:
+    """The cost of a second copy of each block, WAL off, reliable receiver, two receivers."""
+    if not result.copies_runs:
+        return
+    print(f"\n-- {result.placement}: WAL off, reliable receiver, 2 receivers, blocks with 1 and 2 copies")
+    print(
+        f"{'copies':<6} {'records/s':>10} {'secs':>6} | "
+        f"{'CPU s / M records: drv py':>25} {'drv JVM':>7} {'others':>6} {'all':>6}"
+    )
+    per_million = 1e6 / (messages // 2 * 2)
+    rates: dict[int, float] = {}
+    totals: dict[int, float] = {}
+    for run in result.copies_runs:
+        rates[run.copies] = messages // 2 * 2 / run.seconds
+        cpu = run.cpu
+        totals[run.copies] = (cpu.driver_python_s + cpu.driver_jvm_s + cpu.spark_others_s) * per_million
+        print(
+            f"{run.copies:<6} {rates[run.copies]:>10,.0f} {run.seconds:>6.1f} | "
+            f"{cpu.driver_python_s * per_million:>25.2f} {cpu.driver_jvm_s * per_million:>7.2f} "
+            f"{cpu.spark_others_s * per_million:>6.2f} {totals[run.copies]:>6.2f}"
+        )
+    if {1, 2} <= rates.keys():
+        print(
+            f"2 copies / 1 copy: records/s {rates[2] / rates[1]:.2f}, "
+            f"CPU per M records (all processes) {totals[2] / totals[1]:.2f}"
         )
 
 
@@ -713,6 +845,11 @@ def main() -> None:
         default=1,
         help="status page rounds: warm runs with the page off, then on, N times each (0 skips them)",
     )
+    parser.add_argument(
+        "--replication",
+        action="store_true",
+        help="in executor placements, also WAL-off runs of two receivers with blocks of 1 and 2 copies",
+    )
     parser.add_argument("--master", default="local[2]", help="master of the driver placement")
     parser.add_argument(
         "--cluster-master", default="local-cluster[2,2,1024]", help="master of the executor placement"
@@ -754,17 +891,29 @@ def main() -> None:
                 LocalSparkHosts(work / "spark-hosts", hosts=2, cores=HOST_CORES, memory_mb=1024)
             )
             backend = hosts_backend(hosts)
-            targets.append(Target("hosts", backend.master, tuple(backend.conf), executors=len(hosts.hosts)))
+            targets.append(
+                Target(
+                    "hosts",
+                    backend.master,
+                    tuple(backend.conf),
+                    executors=len(hosts.hosts),
+                    processes=lambda: [pid for host in hosts.hosts for pid in host.processes()],
+                )
+            )
         placements = [target for target in targets if target.name in wanted_names]
         cluster.create_topic("raw", partitions=args.partitions)
         produce_backlog(cluster, "raw", args.partitions, args.messages, args.size)
-        for placement in (target.name for target in placements):
+        for target in placements:
+            placement = target.name
             backlogs = [f"bench-{placement}", f"warm-{placement}"]
             backlogs += [topic for topic, _ in ui_topics(placement, args.ui_rounds)]
-            for topic in (f"latency-{placement}", *backlogs):
+            halves = [t for copies in copies_of(target, args) for t in copies_topics(placement, copies)]
+            for topic in (f"latency-{placement}", *backlogs, *halves):
                 cluster.create_topic(topic, partitions=args.partitions)
             for topic in backlogs:
                 produce_backlog(cluster, topic, args.partitions, args.messages, args.size)
+            for topic in halves:
+                produce_backlog(cluster, topic, args.partitions, args.messages // 2, args.size)
         raw_s = raw_consume(cluster, "raw", args.partitions, args.messages)
         for target in placements:
             print(f"running placement {target.name} on {target.master} ...", flush=True)
@@ -775,6 +924,7 @@ def main() -> None:
     for result in results:
         print_placement(result, args.messages, raw_rate, args)
         print_status_page(result, args.messages)
+        print_copies(result, args.messages)
     by_placement = {result.placement: result for result in results}
     if {"executors", "driver"} <= by_placement.keys():
         print_ratios(by_placement["executors"], by_placement["driver"])
@@ -793,6 +943,7 @@ def main() -> None:
                 (f"status page {'on' if run.ui else 'off'} run {i // 2 + 1}", run.problems)
                 for i, run in enumerate(result.ui_runs)
             ),
+            *((f"{run.copies}-copy run", run.problems) for run in result.copies_runs),
         )
         for problem in found
     ]
@@ -801,7 +952,7 @@ def main() -> None:
         for problem in problems:
             print(f"  {problem}", file=sys.stderr)
         raise SystemExit(1)
-    runs = sum(3 + len(result.ui_runs) for result in results)
+    runs = sum(3 + len(result.ui_runs) + len(result.copies_runs) for result in results)
     print(f"delivery: every record exactly once in all {runs} streaming runs")
 
 

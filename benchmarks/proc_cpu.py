@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import resource
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,18 +100,22 @@ def _self_cpu_s() -> float:
 class CpuMeter:
     """``start()`` then ``stop()``: the CPU each group of processes used in between."""
 
-    def __init__(self, jvm_pid: int | None) -> None:
+    def __init__(self, jvm_pid: int | None, more_pids: Callable[[], Iterable[int]] | None = None) -> None:
+        """``more_pids``: processes outside the driver JVM's tree counted with the others (the
+        several-hosts cluster's workers, executors and their Python workers)."""
         self._jvm_pid = jvm_pid
+        self._more_pids = more_pids
         self._started = 0.0
         self._python = 0.0
         self._jvm = 0.0
         self._others: dict[int, float] = {}
 
     def _others_now(self) -> dict[int, float]:
-        if self._jvm_pid is None:
-            return {}
+        pids = set() if self._jvm_pid is None else set(descendants(self._jvm_pid))
+        if self._more_pids is not None:
+            pids.update(self._more_pids())
         found = {}
-        for pid in descendants(self._jvm_pid):
+        for pid in pids:
             cpu = process_cpu_s(pid)
             if cpu is not None:
                 found[pid] = cpu

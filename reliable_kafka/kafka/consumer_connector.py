@@ -134,7 +134,9 @@ class ConsumerConnector:
             consumer_id=self._params.group.consumer_id,
         )
         self._group = member
-        self._offsets = KafkaOffsetStore(member.consumer, self._params.group.group_id, owns=member.owns)
+        self._offsets = KafkaOffsetStore(
+            member.consumer, self._params.group.group_id, owns=member.owns, run=member.call
+        )
         member.start()
 
     def _join_in_zookeeper(self) -> None:

@@ -10,6 +10,8 @@ workers. Each batch appends JSON lines to ``--output`` (fsync'ed):
     {"kind": "batch", "batch": T, "driver_bytes": N, "partitions": P, "locations": [...]}
     {"kind": "rec", "batch": T, "t": topic, "p": partition, "o": offset}       (one per record)
 
+``--zk ""``: no ZooKeeper; the kafka params' ``bootstrap.servers`` reach the group coordinator.
+
 ``driver_bytes`` counts the batch partitions that carry block bytes from the driver (0 in executor
 placement). Listener events are appended as they come:
 
@@ -218,7 +220,7 @@ def main(argv: list[str]) -> int:
         streams = [
             KafkaUtils.createStream(
                 ssc,
-                args.zk,
+                args.zk or None,
                 args.group,
                 {topic: 1},
                 {"auto.offset.reset": "smallest", **json.loads(args.kafka_params)},

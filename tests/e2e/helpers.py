@@ -103,3 +103,16 @@ def delete_records(cluster: ClusterUnderTest, topic: str, partitions: int) -> di
     admin = AdminClient(cluster.client_config())
     futures = admin.delete_records([TopicPartition(topic, p, OFFSET_END) for p in range(partitions)])
     return {tp.partition: future.result(timeout=30).low_watermark for tp, future in futures.items()}
+
+
+def group_params(cluster: ClusterUnderTest) -> tuple[str, dict[str, str]]:
+    """The zkQuorum and the group's timeouts: ZooKeeper membership where the cluster has one (3.9),
+    else (4.x, KRaft) Kafka's group coordinator, with no ZooKeeper anywhere.
+
+    A killed driver's group membership must expire quickly for the next run to own the
+    partitions (its start-up takes longer than this), yet a live run's session must survive a
+    loaded 2-core machine: a lost session is a failure of its own, not the kill's.
+    """
+    if cluster.has_zookeeper:
+        return cluster.zookeeper_connect, {"zookeeper.session.timeout.ms": "6000"}
+    return "", {"session.timeout.ms": "6000", "heartbeat.interval.ms": "1000"}

@@ -15,7 +15,7 @@ from typing import Any
 
 from reliable_kafka.local import LocalCluster
 from tests.cluster_backends import unique_name
-from tests.e2e.helpers import wait_until
+from tests.e2e.helpers import group_params, wait_until
 from tests.e2e.kill_harness import ChildApp, RecordingProducer
 from tests.spark_backends import SparkBackend, local_cluster_backend
 
@@ -59,14 +59,15 @@ def start_app(
     """The application on ``spark`` (local-cluster by default), checkpointing to ``checkpoint``
     (a directory under ``tmp_path`` by default) with ``conf`` added to its SparkConf."""
     group = unique_name("exec-group")
+    zk_quorum, timeouts = group_params(cluster)
     output = tmp_path / "output.jsonl"
     spark = spark or local_cluster_backend()
     entries = [*spark.conf, *(f"{key}={value}" for key, value in (conf or {}).items())]
     args = [
-        *("--zk", cluster.zookeeper_connect, "--group", group, "--topics", ",".join(topics)),
+        *("--zk", zk_quorum, "--group", group, "--topics", ",".join(topics)),
         *("--checkpoint", checkpoint or str(tmp_path / "checkpoint"), "--output", str(output)),
         *("--wal", "on" if wal else "off", "--storage-level", storage_level),
-        *("--kafka-params", json.dumps(cluster.client_config())),
+        *("--kafka-params", json.dumps({**timeouts, **cluster.client_config()})),
         *(["--probe-fetch"] if probe_fetch else []),
         *("--master", spark.master),
         *(arg for entry in entries for arg in ("--conf", entry)),

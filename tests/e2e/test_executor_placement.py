@@ -137,8 +137,9 @@ def test_receivers_on_executors_with_the_wal(
     wait_until(lambda: not session_processes(session), timeout_s=60, what="no process left")
 
 
+@pytest.mark.brokers("3.9", "4")
 def test_receivers_on_executors_without_the_wal(
-    local_cluster: LocalCluster, tmp_path: Path, spark_backend: SparkBackend, applications: list[ChildApp]
+    local_cluster: LocalCluster, tmp_path: Path, host_loss_backend: SparkBackend, applications: list[ChildApp]
 ) -> None:
     """MEMORY_AND_DISK_SER, no WAL: blocks read where they are kept, or fetched from the holder;
     then the host of a receiver's executor is lost (its JVM SIGKILLed and its block files gone):
@@ -155,7 +156,7 @@ def test_receivers_on_executors_without_the_wal(
         wal=False,
         storage_level="MEMORY_AND_DISK_SER",
         probe_fetch=True,
-        spark=spark_backend,
+        spark=host_loss_backend,
     )
     producers = start_producers(local_cluster, topics)
     session = child.process.pid
@@ -177,10 +178,10 @@ def test_receivers_on_executors_without_the_wal(
         assert max(received(read_output(output)).values()) == 1
 
         (tracker,) = of_kind(read_output(output), "tracker")
-        lose_receivers_host(spark_backend, session, executors[0], hosts[0], tracker["app_id"], output)
+        lose_receivers_host(host_loss_backend, session, executors[0], hosts[0], tracker["app_id"], output)
         # Batches run in order: those with the lost host's blocks are done. Read now, before the
         # stop: local-cluster deletes its workers' directories when the application ends.
-        logs = spark_backend.executor_logs(tracker["app_id"])
+        logs = host_loss_backend.executor_logs(tracker["app_id"])
     finally:
         for producer in producers.values():
             producer.finish()
@@ -195,6 +196,7 @@ def test_receivers_on_executors_without_the_wal(
     assert "Could not compute split" not in logs
 
 
+@pytest.mark.brokers("3.9", "4")
 def test_records_kafka_no_longer_has_fail_their_batch_naming_them(
     local_cluster: LocalCluster, tmp_path: Path, host_loss_backend: SparkBackend, applications: list[ChildApp]
 ) -> None:
@@ -252,6 +254,7 @@ def test_records_kafka_no_longer_has_fail_their_batch_naming_them(
     ), (blocks, failure["lost"])
 
 
+@pytest.mark.brokers("3.9", "4")
 def test_replicated_blocks_without_the_wal_survive_the_loss_of_a_receivers_host(
     local_cluster: LocalCluster, tmp_path: Path, host_loss_backend: SparkBackend, applications: list[ChildApp]
 ) -> None:

@@ -10,6 +10,8 @@ from collections.abc import Iterator, Mapping
 import pytest
 
 from reliable_kafka.kafka.group.membership import KafkaGroupMembership
+from reliable_kafka.kafka.group.offset_store import KafkaOffsetStore
+from reliable_kafka.kafka.offset_store import CommitResult
 from reliable_kafka.kafka.topic_partition import TopicAndPartition as TP
 from reliable_kafka.local import LocalCluster
 from tests.cluster_backends import unique_name
@@ -118,3 +120,58 @@ def test_members_split_partitions_and_the_survivor_takes_all(
     assert all(position.offset < 0 for position in a.consumer.position(a.consumer.assignment())), (
         "the group member fetched records"
     )
+
+
+class CommittingListener(RecordingListener):
+    """Commits each revoked partition's offset through the member from another thread and waits
+    for it, as a receiver's revoke flush waits for the push thread that commits its last block."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.store: KafkaOffsetStore | None = None
+        self.commit_results: list[dict[TP, CommitResult]] = []
+
+    def on_partitions_revoked(self, partitions: list[TP]) -> None:
+        assert self.store is not None
+        store = self.store
+        pusher = threading.Thread(
+            target=lambda: self.commit_results.append(store.commit({tp: 7 for tp in partitions}))
+        )
+        pusher.start()
+        pusher.join(30)
+        assert not pusher.is_alive(), "a commit from another thread did not finish within the revoke"
+        super().on_partitions_revoked(partitions)
+
+
+@pytest.mark.brokers("3.9", "4")
+def test_a_commit_from_another_thread_completes_within_the_revoke(
+    local_cluster: LocalCluster, topic: str, members: list[KafkaGroupMembership]
+) -> None:
+    """A second member joins (eager: the first revokes everything): the first member's revoke
+    waits for commits of its partitions made on another thread, and they land while it still
+    owns them. Before, such a commit waited until the callback returned (librdkafka holds a
+    synchronous commit from another thread while the poll thread runs a rebalance callback), so
+    a receiver's revoke flush timed out and its last blocks were read again by the next owner."""
+    group = unique_name("group")
+    listener = CommittingListener()
+    a = KafkaGroupMembership(
+        local_cluster.client_config(**{"session.timeout.ms": 6000, "heartbeat.interval.ms": 500}),
+        group,
+        {topic: 1},
+        listener,
+    )
+    listener.member = a
+    listener.store = KafkaOffsetStore(a.consumer, group, owns=a.owns, retry_for_s=20.0, run=a.call)
+    a.start(timeout_s=60)
+    members.append(a)
+    wait_for(lambda: len(listener.owned) == PARTITIONS, 60, "the first member to own every partition")
+    b, _ = join(local_cluster, group, topic, "range")
+    members.append(b)
+    wait_for(lambda: bool(listener.revoked), 60, "the first member's revoke")
+    assert listener.commit_results[0] == {TP(topic, p): CommitResult.COMMITTED for p in range(PARTITIONS)}
+    reader = KafkaOffsetStore.standalone(local_cluster.client_config(), group, owns=lambda _: False)
+    try:
+        committed = reader.fetch(TP(topic, p) for p in range(PARTITIONS))
+        assert committed == {TP(topic, p): 7 for p in range(PARTITIONS)}
+    finally:
+        reader.close()

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
@@ -123,9 +123,9 @@ class AuditedKafkaOffsetStore(KafkaOffsetStore):
     lock: ClassVar[threading.Lock] = threading.Lock()
 
     def __init__(
-        self, consumer: Consumer, group_id: str, *, owns: Callable[[TopicAndPartition], bool]
+        self, consumer: Consumer, group_id: str, *, owns: Callable[[TopicAndPartition], bool], **options: Any
     ) -> None:
-        super().__init__(consumer, group_id, owns=owns)
+        super().__init__(consumer, group_id, owns=owns, **options)
         self.member_owns = owns
 
     def commit(self, offsets: Mapping[TopicAndPartition, int]) -> dict[TopicAndPartition, CommitResult]:

@@ -23,14 +23,24 @@ session, only ``max.poll.interval.ms``, which a revoke's bounded flush stays far
 Eager protocols (range, roundrobin) revoke everything on every rebalance and assign the whole
 new assignment; cooperative-sticky revokes and assigns only what moves (incremental_assign /
 incremental_unassign), so the partitions a member keeps are never interrupted.
+
+Every request through the member's client (the offset store's commits and fetches) runs on the
+poll thread (:meth:`KafkaGroupMembership.call`). A synchronous commit from another thread waits
+until a rebalance callback running on the poll thread returns (seen here with confluent-kafka
+2.16 on Kafka 4), while a revoke's flush waits for exactly those commits: the flush gave up after
+its timeout and the next owner read the revoked blocks again, at every rebalance of a group with
+two receivers. So a revoke runs the listener on a helper thread while the poll thread serves the
+commits it causes, as Kafka's own consumer commits in ``onPartitionsRevoked``.
 """
 
 from __future__ import annotations
 
 import logging
+import queue
 import threading
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from concurrent.futures import Future
+from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -47,6 +57,7 @@ ASSIGNMENT_STRATEGIES = ("range", "roundrobin", "cooperative-sticky")
 # (confluent-kafka 2.16 / librdkafka 2.16, seen here), and offsets are committed through this
 # member from the receivers' threads. Rebalance callbacks still run within this interval.
 _POLL_INTERVAL_S = 0.05
+_T = TypeVar("_T")
 # librdkafka's default is 45 s; a dead receiver's partitions would wait that long for a new owner.
 DEFAULT_SESSION_TIMEOUT_MS = 10000
 
@@ -113,6 +124,10 @@ class KafkaGroupMembership:
         self._thread: threading.Thread | None = None
         self._closed = False
         self.rebalance_count = 0
+        # Requests through the client from other threads, served on the poll thread.
+        self._calls: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._calls_lock = threading.Lock()
+        self._serving = False
 
     # -- ownership view (for the offset store) ------------------------------------------------
 
@@ -124,6 +139,67 @@ class KafkaGroupMembership:
     def owned_partitions(self) -> dict[TopicAndPartition, str]:
         with self._owned_lock:
             return dict(self._owned)
+
+    # -- requests through the member's client -------------------------------------------------
+
+    def call(self, request: Callable[[], _T]) -> _T:
+        """``request()`` (a commit or fetch through :attr:`consumer`) on the poll thread, where
+        it cannot wait on a rebalance callback; directly when no poll thread serves."""
+        if threading.current_thread() is self._thread:
+            return request()
+        result: Future[_T] = Future()
+
+        def run() -> None:
+            if result.set_running_or_notify_cancel():
+                try:
+                    result.set_result(request())
+                except BaseException as exc:
+                    result.set_exception(exc)
+
+        with self._calls_lock:
+            serving = self._serving
+            if serving:
+                self._calls.put(run)
+        if not serving:
+            return request()
+        return result.result()
+
+    def _serve_calls(self, wait_s: float) -> None:
+        """Run the queued requests, waiting up to ``wait_s`` for the first."""
+        try:
+            run = self._calls.get(timeout=wait_s) if wait_s > 0 else self._calls.get_nowait()
+        except queue.Empty:
+            return
+        while True:
+            run()
+            try:
+                run = self._calls.get_nowait()
+            except queue.Empty:
+                return
+
+    def _serving_calls_meanwhile(self, work: Callable[[], None], name: str) -> None:
+        """``work()`` on a helper thread while this (poll) thread serves the requests it causes."""
+        if threading.current_thread() is not self._thread:
+            work()
+            return
+        failure: list[BaseException] = []
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                work()
+            except BaseException as exc:
+                failure.append(exc)
+            finally:
+                done.set()
+                self._calls.put(lambda: None)  # wakes the serving loop
+
+        threading.Thread(target=run, name=f"{self.consumer_id}-{name}", daemon=True).start()
+        while not done.is_set():
+            self._serve_calls(_POLL_INTERVAL_S)
+        self._serve_calls(0)
+        if failure:
+            raise failure[0]
 
     # -- life cycle ---------------------------------------------------------------------------
 
@@ -174,8 +250,11 @@ class KafkaGroupMembership:
     # -- poll thread --------------------------------------------------------------------------
 
     def _run(self) -> None:
+        with self._calls_lock:
+            self._serving = True
         try:
-            while not self._stopping.wait(_POLL_INTERVAL_S):
+            while not self._stopping.is_set():
+                self._serve_calls(_POLL_INTERVAL_S)
                 message = self.consumer.poll(0)
                 if message is None:
                     continue
@@ -186,7 +265,12 @@ class KafkaGroupMembership:
         except BaseException as exc:
             self._fail(exc)
         finally:
-            self._close()
+            try:
+                self._close()
+            finally:
+                with self._calls_lock:
+                    self._serving = False
+                self._serve_calls(0)  # queued before serving ended: they run here, on a closed client
 
     def _close(self) -> None:
         if self._closed:
@@ -250,7 +334,7 @@ class KafkaGroupMembership:
         try:
             if revoked:
                 # Still owned here: the flush of their stored blocks commits through this member.
-                self._listener.on_partitions_revoked(revoked)
+                self._serving_calls_meanwhile(lambda: self._listener.on_partitions_revoked(revoked), "revoke")
         finally:
             with self._owned_lock:
                 for tp in revoked:
@@ -276,7 +360,7 @@ class KafkaGroupMembership:
         with self._owned_lock:
             gone = sorted(tp for tp in partitions if self._owned.pop(tp, None) is not None)
         if gone:
-            self._listener.on_partitions_revoked(gone)
+            self._serving_calls_meanwhile(lambda: self._listener.on_partitions_revoked(gone), "lose")
 
     def _unassign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         try:

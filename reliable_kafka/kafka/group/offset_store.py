@@ -76,6 +76,10 @@ def _is_retriable(error: KafkaError) -> bool:
     return error.code() in RETRIABLE_CODES or error.retriable()
 
 
+def _run_here(request: Callable[[], Any]) -> Any:
+    return request()
+
+
 def _topic_partitions(offsets: Mapping[TopicAndPartition, int]) -> list[TopicPartition]:
     return [TopicPartition(tp.topic, tp.partition, offset) for tp, offset in offsets.items()]
 
@@ -90,8 +94,12 @@ class KafkaOffsetStore:
         *,
         owns: Callable[[TopicAndPartition], bool],
         retry_for_s: float = 30.0,
+        run: Callable[[Callable[[], Any]], Any] | None = None,
     ) -> None:
+        """``run(request)`` makes each request through ``consumer``; a group member's
+        :meth:`~KafkaGroupMembership.call` runs it on the member's poll thread."""
         self._consumer = consumer
+        self._run = run if run is not None else _run_here
         self._group = group_id
         self._owns = owns
         self._retry_for_s = retry_for_s
@@ -149,7 +157,8 @@ class KafkaOffsetStore:
     def _fetch_once(self, tps: list[TopicAndPartition]) -> dict[TopicAndPartition, int | None]:
         request = [TopicPartition(tp.topic, tp.partition) for tp in tps]
         try:
-            answered = self._consumer.committed(request, timeout=min(_FETCH_TIMEOUT_S, self._retry_for_s))
+            timeout = min(_FETCH_TIMEOUT_S, self._retry_for_s)
+            answered = self._run(lambda: self._consumer.committed(request, timeout=timeout))
         except KafkaException as exc:
             error = exc.args[0]
             if isinstance(error, KafkaError) and _is_retriable(error):
@@ -262,8 +271,9 @@ class KafkaOffsetStore:
     def _send(self, pending: dict[TopicAndPartition, int]) -> list[TopicPartition] | None:
         """The coordinator's answer per partition; None when this member's generation is over."""
         try:
-            answered: list[TopicPartition] = self._consumer.commit(
-                offsets=_topic_partitions(pending), asynchronous=False
+            offsets = _topic_partitions(pending)
+            answered: list[TopicPartition] = self._run(
+                lambda: self._consumer.commit(offsets=offsets, asynchronous=False)
             )
         except KafkaException as exc:
             error = exc.args[0]
