@@ -643,6 +643,7 @@ def run_placement(
                 args,
                 work / f"{placement}-copies{copies}",
                 copies,
+                more_pids=pids,
             )
             for copies in copies_of(target, args)
         ]

@@ -50,21 +50,31 @@ class CheckpointError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class InputStreamRecord:
-    """An input stream of the checkpointed graph: its id and kind (class name)."""
+    """An input stream of the checkpointed graph: its id and kind (class name), and what the
+    stream itself needs to go on where it stopped (``InputDStream.checkpoint_data``: plain JSON
+    data, Spark's ``DStreamCheckpointData``; a direct Kafka stream's offset ranges), if anything."""
 
     id: int
     kind: str
     is_receiver_input: bool
+    data: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "kind": self.kind, "is_receiver_input": self.is_receiver_input}
+        d: dict[str, Any] = {"id": self.id, "kind": self.kind, "is_receiver_input": self.is_receiver_input}
+        if self.data is not None:
+            d["data"] = self.data
+        return d
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> InputStreamRecord:
+        data = d.get("data")
+        if data is not None and not isinstance(data, dict):
+            raise ValueError(f"input stream data must be an object, got {type(data).__name__}")
         return cls(
             id=_int(d, "id"),
             kind=_str(d, "kind"),
             is_receiver_input=_bool(d, "is_receiver_input"),
+            data=data,
         )
 
 

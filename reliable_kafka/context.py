@@ -538,6 +538,7 @@ class StreamingContext:
                 f"but setupFunc built {new}. "
                 "Recovered blocks are keyed by stream id: build the same receiver streams in the same order."
             )
+        self._restore_input_stream_data(checkpoint)
         if checkpoint.remember_duration_ms != self.graph.remember_duration_ms:
             logger.warning(
                 "The checkpointed run remembered RDDs for %s ms, this one for %s ms; using this one",
@@ -600,6 +601,23 @@ class StreamingContext:
                         + "; ".join(problems)
                         + ". Delete the checkpoint directory to start afresh (the state is lost)."
                     )
+
+    def _restore_input_stream_data(self, checkpoint: Checkpoint) -> None:
+        """Hand each input stream what it checkpointed (a direct Kafka stream: its offset ranges),
+        matched by (id, kind): the same setupFunc builds the same streams in the same order."""
+        where = self.checkpoint_dir
+        streams = {(stream.id, type(stream).__name__): stream for stream in self.graph.get_input_streams()}
+        for record in checkpoint.input_streams:
+            if record.data is None:
+                continue
+            stream = streams.get((record.id, record.kind))
+            if stream is None:
+                raise CheckpointError(
+                    f"The checkpoint in {where} has data of input stream {record.id} ({record.kind}), "
+                    f"but setupFunc built {sorted(streams)} (id, kind): build the same input streams in "
+                    "the same order, or delete the checkpoint directory to start afresh."
+                )
+            stream.restore_checkpoint_data(record.data)
 
 
 _exit_hook_lock = threading.Lock()

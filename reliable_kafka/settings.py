@@ -254,6 +254,19 @@ class BackpressureSettings(_Section):
     pid_min_rate: float = Field(100.0, gt=0)
 
 
+class DirectKafkaSettings(_Section):
+    """The direct approach's knobs (``KafkaUtils.createDirectStream``), with Spark's defaults."""
+
+    max_rate_per_partition: int = Field(
+        0,
+        ge=0,
+        description="spark.streaming.kafka.maxRatePerPartition: records/s per partition; 0 = unlimited",
+    )
+    max_retries: int = Field(
+        1, ge=0, description="spark.streaming.kafka.maxRetries: retries of the driver's offset lookups"
+    )
+
+
 class JobSettings(_Section):
     concurrent_jobs: int = Field(1, ge=1, description="spark.streaming.concurrentJobs")
     unpersist: bool = Field(True, description="spark.streaming.unpersist")
@@ -343,6 +356,8 @@ _SPARK_KEYS: dict[str, tuple[str, str, Any]] = {
     "spark.streaming.backpressure.pid.integral": ("backpressure", "pid_integral", float),
     "spark.streaming.backpressure.pid.derived": ("backpressure", "pid_derived", float),
     "spark.streaming.backpressure.pid.minRate": ("backpressure", "pid_min_rate", float),
+    "spark.streaming.kafka.maxRatePerPartition": ("kafka", "max_rate_per_partition", int),
+    "spark.streaming.kafka.maxRetries": ("kafka", "max_retries", int),
     "spark.streaming.concurrentJobs": ("jobs", "concurrent_jobs", int),
     "spark.streaming.unpersist": ("jobs", "unpersist", _parse_bool),
     "spark.streaming.stopGracefullyOnShutdown": ("jobs", "stop_gracefully_on_shutdown", _parse_bool),
@@ -377,9 +392,7 @@ _SPARK_KEYS_WITHOUT_EFFECT = frozenset(
         "spark.streaming.dynamicAllocation.maxExecutors",
         "spark.streaming.dynamicAllocation.scalingUpRatio",
         "spark.streaming.dynamicAllocation.scalingDownRatio",
-        "spark.streaming.kafka.maxRatePerPartition",
         "spark.streaming.kafka.minRatePerPartition",
-        "spark.streaming.kafka.maxRetries",
         "spark.streaming.kafka.consumer.poll.ms",
         "spark.streaming.kafka.allowNonConsecutiveOffsets",
         "spark.streaming.kafka.consumer.cache.enabled",
@@ -494,6 +507,7 @@ class StreamingSettings(BaseSettings):
     backpressure: BackpressureSettings = BackpressureSettings()
     jobs: JobSettings = JobSettings()
     ui: UISettings = UISettings()
+    kafka: DirectKafkaSettings = DirectKafkaSettings()
 
     # The fields the code gave, by section: what overrides the SparkConf (resolve()). None when
     # the object was not made by __init__ (model_validate, model_construct), which reads no
@@ -561,7 +575,7 @@ class StreamingSettings(BaseSettings):
         base = cls()
         merged: dict[str, Any] = {}
         given: set[tuple[str, str]] = set()
-        for section in ("receiver", "wal", "backpressure", "jobs", "ui"):
+        for section in ("receiver", "wal", "backpressure", "jobs", "ui", "kafka"):
             values = {**getattr(base, section).model_dump(), **sections.get(section, {})}
             section_overrides = overrides.pop(section, {}) or {}
             values.update(section_overrides)

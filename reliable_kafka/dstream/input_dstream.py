@@ -1,9 +1,11 @@
 """Spark's ``InputDStream``: a stream with no parents, fed from outside, registered with the graph.
 
-Subclasses implement ``compute(valid_time_ms)``, and ``start()``/``stop()`` if they hold
-resources. Receiver-based streams set ``is_receiver_input = True`` (the graph and the receiver
-tracker find them by it) and may set ``rate_controller`` to a ``StreamingListener`` that the job
-scheduler attaches to the listener bus (backpressure).
+Subclasses implement ``compute(valid_time_ms)``, ``start()``/``stop()`` if they hold
+resources, and ``checkpoint_data()``/``restore_checkpoint_data()`` if a restart needs more than
+the graph (the direct Kafka stream's offset ranges). Receiver-based streams set
+``is_receiver_input = True`` (the graph and the receiver tracker find them by it) and may set
+``rate_controller`` to a ``StreamingListener`` that the job scheduler attaches to the listener
+bus (backpressure).
 """
 
 from __future__ import annotations
@@ -65,6 +67,22 @@ class InputDStream(DStream):
             )
         self.last_valid_time_ms = time_ms
         return True
+
+    def checkpoint_data(self) -> dict[str, Any] | None:
+        """What this stream needs, beyond the graph that setupFunc rebuilds, to go on after a
+        driver restart (Spark's ``DStreamCheckpointData``): plain JSON data, written with every
+        checkpoint on the job generator's thread, the thread that computes batches. None: nothing."""
+        return None
+
+    def restore_checkpoint_data(self, data: dict[str, Any]) -> None:
+        """Take back what :meth:`checkpoint_data` returned in the checkpoint being restored."""
+        raise ValueError(f"{self} keeps no checkpoint data, yet the checkpoint holds some for it")
+
+    def input_info(self, time_ms: int) -> tuple[int, dict[str, Any]] | None:
+        """What this stream put into batch ``time_ms`` for listeners (Spark's ``reportInfo`` to
+        the ``InputInfoTracker``): its record count and metadata, once the batch's RDD is
+        computed. None: the receiver tracker reports for it, or nothing is known."""
+        return None
 
     def start(self) -> None:
         """Called when the streaming context starts."""

@@ -13,13 +13,14 @@ from typing import Any
 # without the receivers, and the Spark-facing names (KafkaUtils, KafkaInputDStream) load pyspark
 # and the streaming engine, which receivers alone need neither of.
 _LAZY_EXPORTS = {
+    "Broker": "reliable_kafka.kafka.broker",
     "CommitResult": "reliable_kafka.kafka.offset_store",
     "ConsumerConnector": "reliable_kafka.kafka.consumer_connector",
     "ConsumerRebalanceFailedError": "reliable_kafka.kafka.zk.group_membership",
     "CorruptOffsetError": "reliable_kafka.kafka.zk.offset_store",
     "KafkaGroupMembership": "reliable_kafka.kafka.group.membership",
     "KafkaInputDStream": "reliable_kafka.kafka.kafka_input_dstream",
-    "KafkaMessageAndMetadata": "reliable_kafka.kafka.kafka_utils",
+    "KafkaMessageAndMetadata": "reliable_kafka.kafka.message_and_metadata",
     "KafkaOffsetStore": "reliable_kafka.kafka.group.offset_store",
     "KafkaParams": "reliable_kafka.kafka.params",
     "KafkaReceiver": "reliable_kafka.kafka.kafka_receiver",
@@ -38,7 +39,7 @@ _LAZY_EXPORTS = {
     "parse_kafka_params": "reliable_kafka.kafka.params",
     "range_assign": "reliable_kafka.kafka.zk.range_assignor",
     "ranges_in_metadata": "reliable_kafka.kafka.offset_range",
-    "utf8_decoder": "reliable_kafka.kafka.kafka_utils",
+    "utf8_decoder": "reliable_kafka.kafka.message_and_metadata",
 }
 
 
@@ -50,6 +51,7 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "Broker",
     "CommitResult",
     "ConsumerConnector",
     "ConsumerRebalanceFailedError",

@@ -71,16 +71,22 @@ def broker_client_config(params: KafkaParams) -> dict[str, Any]:
         close_zookeeper(zk)
 
 
-def reread_block(source: Mapping[str, Any], timeout_s: float = DEFAULT_REREAD_TIMEOUT_S) -> bytes:
-    ranges = [OffsetRange.from_metadata(entry) for entry in source["ranges"]]
-    params = parse_kafka_params(source["kafka_params"])
+def range_consumer(kafka_params: Mapping[str, Any]) -> Consumer:
+    """A consumer that reads exact ranges with :func:`read_range`: it fails on an offset Kafka no
+    longer has instead of jumping to another, and sees where a partition's log ends."""
+    params = parse_kafka_params(kafka_params)
     brokers = broker_client_config(params)
     config = {**params.consumer_config(brokers["bootstrap.servers"]), **brokers}
     # An offset Kafka no longer has is an error here, never a silent jump to another offset.
     config["auto.offset.reset"] = "error"
     config["enable.partition.eof"] = True
     config["logger"] = LibrdkafkaLog()
-    consumer = Consumer(config)
+    return Consumer(config)
+
+
+def reread_block(source: Mapping[str, Any], timeout_s: float = DEFAULT_REREAD_TIMEOUT_S) -> bytes:
+    ranges = [OffsetRange.from_metadata(entry) for entry in source["ranges"]]
+    consumer = range_consumer(source["kafka_params"])
     chunks: list[PackedChunk] = []
     lost: list[OffsetRange] = []
     reasons: list[str] = []
@@ -89,7 +95,7 @@ def reread_block(source: Mapping[str, Any], timeout_s: float = DEFAULT_REREAD_TI
             if wanted.count() <= 0:
                 continue
             try:
-                chunks.extend(_read_range(consumer, wanted, timeout_s))
+                chunks.extend(read_range(consumer, wanted, timeout_s))
             except LostOffsetsError as exc:
                 lost.extend(exc.lost)
                 reasons.append(exc.reason)
@@ -105,8 +111,9 @@ def reread_block(source: Mapping[str, Any], timeout_s: float = DEFAULT_REREAD_TI
     return encode_chunks(chunks)
 
 
-def _read_range(consumer: Consumer, wanted: OffsetRange, timeout_s: float) -> list[PackedChunk]:
-    """The records of ``wanted``; compacted-away offsets are simply absent, as in the log."""
+def read_range(consumer: Consumer, wanted: OffsetRange, timeout_s: float) -> list[PackedChunk]:
+    """The records of ``wanted`` (by a :func:`range_consumer`); compacted-away offsets are simply
+    absent, as in the log. ``LostOffsetsError`` names what Kafka no longer has."""
     topic, partition = wanted.topic, wanted.partition
     consumer.assign([TopicPartition(topic, partition, wanted.fromOffset)])
     keys: list[bytes | None] = []
@@ -120,6 +127,10 @@ def _read_range(consumer: Consumer, wanted: OffsetRange, timeout_s: float) -> li
                 missing = OffsetRange(topic, partition, next_offset, wanted.untilOffset)
                 raise LostOffsetsError([missing], f"no record from Kafka within {timeout_s:.0f} s")
             for message in consumer.consume(500, _POLL_S):
+                if next_offset >= wanted.untilOffset:
+                    # Complete: a range that ends at the log's end gets the end-of-partition event
+                    # in the same batch as its last record, which is no loss.
+                    break
                 error = message.error()
                 if error is not None:
                     if error.code() == KafkaError._PARTITION_EOF:

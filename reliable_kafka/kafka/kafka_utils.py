@@ -1,6 +1,8 @@
-"""``KafkaUtils.createStream``: pyspark 2.4's ``pyspark.streaming.kafka`` entry point, brought back.
+"""``KafkaUtils``: pyspark 2.4's ``pyspark.streaming.kafka`` entry points, brought back.
 
-Same signature and defaults as pyspark 2.4 (``topics`` maps topic -> number of consumer threads,
+``createDirectStream`` and ``createRDD`` read exact offset ranges without a receiver (Spark's
+direct approach; see ``direct_kafka_input_dstream`` and ``kafka_rdd``). ``createStream``: same
+signature and defaults as pyspark 2.4 (``topics`` maps topic -> number of consumer threads,
 ``storageLevel`` defaults to ``MEMORY_AND_DISK_2``, keys and values are UTF-8 decoded), returning
 a DStream of ``(key, value)``. Differences, all additive:
 
@@ -27,22 +29,33 @@ from typing import TYPE_CHECKING, Any
 from pyspark import StorageLevel as PySparkStorageLevel
 
 from reliable_kafka.dstream.batch_rdd import SKIP_RECORD
+from reliable_kafka.kafka.broker import Broker
+from reliable_kafka.kafka.create_direct_stream import checked_from_offsets, checked_topics, starting_offsets
+from reliable_kafka.kafka.create_rdd import create_rdd
 from reliable_kafka.kafka.decode_errors import (
     DeadLetterWriter,
     DecodeErrors,
     RecordDecodeError,
     check_decode_errors,
 )
+from reliable_kafka.kafka.direct_kafka_input_dstream import DirectKafkaInputDStream
+from reliable_kafka.kafka.direct_params import direct_kafka_params
+from reliable_kafka.kafka.kafka_cluster import KafkaCluster
 from reliable_kafka.kafka.kafka_input_dstream import DecodeErrorCounters, KafkaInputDStream
+from reliable_kafka.kafka.kafka_rdd import KafkaRDD
+from reliable_kafka.kafka.message_and_metadata import KafkaMessageAndMetadata, KeyValueDecoder, utf8_decoder
+from reliable_kafka.kafka.offset_range import OffsetRange
+from reliable_kafka.kafka.topic_partition import TopicAndPartition
 from reliable_kafka.settings import KafkaStreamSettings
 
 if TYPE_CHECKING:
+    from pyspark import SparkContext
+
     from reliable_kafka.context import StreamingContext
 
 logger = logging.getLogger(__name__)
 
-KeyValueDecoder = Callable[[bytes | None], Any]
-MessageHandler = Callable[["KafkaMessageAndMetadata"], Any]
+MessageHandler = Callable[[KafkaMessageAndMetadata], Any]
 
 # pyspark 2.4 put this into every createStream's params; a value the caller gives wins here.
 _DEFAULT_ZOOKEEPER_CONNECTION_TIMEOUT_MS = "10000"
@@ -52,54 +65,6 @@ _DEFAULT_STORAGE_LEVEL = PySparkStorageLevel.MEMORY_AND_DISK_2
 # replication to 1 and warns that 2 is unnecessary, a warning no user who kept the default can act
 # on. A default does not warn; only a replication the user asked for does.
 _DEFAULT_STORAGE_LEVEL_WITH_WAL = PySparkStorageLevel.MEMORY_AND_DISK
-
-
-def utf8_decoder(s: bytes | None) -> str | None:
-    """Decode the unicode as UTF-8 (pyspark's default key and value decoder); ``None`` stays ``None``."""
-    if s is None:
-        return None
-    return s.decode("utf-8")
-
-
-class KafkaMessageAndMetadata:
-    """One Kafka record as a ``messageHandler`` sees it (pyspark 2.4's class of the same name).
-
-    ``key`` and ``message`` are decoded on access with the stream's decoders.
-    """
-
-    __slots__ = ("_key_decoder", "_raw_key", "_raw_message", "_value_decoder", "offset", "partition", "topic")
-
-    def __init__(  # noqa: PLR0917 - pyspark's positional signature
-        self,
-        topic: str,
-        partition: int,
-        offset: int,
-        key: bytes | None,
-        message: bytes | None,
-        keyDecoder: KeyValueDecoder = utf8_decoder,
-        valueDecoder: KeyValueDecoder = utf8_decoder,
-    ) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.offset = offset
-        self._raw_key = key
-        self._raw_message = message
-        self._key_decoder = keyDecoder
-        self._value_decoder = valueDecoder
-
-    @property
-    def key(self) -> Any:
-        return self._key_decoder(self._raw_key)
-
-    @property
-    def message(self) -> Any:
-        return self._value_decoder(self._raw_message)
-
-    def __repr__(self) -> str:
-        return (
-            f"KafkaMessageAndMetadata(topic: {self.topic}, partition: {self.partition}, "
-            f"offset: {self.offset}, key: {self._raw_key!r}, message: {self._raw_message!r})"
-        )
 
 
 class KafkaRecordDecoder:
@@ -226,11 +191,7 @@ class KafkaUtils:
                 f"ssc should be a reliable_kafka.StreamingContext, got {type(ssc).__module__}."
                 f"{type(ssc).__name__}"
             )
-        for name, function in (("keyDecoder", keyDecoder), ("valueDecoder", valueDecoder)):
-            if not callable(function):
-                raise TypeError(f"{name} should be callable, got {function!r}")
-        if messageHandler is not None and not callable(messageHandler):
-            raise TypeError(f"messageHandler should be callable, got {messageHandler!r}")
+        _checked_decoders(keyDecoder, valueDecoder, messageHandler)
         if settings is not None:
             arguments = {
                 "zkQuorum": zkQuorum,
@@ -265,6 +226,97 @@ class KafkaUtils:
             keyDecoder, valueDecoder, messageHandler, decode_errors=mode, dead_letter=dead_letter
         )
         return KafkaInputDStream(ssc, params, topic_threads, level, decoder)
+
+    @staticmethod
+    def createDirectStream(  # noqa: PLR0917 - pyspark's positional signature
+        ssc: StreamingContext,
+        topics: list[str],
+        kafkaParams: Mapping[str, Any],
+        fromOffsets: Mapping[TopicAndPartition, int] | None = None,
+        keyDecoder: KeyValueDecoder = utf8_decoder,
+        valueDecoder: KeyValueDecoder = utf8_decoder,
+        messageHandler: MessageHandler | None = None,
+    ) -> DirectKafkaInputDStream:
+        """Create a stream that reads Kafka without a receiver (pyspark 2.4's signature).
+
+        Each batch is, per partition, the offsets from the previous batch's end to the latest
+        (bounded by ``spark.streaming.kafka.maxRatePerPartition``); nothing is committed to
+        Kafka or ZooKeeper. With a checkpoint directory, ``getOrCreate`` after a driver crash
+        runs the pending batches again with exactly their ranges, then goes on from there.
+
+        :param ssc: the ``reliable_kafka.StreamingContext``
+        :param topics: list of topic names
+        :param kafkaParams: ``metadata.broker.list`` (or ``bootstrap.servers``),
+            ``auto.offset.reset`` (``smallest``/``largest``, default ``largest``) and
+            librdkafka settings
+        :param fromOffsets: ``{TopicAndPartition: offset}``: where to start, and which
+            partitions to read; by default every partition of ``topics``, from
+            ``auto.offset.reset``
+        :param keyDecoder: decodes each key (bytes or ``None``)
+        :param valueDecoder: decodes each value (bytes or ``None``)
+        :param messageHandler: if given, the stream's elements are ``messageHandler(m)`` of each
+            :class:`KafkaMessageAndMetadata` instead of ``(key, value)``
+        :return: a DStream whose RDDs (in ``foreachRDD`` and ``transform``) have ``offsetRanges()``
+        """
+        from reliable_kafka.context import StreamingContext  # noqa: PLC0415 - context imports the dstreams
+
+        if not isinstance(ssc, StreamingContext):
+            raise TypeError(
+                f"ssc should be a reliable_kafka.StreamingContext, got {type(ssc).__module__}."
+                f"{type(ssc).__name__}"
+            )
+        decoder = KafkaRecordDecoder(*_checked_decoders(keyDecoder, valueDecoder, messageHandler))
+        names = checked_topics(topics)
+        params = direct_kafka_params(kafkaParams)
+        requested = checked_from_offsets(fromOffsets, names)
+        cluster = KafkaCluster(params.params, ssc.settings.kafka.max_retries)
+        try:
+            offsets = starting_offsets(cluster, names, requested, params.parsed.group.auto_offset_reset)
+            return DirectKafkaInputDStream(ssc, params.params, offsets, decoder, cluster)
+        except BaseException:
+            cluster.close()
+            raise
+
+    @staticmethod
+    def createRDD(  # noqa: PLR0917 - pyspark's positional signature
+        sc: SparkContext,
+        kafkaParams: Mapping[str, Any],
+        offsetRanges: list[OffsetRange],
+        leaders: Mapping[TopicAndPartition, Broker] | None = None,
+        keyDecoder: KeyValueDecoder = utf8_decoder,
+        valueDecoder: KeyValueDecoder = utf8_decoder,
+        messageHandler: MessageHandler | None = None,
+    ) -> KafkaRDD:
+        """Create an RDD of exactly the records of ``offsetRanges`` (pyspark 2.4's signature).
+
+        :param sc: the SparkContext
+        :param kafkaParams: ``metadata.broker.list`` (or ``bootstrap.servers``) and librdkafka
+            settings
+        :param offsetRanges: list of :class:`OffsetRange` (one partition of the RDD each;
+            ``untilOffset`` is exclusive)
+        :param leaders: ``{TopicAndPartition: Broker}``: the host each partition's task prefers
+            (None or empty: any)
+        :param keyDecoder: decodes each key (bytes or ``None``)
+        :param valueDecoder: decodes each value (bytes or ``None``)
+        :param messageHandler: if given, the RDD's elements are ``messageHandler(m)`` of each
+            :class:`KafkaMessageAndMetadata` instead of ``(key, value)``
+        :return: a :class:`KafkaRDD`, with ``offsetRanges()``. Ranges are checked against Kafka
+            first: one beyond its partition's log end is a ``ValueError``, one Kafka no longer
+            has (retention) a ``LostOffsetsError`` ("records lost: ...")
+        """
+        decoder = KafkaRecordDecoder(*_checked_decoders(keyDecoder, valueDecoder, messageHandler))
+        return create_rdd(sc, kafkaParams, offsetRanges, leaders, decoder)
+
+
+def _checked_decoders(
+    key_decoder: Any, value_decoder: Any, message_handler: Any
+) -> tuple[KeyValueDecoder, KeyValueDecoder, MessageHandler | None]:
+    for name, function in (("keyDecoder", key_decoder), ("valueDecoder", value_decoder)):
+        if not callable(function):
+            raise TypeError(f"{name} should be callable, got {function!r}")
+    if message_handler is not None and not callable(message_handler):
+        raise TypeError(f"messageHandler should be callable, got {message_handler!r}")
+    return key_decoder, value_decoder, message_handler
 
 
 def _params_from_arguments(

@@ -36,6 +36,7 @@ from reliable_kafka.checkpoint import Checkpoint, CheckpointWriter, InputStreamR
 from reliable_kafka.dstream.batch_rdd import BlockRDD
 from reliable_kafka.scheduler.batch_input_info import input_infos_of_batch
 from reliable_kafka.scheduler.job import JobSet
+from reliable_kafka.scheduler.listener import StreamInputInfo
 from reliable_kafka.settings import JobSettings
 from reliable_kafka.util.bounded_stop import join_within
 from reliable_kafka.util.clock import wall_clock_ms
@@ -304,13 +305,25 @@ class JobGenerator:
             with self._lock:
                 self.last_generated_batch_time_ms = _later(self.last_generated_batch_time_ms, time_ms)
                 self._incomplete.add(time_ms)
-            job_set = JobSet(time_ms, jobs, num_records, input_infos_of_batch(num_records, blocks))
+            input_infos = input_infos_of_batch(num_records, blocks)
+            input_infos.update(self._reported_input_infos(time_ms))
+            job_set = JobSet(time_ms, jobs, num_records, input_infos)
             for stream in self.graph.get_receiver_input_streams():
                 rdd = stream.generated_rdds.get(time_ms)
                 if isinstance(rdd, BlockRDD) and rdd.late_input_metadata is not None:
                     job_set.late_input_metadata[stream.id] = rdd.late_input_metadata
             self.job_scheduler.submit_job_set(job_set)
         self._events.put(DoCheckpoint(time_ms, clear_checkpoint_data_later=False))
+
+    def _reported_input_infos(self, time_ms: int) -> dict[int, StreamInputInfo]:
+        """What streams without a receiver report of the batch they just computed."""
+        infos = {}
+        for stream in self.graph.get_input_streams():
+            reported = stream.input_info(time_ms)
+            if reported is not None:
+                num_records, metadata = reported
+                infos[stream.id] = StreamInputInfo(stream.id, num_records, metadata)
+        return infos
 
     def _safe_clear_time(self) -> int | None:
         """The latest completed batch, but before the oldest batch still running."""
@@ -404,7 +417,10 @@ class JobGenerator:
             max_input_remember_duration_ms=graph.get_max_input_stream_remember_duration(),
             input_streams=tuple(
                 InputStreamRecord(
-                    stream.id, type(stream).__name__, bool(getattr(stream, "is_receiver_input", False))
+                    stream.id,
+                    type(stream).__name__,
+                    bool(getattr(stream, "is_receiver_input", False)),
+                    stream.checkpoint_data(),
                 )
                 for stream in graph.input_streams
             ),
