@@ -29,6 +29,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from reliable_kafka import checkpoint_remote
+from reliable_kafka.state_checkpoint import StateStreamRecord
 from reliable_kafka.util.filesystems import FilesystemOptions, configured_options, is_local, locate, qualify
 from wal.failure_log import FailureLog
 
@@ -91,6 +92,8 @@ class Checkpoint:
     max_input_remember_duration_ms: int | None = None
     input_streams: tuple[InputStreamRecord, ...] = ()
     written_at_ms: int = 0
+    # The state checkpoints of stateful streams (state_checkpoint.py); absent in older checkpoints.
+    state_streams: tuple[StateStreamRecord, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -106,6 +109,7 @@ class Checkpoint:
             "max_input_remember_duration_ms": self.max_input_remember_duration_ms,
             "input_streams": [record.to_dict() for record in self.input_streams],
             "written_at_ms": self.written_at_ms,
+            "state_streams": [record.to_dict() for record in self.state_streams],
         }
 
     @classmethod
@@ -122,6 +126,9 @@ class Checkpoint:
             raise ValueError("pending_times_ms must be a list of integers")
         if not isinstance(streams, list) or not all(isinstance(s, dict) for s in streams):
             raise ValueError("input_streams must be a list of objects")
+        states = d.get("state_streams", [])
+        if not isinstance(states, list) or not all(isinstance(s, dict) for s in states):
+            raise ValueError("state_streams must be a list of objects")
         checkpoint = cls(
             checkpoint_time_ms=_int(d, "checkpoint_time_ms"),
             zero_time_ms=_int(d, "zero_time_ms"),
@@ -133,6 +140,7 @@ class Checkpoint:
             max_input_remember_duration_ms=_optional_int(d, "max_input_remember_duration_ms"),
             input_streams=tuple(InputStreamRecord.from_dict(s) for s in streams),
             written_at_ms=_int(d, "written_at_ms"),
+            state_streams=tuple(StateStreamRecord.from_dict(s) for s in states),
         )
         if checkpoint.batch_duration_ms <= 0:
             raise ValueError(f"batch_duration_ms must be > 0, got {checkpoint.batch_duration_ms}")

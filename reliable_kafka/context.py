@@ -15,9 +15,12 @@ old run did not finish: those pending in the checkpoint, those the receiver trac
 its metadata write-ahead log as allocated but not completed (their blocks are read back from the
 WAL), and the batch times the driver was down for. ``setupFunc`` must therefore build the same
 receiver input streams in the same order (their ids key the recovered blocks); a mismatch is an
-error. Stateful DStreams (``updateStateByKey``, ``reduceByKeyAndWindow`` with an inverse) are not
-checkpointed to disk (that would be pickled data at rest): their state starts afresh after a
-restart, from ``initialRDD`` where one is given.
+error. Stateful DStreams (``updateStateByKey``, ``reduceByKeyAndWindow`` with an inverse, streams
+marked with ``checkpoint(interval)``) are written to the checkpoint directory every checkpoint
+interval (``state_checkpoint.py``); ``getOrCreate`` checks the newest complete state checkpoint
+of each (falling back to the one before it when a file is damaged) and restores it, and the
+batches after it are recomputed from their blocks in the write-ahead logs: at-least-once state,
+as in Spark. ``setupFunc`` must build the same stateful streams in the same order.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from typing import Any, ClassVar
 
 from pyspark import RDD, SparkContext
 
+from reliable_kafka import state_checkpoint
 from reliable_kafka.checkpoint import Checkpoint, CheckpointError, ensure_checkpoint_dir, read_checkpoint
 from reliable_kafka.dstream.dstream import DStream
 from reliable_kafka.dstream.dstream_graph import DStreamGraph
@@ -541,6 +545,7 @@ class StreamingContext:
                 checkpoint.remember_duration_ms,
                 self.graph.remember_duration_ms,
             )
+        self._restore_state(checkpoint)
         self.initial_checkpoint = checkpoint
         logger.info(
             "Recovered checkpoint of %d ms from %s: zero time %d ms, last generated batch %d ms, pending %s",
@@ -550,6 +555,52 @@ class StreamingContext:
             checkpoint.last_generated_batch_time_ms,
             list(checkpoint.pending_times_ms),
         )
+
+    def _restore_state(self, checkpoint: Checkpoint) -> None:
+        """Give each checkpointed stream its newest intact state checkpoint (refusing a checkpoint
+        of other stateful streams; a damaged snapshot falls back to the one before it)."""
+        where = self.checkpoint_dir
+        streams = self.graph.checkpointed_streams()
+        old = [(r.position, r.signature) for r in checkpoint.state_streams]
+        new = [(position, stream.checkpoint_signature()) for position, stream in enumerate(streams)]
+        if checkpoint.state_streams and old != new:
+            raise CheckpointError(
+                f"The checkpoint in {where} has the state of checkpointed streams {old} (position, "
+                f"signature) but setupFunc built {new}. Build the same stateful streams with the same "
+                "functions in the same order, or delete the checkpoint directory to start afresh."
+            )
+        if not checkpoint.state_streams:
+            return
+        assert where is not None
+        handle = state_checkpoint.directory_handle(where)
+        for record, stream in zip(checkpoint.state_streams, streams, strict=True):
+            if not record.snapshots:
+                # The old run died before its first state checkpoint: as Spark does, this run
+                # recomputes the state from the zero time, from the batches the logs still hold.
+                stream.recompute_state_from(checkpoint.zero_time_ms)
+                continue
+            problems: list[str] = []
+            for snapshot in reversed(record.snapshots):
+                found = state_checkpoint.verify_snapshot(self._sc, handle, snapshot)
+                if not found:
+                    stream.restore_state(snapshot, state_checkpoint.read_snapshot(self._sc, handle, snapshot))
+                    logger.info("Restored the state of %s at %d ms", stream, snapshot.time_ms)
+                    break
+                logger.warning(
+                    "State checkpoint %s of %s at %d ms is damaged, not loaded: %s",
+                    snapshot.directory,
+                    stream,
+                    snapshot.time_ms,
+                    "; ".join(found),
+                )
+                problems += found
+            else:
+                if problems:
+                    raise CheckpointError(
+                        f"No intact state checkpoint for {record.signature} in {where}: "
+                        + "; ".join(problems)
+                        + ". Delete the checkpoint directory to start afresh (the state is lost)."
+                    )
 
     def _restore_input_stream_data(self, checkpoint: Checkpoint) -> None:
         """Hand each input stream what it checkpointed (a direct Kafka stream: its offset ranges),

@@ -6,11 +6,12 @@ pyspark's, with pyspark's camelCase names and signatures (durations in seconds).
 plain pyspark RDD, so closures reach the executors through pyspark's own machinery.
 
 Checkpointing a DStream (``checkpoint(interval)``, and the stateful operations, which require
-it) truncates lineage with ``RDD.localCheckpoint()``: the data stays in the executors' block
-managers and nothing is written to the checkpoint directory, because a reliable RDD checkpoint
-of a Python RDD is pickled data at rest. The consequence, documented in ``context.py``: the state
-of ``updateStateByKey`` and the windows of ``reduceByKeyAndWindow`` start afresh after a driver
-restart.
+it) truncates lineage with ``RDD.localCheckpoint()`` at every checkpoint time. With a checkpoint
+directory, the RDD of each checkpoint time is also written there once its batch completed
+(``state_checkpoint.py``, driven by the job generator through the graph) and named by the driver
+checkpoint, so that ``getOrCreate`` restores it (:meth:`DStream.restore_state`) and a restarted
+run continues from it: the state of ``updateStateByKey`` and the windows of
+``reduceByKeyAndWindow`` survive a driver restart, as in Spark.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from reliable_kafka.dstream.functions import (
     with_time,
 )
 from reliable_kafka.scheduler.job import Job
+from reliable_kafka.state_checkpoint import StateSnapshot
 from reliable_kafka.util.spark_internals import unpersist_quietly
 
 if TYPE_CHECKING:
@@ -69,6 +71,11 @@ class DStream:
         # pyspark's flags, kept under their names for code that reads them.
         self.is_cached = False
         self.is_checkpointed = False
+        # Written state checkpoints, oldest first (at most state_checkpoint.KEPT_SNAPSHOTS), and the
+        # time of the one a restart restored (or the zero time, to recompute from): earlier times
+        # are not available in this run.
+        self.state_snapshots: list[StateSnapshot] = []
+        self.restored_state_time_ms: int | None = None
 
     # ------------------------------------------------------------ structure
 
@@ -203,6 +210,39 @@ class DStream:
                 if rdd is not None:
                     rdds.append(rdd)
         return rdds
+
+    def earlier_rdd(self, time_ms: int) -> RDD[Any] | None:
+        """The RDD of an earlier time that a stateful stream builds on (its previous state or window).
+
+        Before this run's first batch there is nothing on a fresh start; after a restart there is
+        the restored state checkpoint and, recomputed from it, the times after it (their input read
+        back from the write-ahead logs). Anything older would recurse to the zero time."""
+        graph = self.graph
+        if graph is not None and graph.start_time_ms is not None and time_ms <= graph.start_time_ms:
+            restored = self.restored_state_time_ms
+            if restored is None or time_ms < restored:
+                return None
+        return self.get_or_compute(time_ms)
+
+    def restore_state(self, snapshot: StateSnapshot, rdd: RDD[Any]) -> None:
+        """Make ``rdd`` (read back from ``snapshot``) this stream's RDD of the snapshot's time."""
+        if self.is_initialized:
+            raise ValueError("state can only be restored before the streaming context starts")
+        rdd.persist(self.storage_level or DEFAULT_PERSIST_LEVEL)
+        self.generated_rdds[snapshot.time_ms] = rdd
+        self.restored_state_time_ms = snapshot.time_ms
+        self.state_snapshots = [snapshot]
+
+    def recompute_state_from(self, time_ms: int) -> None:
+        """After a restart without a state checkpoint to restore: recompute back to ``time_ms``
+        (the zero time, where the state is empty) instead of starting empty."""
+        if self.is_initialized:
+            raise ValueError("state can only be restored before the streaming context starts")
+        self.restored_state_time_ms = time_ms
+
+    def checkpoint_signature(self) -> str:
+        """What a state checkpoint of this stream is of: a restart refuses one of another stream."""
+        return f"{type(self).__name__}(slide={self.slide_duration_ms}ms)"
 
     def clear_metadata(self, time_ms: int) -> None:
         """Forget (and unpersist, unless ``spark.streaming.unpersist`` is off) RDDs older than the

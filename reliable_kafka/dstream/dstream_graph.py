@@ -6,9 +6,15 @@ import logging
 import threading
 from typing import TYPE_CHECKING
 
+from pyspark.rdd import portable_hash
+
+from reliable_kafka import state_checkpoint
 from reliable_kafka.scheduler.job import Job
+from reliable_kafka.state_checkpoint import StateStreamRecord
 
 if TYPE_CHECKING:
+    from typing import Any
+
     from reliable_kafka.dstream.dstream import DStream
     from reliable_kafka.dstream.input_dstream import InputDStream
 
@@ -122,3 +128,70 @@ class DStreamGraph:
         """The longest remember duration of the input streams in use (unused ones have none)."""
         durations = [s.remember_duration_ms for s in self.input_streams if s.remember_duration_ms is not None]
         return max(durations, default=None)
+
+    # ------------------------------------------------------------ state checkpoints
+
+    def checkpointed_streams(self) -> list[DStream]:
+        """Streams whose RDDs are checkpointed (stateful, or marked), in graph order: depth first
+        from each output stream, as setupFunc builds them; the order keys their state checkpoints."""
+        found: list[DStream] = []
+        seen: set[int] = set()
+
+        def visit(stream: DStream) -> None:
+            if id(stream) in seen:
+                return
+            seen.add(id(stream))
+            if stream.must_checkpoint or stream.is_checkpointed:
+                found.append(stream)
+            for parent in stream.dependencies:
+                visit(parent)
+
+        with self.lock:
+            for output in self.output_streams:
+                visit(output)
+        return found
+
+    def write_state_checkpoints(self, time_ms: int, handle: dict[str, Any] | str) -> bool:
+        """Write the newest not yet written checkpoint-time RDD at or before ``time_ms`` of every
+        checkpointed stream (its batch has completed); True if any was written."""
+        written = False
+        for position, stream in enumerate(self.checkpointed_streams()):
+            with self.lock:
+                interval, zero = stream.checkpoint_duration_ms, stream.zero_time_ms
+                if interval is None or zero is None:
+                    continue
+                latest = stream.state_snapshots[-1].time_ms if stream.state_snapshots else None
+                due = [
+                    t
+                    for t in stream.generated_rdds
+                    if t <= time_ms and (t - zero) % interval == 0 and (latest is None or t > latest)
+                ]
+                if not due:
+                    continue
+                snapshot_time = max(due)
+                rdd = stream.generated_rdds[snapshot_time]
+            partitioner = rdd.partitioner
+            hashed = partitioner is not None and partitioner.partitionFunc is portable_hash
+            # Outside the lock: a Spark job, which user calls such as slice() must not wait for.
+            snapshot = state_checkpoint.write_snapshot(rdd, handle, position, snapshot_time, hashed)
+            with self.lock:
+                kept = [*stream.state_snapshots, snapshot][-state_checkpoint.KEPT_SNAPSHOTS :]
+                stream.state_snapshots = kept
+            logger.info(
+                "State checkpoint of %s at %d ms written (%d files, %d records)",
+                stream,
+                snapshot_time,
+                snapshot.num_partitions,
+                sum(f.records for f in snapshot.files),
+            )
+            written = True
+        return written
+
+    def state_records(self) -> tuple[StateStreamRecord, ...]:
+        """What the driver checkpoint records of the state checkpoints."""
+        streams = self.checkpointed_streams()
+        with self.lock:
+            return tuple(
+                StateStreamRecord(position, stream.checkpoint_signature(), tuple(stream.state_snapshots))
+                for position, stream in enumerate(streams)
+            )

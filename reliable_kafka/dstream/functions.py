@@ -96,3 +96,11 @@ def rdd_to_file_name(prefix: str, suffix: str | None, time_ms: int) -> str:
     """pyspark's ``prefix-<time ms>[.suffix]``."""
     name = f"{prefix}-{time_ms}"
     return name if suffix is None else f"{name}.{suffix}"
+
+
+def function_name(func: Callable[..., Any]) -> str:
+    """A user function's module-qualified name: how a state checkpoint says which function made it
+    (``operator.add`` and a module's ``update`` differ; two lambdas of one module do not)."""
+    module = getattr(func, "__module__", None) or "?"
+    name = getattr(func, "__qualname__", None) or type(func).__qualname__
+    return f"{module}.{name}"

@@ -52,6 +52,12 @@ class InputDStream(DStream):
     def is_time_valid(self, time_ms: int) -> bool:
         if not super().is_time_valid(time_ms):
             return False
+        start_time = self.graph.start_time_ms if self.graph is not None else None
+        if start_time is not None and time_ms <= start_time:
+            # A batch before this run's start, recomputed for the state restored from a state
+            # checkpoint: expected after every restart, once per batch since that checkpoint.
+            logger.debug("Input of %d ms recomputed for restored state", time_ms)
+            return True
         if self.last_valid_time_ms is not None and time_ms < self.last_valid_time_ms:
             # Expected when a restart regenerates old batches; worth a trace otherwise.
             logger.warning(

@@ -71,12 +71,10 @@ class ReceiverInputDStream(InputDStream):
 
     def compute(self, valid_time_ms: int) -> RDD[Any] | None:
         tracker = self._receiver_tracker()
-        start_time = self.graph.start_time_ms if self.graph is not None else None
-        # A batch from before this run's start (a restart without the metadata log) has no blocks.
-        before_start = start_time is not None and valid_time_ms < start_time
-        block_infos: list[ReceivedBlockInfo] = (
-            [] if before_start else tracker.get_blocks_of_batch_and_stream(valid_time_ms, self.id)
-        )
+        # A batch from before this run's start has the blocks the metadata log still holds for it
+        # (none without the log): a stateful stream restored from a state checkpoint recomputes
+        # the batches after it from them, as Spark's recovered input streams do.
+        block_infos: list[ReceivedBlockInfo] = tracker.get_blocks_of_batch_and_stream(valid_time_ms, self.id)
         tls = self._ssc.settings.receiver.tls()
         return create_block_rdd(
             self._sc,

@@ -14,6 +14,7 @@ from typing import Any
 from pyspark import RDD
 
 from reliable_kafka.dstream.dstream import DEFAULT_PERSIST_LEVEL, DStream
+from reliable_kafka.dstream.functions import function_name
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +50,7 @@ class ReducedWindowedDStream(DStream):
         self._reduce = _reducer(reduce_func, num_partitions, filter_func)
         self._inv_reduce = _inverse_reducer(reduce_func, inv_reduce_func, num_partitions)
         self._filter_func = filter_func
+        self._function_names = f"func={function_name(reduce_func)}, invFunc={function_name(inv_reduce_func)}"
         # Each window reads the previous one and each parent RDD twice (entering, leaving).
         super().persist(DEFAULT_PERSIST_LEVEL)
         if parent.storage_level is None:
@@ -68,12 +70,18 @@ class ReducedWindowedDStream(DStream):
             return None
         return self.remember_duration_ms + self.window_duration_ms
 
+    def checkpoint_signature(self) -> str:
+        return (
+            f"ReducedWindowedDStream({self._function_names}, window={self.window_duration_ms}ms, "
+            f"slide={self.slide_duration_ms}ms)"
+        )
+
     def compute(self, valid_time_ms: int) -> RDD[Any] | None:
         parent_slide = self.parent.slide_duration_ms
         current_begin = valid_time_ms - self.window_duration_ms  # exclusive
         previous_end = valid_time_ms - self.slide_duration_ms
         previous_begin = current_begin - self.slide_duration_ms  # exclusive
-        previous = self._previous_window(previous_end)
+        previous = self.earlier_rdd(previous_end)
         if (
             previous is not None
             and self.window_duration_ms >= self.slide_duration_ms * _INCREMENTAL_MIN_SLIDES
@@ -88,14 +96,6 @@ class ReducedWindowedDStream(DStream):
         if not current_rdds:
             return None
         return self._reduce(None, self._sc.union(current_rdds))
-
-    def _previous_window(self, previous_end_ms: int) -> RDD[Any] | None:
-        graph = self.graph
-        if graph is not None and graph.start_time_ms is not None and previous_end_ms <= graph.start_time_ms:
-            # Before this run's first batch (a restart): the old window is not kept across
-            # restarts, and computing it would recurse through every batch since the zero time.
-            return None
-        return self.get_or_compute(previous_end_ms)
 
 
 def _reducer(

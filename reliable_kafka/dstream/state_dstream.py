@@ -9,6 +9,7 @@ from typing import Any
 from pyspark import RDD
 
 from reliable_kafka.dstream.dstream import DEFAULT_PERSIST_LEVEL, DStream
+from reliable_kafka.dstream.functions import function_name
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +32,7 @@ class StateDStream(DStream):
         self.parent = parent
         self.initial_rdd = initial_rdd
         self._update = _updater(update_func, num_partitions)
+        self._update_name = function_name(update_func)
         super().persist(DEFAULT_PERSIST_LEVEL)
 
     @property
@@ -41,20 +43,15 @@ class StateDStream(DStream):
     def dependencies(self) -> list[DStream]:
         return [self.parent]
 
+    def checkpoint_signature(self) -> str:
+        return f"StateDStream(update={self._update_name}, slide={self.slide_duration_ms}ms)"
+
     def compute(self, valid_time_ms: int) -> RDD[Any] | None:
-        last_state = self._previous_state(valid_time_ms - self.slide_duration_ms)
+        last_state = self.earlier_rdd(valid_time_ms - self.slide_duration_ms)
         values = self.parent.get_or_compute(valid_time_ms)
         if values is None:
             return last_state
         return self._update(last_state if last_state is not None else self.initial_rdd, values)
-
-    def _previous_state(self, previous_time_ms: int) -> RDD[Any] | None:
-        graph = self.graph
-        if graph is not None and graph.start_time_ms is not None and previous_time_ms <= graph.start_time_ms:
-            # Before this run's first batch: on a fresh start there is none; after a restart the old
-            # state is not kept (no pickle at rest) and rebuilding it would recurse to the zero time.
-            return None
-        return self.get_or_compute(previous_time_ms)
 
 
 def _updater(update_func: UpdateFunc, num_partitions: int) -> Callable[[RDD[Any] | None, RDD[Any]], RDD[Any]]:

@@ -29,8 +29,9 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from reliable_kafka import state_checkpoint
 from reliable_kafka.checkpoint import Checkpoint, CheckpointWriter, InputStreamRecord
 from reliable_kafka.dstream.batch_rdd import BlockRDD
 from reliable_kafka.scheduler.batch_input_info import input_infos_of_batch
@@ -101,6 +102,10 @@ class JobGenerator:
         self._lock = threading.Lock()
         self._stopped = False
         self._checkpoint_writer: CheckpointWriter | None = None
+        # Where tasks write state checkpoints; the first checkpoint written also removes what a
+        # crashed run left of the ones it was writing.
+        self._state_handle: dict[str, Any] | str | None = None
+        self._state_dirs_to_clean = True
         self.last_generated_batch_time_ms: int | None = None
         # Submitted batches whose jobs have not all finished: metadata at or after the oldest of
         # them is never cleared, even when later batches finish first (concurrent jobs).
@@ -123,6 +128,7 @@ class JobGenerator:
                 return
             if self.should_checkpoint:
                 self._checkpoint_writer = CheckpointWriter(self.ssc.checkpoint_dir)
+                self._state_handle = state_checkpoint.directory_handle(self.ssc.checkpoint_dir)
             self._thread = threading.Thread(target=self._run, name="JobGenerator", daemon=True)
             self._thread.start()
         checkpoint = self.ssc.initial_checkpoint
@@ -357,13 +363,43 @@ class JobGenerator:
             if clear_checkpoint_data_later:
                 self._mark_batch_fully_processed(time_ms)
             return
-        written = writer.write(self._checkpoint(time_ms))
+        if clear_checkpoint_data_later:
+            # The batch completed, so its state RDDs are materialized: written from the cache.
+            self._write_state_checkpoints(time_ms)
+        checkpoint = self._checkpoint(time_ms)
+        written = writer.write(checkpoint)
+        if written and self._state_dirs_to_clean:
+            self._clean_state_checkpoints(checkpoint)
         if clear_checkpoint_data_later:
             if written:
                 self._events.put(ClearCheckpointData(time_ms))
             else:
                 # Without a checkpoint saying the batch is done, its blocks must stay recoverable.
                 self._mark_batch_fully_processed(time_ms)
+
+    def _write_state_checkpoints(self, time_ms: int) -> None:
+        if self._state_handle is None:
+            return
+        try:
+            if self.graph.write_state_checkpoints(time_ms, self._state_handle):
+                self._state_dirs_to_clean = True
+        except Exception as exc:
+            # As a failed checkpoint write: the previous state checkpoint stays the one recorded.
+            logger.warning("Could not write the state checkpoints of batch %d ms: %s", time_ms, exc)
+
+    def _clean_state_checkpoints(self, checkpoint: Checkpoint) -> None:
+        """Once a driver checkpoint names the newest state snapshots, older ones (and the leftovers
+        of writes a crash interrupted) go."""
+        assert self._state_handle is not None
+        keep = {r.position: r.snapshots[0].time_ms for r in checkpoint.state_streams if r.snapshots}
+        try:
+            removed = state_checkpoint.clean(self._state_handle, keep)
+        except Exception as exc:
+            logger.warning("Could not remove old state checkpoints: %s", exc)
+            return
+        self._state_dirs_to_clean = False
+        if removed:
+            logger.info("Removed %d old state checkpoint(s)", removed)
 
     def _checkpoint(self, time_ms: int) -> Checkpoint:
         graph = self.graph
@@ -389,6 +425,7 @@ class JobGenerator:
                 for stream in graph.input_streams
             ),
             written_at_ms=wall_clock_ms(),
+            state_streams=graph.state_records(),
         )
 
     def _mark_batch_fully_processed(self, time_ms: int) -> None:
