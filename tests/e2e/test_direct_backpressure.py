@@ -59,6 +59,9 @@ def test_backpressure_bounds_each_batch_and_shares_the_rate_by_lag(
             what="the backlog read under backpressure",
             timeout_s=180,
         )
+        # Batches can run well behind their generation on a loaded machine, so the controller
+        # may learn of the batches with records only after the last of them ran.
+        wait_until(lambda: bool(published), what="a rate from the rate controller", timeout_s=60)
     finally:
         ssc.stop(stopSparkContext=False, stopGraceFully=False)
 
@@ -73,7 +76,6 @@ def test_backpressure_bounds_each_batch_and_shares_the_rate_by_lag(
     # record of slack per partition: the floor of the minimum rate).
     bounds = [rate * BATCH_S + len(BACKLOG) for rate in rates_seen_by_batch]
     assert all(size <= bound for size, bound in zip(sizes, bounds, strict=True)), (sizes, bounds)
-    assert published, "the rate controller never gave a rate"
     assert sum(1 for size in sizes if size) >= 3, sizes
     ranges = [r for batch in batches for r in batch]
     for partition, count in BACKLOG.items():
