@@ -1,13 +1,13 @@
 """Whether the brokers answer ``ApiVersionRequest``, asked with one request before any client starts.
 
 librdkafka opens every broker connection with ``ApiVersionRequest`` (Kafka 0.10+). A 0.9 broker
-does not know it and closes the connection; librdkafka then falls back to the protocol of
-``broker.version.fallback`` (0.10.0 by default), which a 0.9 broker does not speak either, so an
-unchanged pyspark 2.4 direct-stream app against a 0.9 cluster would read nothing. ``createStream``
-learns the brokers' generation from their ZooKeeper registrations
-(``zk.broker_discovery.legacy_protocol_config``); the direct approach has only the broker list, so
-it asks one broker the question librdkafka would: an answer means 0.10 or later, a closed
-connection a broker before 0.10.
+does not know it and never answers (checked here: the connection stays open and silent);
+librdkafka then falls back to the protocol of ``broker.version.fallback`` (0.10.0 by default),
+which a 0.9 broker does not speak either, so an unchanged pyspark 2.4 direct-stream app against
+a 0.9 cluster would read nothing. ``createStream`` learns the brokers' generation from their
+ZooKeeper registrations (``zk.broker_discovery.legacy_protocol_config``); the direct approach has
+only the broker list, so it asks one broker the question librdkafka would: an answer means 0.10
+or later; silence on an open connection, or the connection dropped, a broker before 0.10.
 
 Plain connections only: over TLS or SASL the question needs the client's own handshake, and the
 user's ``broker.version.fallback`` (or a broker of 0.10 or later, which such setups have) decides.
@@ -29,7 +29,8 @@ _API_VERSIONS_KEY = 18
 _CORRELATION_ID = 0x524B  # any value: the answer must carry it back
 _CLIENT_ID = b"reliable-kafka-probe"
 PRE_010_FALLBACK = "0.9.0.1"
-DEFAULT_PROBE_TIMEOUT_S = 5.0
+# A broker of 0.10 or later answers within milliseconds; a loaded one within a second or two.
+DEFAULT_PROBE_TIMEOUT_S = 3.0
 
 
 def api_versions_request() -> bytes:
@@ -39,18 +40,23 @@ def api_versions_request() -> bytes:
 
 
 def answers_api_versions(host: str, port: int, timeout_s: float = DEFAULT_PROBE_TIMEOUT_S) -> bool | None:
-    """True: the broker answered (0.10+); False: it closed the connection on the request (older);
-    None: no answer either way (unreachable, timed out, something else on the port)."""
+    """True: the broker answered (0.10+); False: it kept silent or dropped the connection (older);
+    None: no answer either way (unreachable, or an answer that is not Kafka's)."""
     try:
-        with socket.create_connection((host, port), timeout=timeout_s) as conn:
-            conn.settimeout(timeout_s)
-            conn.sendall(api_versions_request())
-            head = _read_exactly(conn, 8)
-    except ConnectionResetError:
-        return False
+        conn = socket.create_connection((host, port), timeout=timeout_s)
     except OSError as exc:
         logger.debug("ApiVersionRequest to %s:%d: %r", host, port, exc)
         return None
+    with conn:
+        try:
+            conn.settimeout(timeout_s)
+            conn.sendall(api_versions_request())
+            head = _read_exactly(conn, 8)
+        except (TimeoutError, ConnectionResetError):
+            return False
+        except OSError as exc:
+            logger.debug("ApiVersionRequest to %s:%d: %r", host, port, exc)
+            return None
     if head is None:
         return False  # closed without a word: what a broker before 0.10 does
     _size, correlation_id = struct.unpack(">ii", head)
