@@ -91,8 +91,14 @@ def private_mounts_unavailable() -> str | None:
     return None
 
 
+# /proc/<pid>/stat states of a process that is gone but not yet reaped.
+_DEAD_STATES = frozenset({"Z", "X", "x"})
+_LOSE_TIMEOUT_S = 10.0
+
+
 def _session_members(session_id: int) -> list[int]:
-    """Every live process whose session is ``session_id``."""
+    """Every live process whose session is ``session_id`` (a zombie is dead: its parent has not
+    reaped it yet)."""
     members = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -104,7 +110,7 @@ def _session_members(session_id: int) -> list[int]:
         # Fields after the command (which may hold spaces), from its closing parenthesis:
         # state ppid pgrp session ...
         fields = stat[stat.rindex(")") + 2 :].split()
-        if int(fields[3]) == session_id:
+        if int(fields[3]) == session_id and fields[0] not in _DEAD_STATES:
             members.append(int(entry.name))
     return members
 
@@ -197,13 +203,18 @@ class SparkHost:
         server = self._server
         if server is None or server.pid is None:
             return
-        for _ in range(3):  # a process forking meanwhile joins the session: sweep again
-            members = self.processes()
-            if not members:
-                break
+        # SIGKILL is delivered, not done, when kill() returns, and a process forking meanwhile
+        # joins the session: sweep until none is left (a test once found one just after a sweep).
+        deadline = time.monotonic() + _LOSE_TIMEOUT_S
+        while members := self.processes():
+            if time.monotonic() > deadline:
+                raise RuntimeError(
+                    f"host {self.index}: processes {members} outlived SIGKILL for {_LOSE_TIMEOUT_S} s"
+                )
             for pid in members:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
+            time.sleep(0.02)
         server.kill()  # reaps the worker
         # The private tmpfs mounts died with the namespace; the on-disk files go too.
         shutil.rmtree(self.local_dir, ignore_errors=True)
