@@ -49,6 +49,8 @@ def test_backpressure_bounds_each_batch_and_shares_the_rate_by_lag(
     def on_batch(rdd: Any) -> None:
         with lock:
             rates_seen_by_batch.append(max([INITIAL_RATE, *published]))
+        # Real work: the estimator learns from how long batches take to process.
+        assert rdd.count() == sum(r.count() for r in rdd.offsetRanges())
         batches.append(rdd.offsetRanges())
 
     stream.foreachRDD(on_batch)
