@@ -2,11 +2,14 @@
 
     python benchmarks/chaos.py [--minutes 20] [--seed N] [--min-gap 2] [--max-gap 12]
         [--faults kind,kind,...] [--recovery-bound 60] [--rate 200] [--work-dir DIR]
+        [--spark local-cluster|hosts] [--kafka 3.9|4]
 
 A user-style application (tests/e2e/cluster_child.py: ``createStream`` with its receiver on an
 executor of ``local-cluster[2,2,1024]``, receiver WAL on, checkpointing, ``getOrCreate``, a sink that
 appends each batch's records in one fsync'ed write) runs in a process session of its own against a
-real local ZooKeeper + Kafka 3.9, while a producer sends numbered messages at ``--rate`` per second.
+real local ZooKeeper + Kafka 3.9, its group's offsets in ZooKeeper (``--kafka 4``: a KRaft broker
+and no ZooKeeper anywhere, the group and its offsets kept by Kafka's group coordinator), while a
+producer sends numbered messages at ``--rate`` per second.
 Every ``--min-gap``..``--max-gap`` seconds one fault hits it, each kind below once per round in an
 order drawn by a generator seeded with ``--seed``:
 
@@ -14,9 +17,10 @@ order drawn by a generator seeded with ``--seed``:
     driver-term       SIGTERM the driver (graceful stop), start it again
     executor-kill     SIGKILL the executor JVM that runs the receiver, with its Python workers
     broker-kill       SIGKILL the broker, start it again after 0-20 s
-    zookeeper-kill    SIGKILL ZooKeeper, start it again after 0-20 s
-    session-expire    SIGSTOP the receiver executor's Python workers past the ZooKeeper session
-                      timeout (a long GC pause): the receiver's session expires under it
+    zookeeper-kill    SIGKILL ZooKeeper, start it again after 0-20 s (not on ``--kafka 4``)
+    session-expire    SIGSTOP the receiver executor's Python workers past the group's session
+                      timeout (a long GC pause): the receiver's ZooKeeper session expires under it,
+                      or (``--kafka 4``) the group coordinator evicts it and rebalances
     wal-disk-full     fill the checkpoint's filesystem (a small tmpfs holding both WALs), free it
                       after 2-10 s
     wal-disk-stall    SIGSTOP every writer of the checkpoint's filesystem for 2-10 s (the disk
@@ -31,15 +35,16 @@ workers, each a host with its own address, /dev/shm and local dirs; needs root) 
 Afterwards it stops the producer, waits for the sink to hold every acknowledged message, stops the
 application gracefully and audits (benchmarks/chaos_audit.py): no acknowledged message lost; what
 was delivered again after each fault fits in one block per partition; committed offsets (sampled
-every second in ZooKeeper) never moved backwards; within ``--recovery-bound`` seconds of each
-fault being lifted (the server started again, the disk freed, the processes continued; for the
-driver faults, the replacement application started: Spark's start of a local-cluster is not
-timed) every partition delivered a record produced after it; no process left behind. Faults
-follow each other without waiting for recovery, so they also land on a driver or a receiver that
-is still recovering: a fault hit again within its bound before it recovered is counted "hit
-again", and the bound of the one that hit it holds for both. It prints one row per fault kind (count, recovery
-p50/max, records delivered again) and the seed, and exits 1 on any violation: rerun with that
-``--seed`` to replay the same sequence of faults (timings on a busy machine still differ).
+every second in ZooKeeper, or from the group coordinator) never moved backwards; within
+``--recovery-bound`` seconds of each fault being lifted (the server started again, the disk freed,
+the processes continued; for the driver faults, the replacement application started: Spark's start
+of a local-cluster is not timed) every partition delivered a record produced after it; no process
+left behind. Faults follow each other without waiting for recovery, so they also land on a driver or
+a receiver that is still recovering: a fault hit again within its bound before it recovered is
+counted "hit again", and the bound of the one that hit it holds for both. It prints one row per
+fault kind (count, recovery p50/max, records delivered again) and the seed, and exits 1 on any
+violation: rerun with that ``--seed`` to replay the same sequence of faults (timings on a busy
+machine still differ).
 The disk faults need root (to mount the tmpfs); without it they are left out, and said so.
 """
 
@@ -65,9 +70,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from chaos_audit import Fault, SinkWatcher, audit, table
+from confluent_kafka import KafkaException
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NoNodeError
 
+from reliable_kafka.kafka.group.offset_store import KafkaOffsetStore
 from reliable_kafka.kafka.topic_partition import TopicAndPartition
 from reliable_kafka.kafka.zk.paths import offset_path
 from reliable_kafka.local import LocalCluster
@@ -98,6 +105,7 @@ KINDS = [
 ]
 DISK_KINDS = {"wal-disk-full", "wal-disk-stall"}
 HOSTS_KINDS = {"host-loss"}
+ZOOKEEPER_KINDS = {"zookeeper-kill"}
 DRIVER_KINDS = {"driver-kill", "driver-term"}
 # Faults that need a started application: its receiver, its SIGTERM handler, its WAL writers.
 STARTED_KINDS = {"executor-kill", "session-expire", "driver-term", "wal-disk-stall", "host-loss"}
@@ -105,13 +113,16 @@ TOPIC = "chaos"
 GROUP = "chaos-app"
 PARTITIONS = 2
 SESSION_TIMEOUT_MS = 6000
-KAFKA_PARAMS = {
+ZOOKEEPER_GROUP_PARAMS = {
     "zookeeper.session.timeout.ms": str(SESSION_TIMEOUT_MS),
     # A relaunched receiver waits for its dead predecessor's owner nodes to expire (a session
     # timeout): retry the claim for longer than that.
     "rebalance.backoff.ms": "1000",
     "rebalance.max.retries": "20",
 }
+# A killed receiver's membership expires after the session timeout: the relaunched one joins
+# then. Heartbeats come from librdkafka's own thread, so only a stopped process misses them.
+KAFKA_GROUP_PARAMS = {"session.timeout.ms": str(SESSION_TIMEOUT_MS), "heartbeat.interval.ms": "1000"}
 TMPFS_BYTES = 256 * 1024 * 1024
 
 
@@ -132,6 +143,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         choices=("local-cluster", "hosts"),
         default="local-cluster",
         help="the Spark cluster: local-cluster[2,2,1024], or two hosts of LocalSparkHosts (root)",
+    )
+    parser.add_argument(
+        "--kafka",
+        choices=("3.9", "4"),
+        default="3.9",
+        help="the broker: 3.9 with ZooKeeper (offsets in ZooKeeper), or 4 (KRaft; offsets in Kafka)",
     )
     args = parser.parse_args(argv)
     unknown = set(args.faults.split(",")) - set(KINDS)
@@ -156,27 +173,28 @@ def small_tmpfs(path: Path, size_bytes: int) -> Iterator[bool]:
 
 
 class OffsetSampler(threading.Thread):
-    """Reads the group's committed offsets every second; any that moved backwards is a violation."""
+    """Reads the group's committed offsets every second; any that moved backwards is a violation.
+    A store that does not answer (its server is down) is skipped for that second."""
 
-    def __init__(self, connect: str) -> None:
+    def __init__(self) -> None:
         super().__init__(name="offset-sampler", daemon=True)
-        self._zk = KazooClient(hosts=connect, timeout=10.0)
         self._stop_event = threading.Event()
         self.last: dict[int, int] = {}
         self.samples = 0
         self.regressions: list[str] = []
 
+    def committed(self) -> dict[int, int] | None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Release the store's client."""
+
     def run(self) -> None:
-        self._zk.start_async()
         while not self._stop_event.wait(1.0):
-            if self._zk.state != KazooState.CONNECTED:
+            offsets = self.committed()
+            if offsets is None:
                 continue
-            for p in range(PARTITIONS):
-                try:
-                    data, _ = self._zk.get(offset_path(GROUP, TopicAndPartition(TOPIC, p)))
-                except (KazooException, NoNodeError):
-                    continue
-                offset = int(data)
+            for p, offset in offsets.items():
                 if offset < self.last.get(p, -1):
                     self.regressions.append(
                         f"committed offset of partition {p} moved back {self.last[p]} -> {offset}"
@@ -187,8 +205,49 @@ class OffsetSampler(threading.Thread):
     def stop(self) -> None:
         self._stop_event.set()
         self.join()
+        self.close()
+
+
+class ZooKeeperOffsetSampler(OffsetSampler):
+    def __init__(self, connect: str) -> None:
+        super().__init__()
+        self._zk = KazooClient(hosts=connect, timeout=10.0)
+        self._zk.start_async()
+
+    def committed(self) -> dict[int, int] | None:
+        if self._zk.state != KazooState.CONNECTED:
+            return None
+        offsets = {}
+        for p in range(PARTITIONS):
+            with contextlib.suppress(KazooException, NoNodeError):
+                data, _ = self._zk.get(offset_path(GROUP, TopicAndPartition(TOPIC, p)))
+                offsets[p] = int(data)
+        return offsets
+
+    def close(self) -> None:
         self._zk.stop()
         self._zk.close()
+
+
+class KafkaOffsetSampler(OffsetSampler):
+    """The group coordinator's committed offsets (OffsetFetch from a consumer that never joins
+    the group), as the lag command reads them; partitions without a commit yet are left out."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        super().__init__()
+        self._store = KafkaOffsetStore.standalone(
+            cluster.client_config(), GROUP, owns=lambda _tp: False, retry_for_s=5.0
+        )
+
+    def committed(self) -> dict[int, int] | None:
+        try:
+            fetched = self._store.fetch(TopicAndPartition(TOPIC, p) for p in range(PARTITIONS))
+        except KafkaException:  # the broker is down (a fault): no sample this second
+            return None
+        return {tp.partition: offset for tp, offset in fetched.items() if offset is not None}
+
+    def close(self) -> None:
+        self._store.close()
 
 
 class Campaign:
@@ -210,7 +269,9 @@ class Campaign:
         self.kinds = [
             k
             for k in args.faults.split(",")
-            if (disk or k not in DISK_KINDS) and (spark.hosts is not None or k not in HOSTS_KINDS)
+            if (disk or k not in DISK_KINDS)
+            and (spark.hosts is not None or k not in HOSTS_KINDS)
+            and (cluster.has_zookeeper or k not in ZOOKEEPER_KINDS)
         ]
         self.apps: list[ChildApp] = []
         self.faults: list[Fault] = []
@@ -236,13 +297,17 @@ class Campaign:
     def start_app(self, *, wait: bool = False) -> None:
         """Launch the next run; the campaign goes on while it starts (the next fault may hit a
         driver that is still recovering, or a receiver that is being launched)."""
+        if self.cluster.has_zookeeper:
+            zk, params = self.cluster.zookeeper_connect, ZOOKEEPER_GROUP_PARAMS
+        else:  # --zk "": the group lives in Kafka, reached through bootstrap.servers
+            zk, params = "", {**KAFKA_GROUP_PARAMS, **self.cluster.client_config()}
         args = [
-            "--zk", self.cluster.zookeeper_connect,
+            "--zk", zk,
             "--group", GROUP,
             "--topics", TOPIC,
             "--checkpoint", str(self.checkpoint),
             "--output", str(self.output),
-            "--kafka-params", json.dumps(KAFKA_PARAMS),
+            "--kafka-params", json.dumps(params),
             "--master", self.spark.master,
             *(arg for entry in self.spark.conf for arg in ("--conf", entry)),
         ]  # fmt: skip
@@ -446,7 +511,11 @@ class Campaign:
         self.producer = producer = RecordingProducer(
             self.cluster, TOPIC, PARTITIONS, max(1, self.args.rate // 10)
         )
-        sampler = OffsetSampler(self.cluster.zookeeper_connect)
+        sampler: OffsetSampler = (
+            ZooKeeperOffsetSampler(self.cluster.zookeeper_connect)
+            if self.cluster.has_zookeeper
+            else KafkaOffsetSampler(self.cluster)
+        )
         self.watcher.start()
         sampler.start()
         self.start_app(wait=True)
@@ -517,7 +586,8 @@ def main(argv: list[str]) -> int:
     args = parse_args(argv)
     if args.seed is None:
         args.seed = random.SystemRandom().randrange(1 << 31)
-    print(f"chaos seed {args.seed} (rerun with --seed {args.seed})", flush=True)
+    replay = f"--seed {args.seed} --spark {args.spark} --kafka {args.kafka}"
+    print(f"chaos seed {args.seed} (rerun with {replay})", flush=True)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     work = args.work_dir or Path(tempfile.mkdtemp(prefix="chaos-"))
     work.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -527,7 +597,7 @@ def main(argv: list[str]) -> int:
             if not disk:
                 print("no tmpfs (needs root and mount): the WAL disk faults are left out", flush=True)
             with (
-                LocalCluster(work / "cluster", keep_work_dir=True) as cluster,
+                LocalCluster(work / "cluster", kafka=args.kafka, keep_work_dir=True) as cluster,
                 spark_cluster(args, work) as spark,
             ):
                 campaign = Campaign(args, work, cluster, disk, spark)

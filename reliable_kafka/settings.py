@@ -262,6 +262,12 @@ class DirectKafkaSettings(_Section):
         ge=0,
         description="spark.streaming.kafka.maxRatePerPartition: records/s per partition; 0 = unlimited",
     )
+    min_rate_per_partition: int = Field(
+        1,
+        ge=1,
+        description="spark.streaming.kafka.minRatePerPartition: records/s per partition that "
+        "backpressure never goes below",
+    )
     max_retries: int = Field(
         1, ge=0, description="spark.streaming.kafka.maxRetries: retries of the driver's offset lookups"
     )
@@ -358,6 +364,7 @@ _SPARK_KEYS: dict[str, tuple[str, str, Any]] = {
     "spark.streaming.backpressure.pid.minRate": ("backpressure", "pid_min_rate", float),
     "spark.streaming.kafka.maxRatePerPartition": ("kafka", "max_rate_per_partition", int),
     "spark.streaming.kafka.maxRetries": ("kafka", "max_retries", int),
+    "spark.streaming.kafka.minRatePerPartition": ("kafka", "min_rate_per_partition", int),
     "spark.streaming.concurrentJobs": ("jobs", "concurrent_jobs", int),
     "spark.streaming.unpersist": ("jobs", "unpersist", _parse_bool),
     "spark.streaming.stopGracefullyOnShutdown": ("jobs", "stop_gracefully_on_shutdown", _parse_bool),
@@ -392,7 +399,6 @@ _SPARK_KEYS_WITHOUT_EFFECT = frozenset(
         "spark.streaming.dynamicAllocation.maxExecutors",
         "spark.streaming.dynamicAllocation.scalingUpRatio",
         "spark.streaming.dynamicAllocation.scalingDownRatio",
-        "spark.streaming.kafka.minRatePerPartition",
         "spark.streaming.kafka.consumer.poll.ms",
         "spark.streaming.kafka.allowNonConsecutiveOffsets",
         "spark.streaming.kafka.consumer.cache.enabled",

@@ -1,9 +1,11 @@
 """Spark's ``DirectKafkaInputDStream``: no receiver; each batch is a range per Kafka partition.
 
 At each batch time the driver takes, per partition, the range from where the last batch ended
-to the partition's latest offset, at most ``spark.streaming.kafka.maxRatePerPartition`` x the
-batch's seconds records, and the batch is a :class:`KafkaRDD` of those ranges (one partition per
-Kafka partition, read on the executors). Nothing is stored on the way: Kafka's log is the copy.
+to the partition's latest offset, at most the partition's limit for one batch
+(``spark.streaming.kafka.maxRatePerPartition`` x the batch's seconds, or backpressure's rate
+shared out by lag: :mod:`reliable_kafka.kafka.direct_rate_limit`), and the batch is a
+:class:`KafkaRDD` of those ranges (one partition per Kafka partition, read on the executors).
+Nothing is stored on the way: Kafka's log is the copy.
 
 A restart from a checkpoint runs the batches the old run left pending with exactly their old
 ranges, then goes on from the end of the last batch it generated: every checkpoint holds, as
@@ -20,11 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 from reliable_kafka.dstream.functions import with_time
 from reliable_kafka.dstream.input_dstream import InputDStream
+from reliable_kafka.kafka.direct_rate_limit import DirectKafkaRateController, max_messages_per_partition
 from reliable_kafka.kafka.kafka_cluster import KafkaCluster
 from reliable_kafka.kafka.kafka_rdd import Decoder, KafkaRDD, with_offset_ranges
 from reliable_kafka.kafka.offset_range import OffsetRange
 from reliable_kafka.kafka.topic_partition import TopicAndPartition
 from reliable_kafka.scheduler.listener import StreamInputInfo
+from reliable_kafka.scheduler.rate_controller import RateController
+from reliable_kafka.scheduler.rate_estimator import RateEstimator
 
 if TYPE_CHECKING:
     from pyspark import RDD
@@ -36,7 +41,11 @@ logger = logging.getLogger(__name__)
 
 
 class DirectKafkaInputDStream(InputDStream):
-    """``from_offsets``: the first offset to read of every partition the stream reads."""
+    """``from_offsets``: the first offset to read of every partition the stream reads.
+
+    With backpressure on (``spark.streaming.backpressure.enabled``) the stream has a
+    :class:`DirectKafkaRateController` as ``rate_controller``: the job scheduler puts it on the
+    listener bus, and each batch's ranges follow its latest rate."""
 
     def __init__(
         self,
@@ -52,9 +61,14 @@ class DirectKafkaInputDStream(InputDStream):
         self._cluster = cluster
         settings = ssc.settings.kafka
         self.max_rate_per_partition = settings.max_rate_per_partition
+        self.min_rate_per_partition = settings.min_rate_per_partition
+        self._initial_rate = ssc.settings.backpressure.initial_rate
         # Batches of the checkpointed run still to be run again, by time: their ranges exactly.
         self._restored_batches: dict[int, list[OffsetRange]] = {}
         super().__init__(ssc)
+        if RateController.is_back_pressure_enabled(ssc.settings):
+            estimator = RateEstimator.create(ssc.settings.backpressure, ssc.batch_duration_ms)
+            self.rate_controller = DirectKafkaRateController(self.id, estimator)
 
     def compute(self, valid_time_ms: int) -> RDD[Any] | None:
         ranges = self._restored_batches.pop(valid_time_ms, None)
@@ -66,28 +80,34 @@ class DirectKafkaInputDStream(InputDStream):
 
     def _next_ranges(self) -> list[OffsetRange]:
         latest = self._cluster.latest_offsets(self.current_offsets)
-        limit = self._max_messages_per_partition()
-        ranges = []
         for tp, start in self.current_offsets.items():
-            end = latest[tp]
-            if end < start:
+            if latest[tp] < start:
                 # The log lost records it had handed out (an unclean leader election): wait for it
                 # to grow back rather than read offsets twice or fail every batch.
                 logger.warning(
-                    "%s: %s ends at %d, before the next offset to read %d", self.name, tp, end, start
+                    "%s: %s ends at %d, before the next offset to read %d", self.name, tp, latest[tp], start
                 )
-                end = start
-            if limit is not None:
-                end = min(end, start + limit)
+                latest[tp] = start
+        limits = max_messages_per_partition(
+            {tp: latest[tp] - start for tp, start in self.current_offsets.items()},
+            batch_ms=self.slide_duration_ms,
+            estimated_rate=self._estimated_rate(),
+            max_rate_per_partition=self.max_rate_per_partition,
+            min_rate_per_partition=self.min_rate_per_partition,
+        )
+        ranges = []
+        for tp, start in self.current_offsets.items():
+            end = latest[tp] if limits is None else min(latest[tp], start + limits[tp])
             ranges.append(OffsetRange(tp.topic, tp.partition, start, end))
         self.current_offsets = {TopicAndPartition(r.topic, r.partition): r.untilOffset for r in ranges}
         return ranges
 
-    def _max_messages_per_partition(self) -> int | None:
-        """Spark's ``maxMessagesPerPartition``: the rate limit x the batch duration, at least 1."""
-        if self.max_rate_per_partition <= 0:
+    def _estimated_rate(self) -> float | None:
+        """Backpressure's rate for the next batch: the controller's latest, else the initial rate."""
+        if self.rate_controller is None:
             return None
-        return max(1, self.max_rate_per_partition * self.slide_duration_ms // 1000)
+        latest = self.rate_controller.get_latest_rate()
+        return float(latest) if latest > 0 else self._initial_rate
 
     def input_info(self, time_ms: int) -> tuple[int, dict[str, Any]] | None:
         """Spark's report of a direct batch: its ranges under ``offsets`` and as the description.
@@ -164,4 +184,6 @@ class DirectKafkaInputDStream(InputDStream):
             del self._restored_batches[old]
 
     def stop(self) -> None:
+        if self.rate_controller is not None:
+            self.rate_controller.stop()
         self._cluster.close()

@@ -4,6 +4,8 @@ The direct approach has no consumer group: it needs the brokers (``metadata.brok
 name, or ``bootstrap.servers``) and reads ``auto.offset.reset`` (``smallest``/``largest`` or the
 newer names); every other key goes to librdkafka, as for ``createStream``. ``group.id`` is
 optional: the readers never commit, and librdkafka's consumer wants one, so a fixed one stands in.
+Against brokers older than 0.10 (asked once, see ``broker_protocol_probe``) the legacy protocol
+settings are added, as ``createStream`` adds them from the brokers' ZooKeeper registrations.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from reliable_kafka.kafka.broker_protocol_probe import legacy_protocol_params
 from reliable_kafka.kafka.client import check_client_config
 from reliable_kafka.kafka.params import KafkaParams, parse_kafka_params
 
@@ -39,6 +42,8 @@ def direct_kafka_params(kafka_params: Any) -> DirectKafkaParams:
             "as host:port[,host:port...]"
         )
     params.setdefault("group.id", DEFAULT_GROUP_ID)
+    servers = str(params.get("bootstrap.servers") or params["metadata.broker.list"])
+    params.update(legacy_protocol_params(servers, params))
     parsed = parse_kafka_params(params)
     # librdkafka's keys and values are checked now, not by the first task that reads.
     check_client_config(parsed.consumer_config(""))

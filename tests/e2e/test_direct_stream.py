@@ -39,8 +39,13 @@ def contiguous(spans: list[tuple[int, int]]) -> bool:
 
 @pytest.mark.brokers("3.9", "4", "0.9")
 def test_offset_ranges_pattern_of_the_guide(local_cluster: ClusterUnderTest, make_ssc: Any) -> None:
-    """The 2.4 guide's ``transform(storeOffsetRanges).foreachRDD(printOffsetRanges)``: each
-    batch's ranges, one per partition, contiguous from the log's start, cover what was sent."""
+    """The 2.4 guide's ``transform(storeOffsetRanges).foreachRDD(printOffsetRanges)``: by batch,
+    one range per partition, contiguous from the log's start, covering what was sent.
+
+    The guide's global is set by a batch's transform when the batch is generated and printed by
+    its foreachRDD when the batch runs (Spark's order): while batches wait behind a slow one, a
+    batch prints a later batch's ranges. So each batch's own ranges are read from its RDD, and
+    the guide's prints are only checked to be their batch's or a later batch's."""
     topic = unique_name("direct-guide")
     local_cluster.create_topic(topic, partitions=2)
     produce(local_cluster, topic, [(None, f"m{i}".encode(), i % 2) for i in range(60)])
@@ -49,9 +54,9 @@ def test_offset_ranges_pattern_of_the_guide(local_cluster: ClusterUnderTest, mak
         ssc, [topic], direct_params(local_cluster, **{"auto.offset.reset": "smallest"})
     )
 
-    # The guide's code, but for print (collected here) and global (nonlocal here).
+    # The guide's code, but for print (collected here, one list per batch) and global (nonlocal).
     offsetRanges: list[OffsetRange] = []
-    printed: list[str] = []
+    printed: list[list[OffsetRange]] = []
 
     def storeOffsetRanges(rdd: Any) -> Any:
         nonlocal offsetRanges
@@ -59,32 +64,40 @@ def test_offset_ranges_pattern_of_the_guide(local_cluster: ClusterUnderTest, mak
         return rdd
 
     def printOffsetRanges(rdd: Any) -> None:
-        for o in offsetRanges:
-            printed.append("%s %s %s %s" % (o.topic, o.partition, o.fromOffset, o.untilOffset))  # noqa: UP031
+        printed.append(list(offsetRanges))  # what the guide prints, one line per range
 
     directKafkaStream.transform(storeOffsetRanges).foreachRDD(printOffsetRanges)
-    # Beyond the guide: a transform's result made from the batch by pipelined steps keeps them.
-    mapped: list[list[OffsetRange]] = []
+    # Each batch's own ranges, by batch time; beyond the guide, from a transform's result made
+    # from the batch by pipelined steps, which keeps them.
+    own: list[tuple[datetime, list[OffsetRange]]] = []
     values = directKafkaStream.transform(lambda rdd: rdd.map(lambda kv: kv[1]).filter(bool))
-    values.foreachRDD(lambda rdd: mapped.append(rdd.offsetRanges()))
+    values.foreachRDD(lambda time, rdd: own.append((time, rdd.offsetRanges())))
     ssc.start()
 
-    def ranges_seen() -> list[OffsetRange]:
-        return [OffsetRange(t, int(p), int(f), int(u)) for t, p, f, u in (line.split() for line in printed)]
-
     def reached(end: int) -> bool:
-        return all(covered(ranges_seen(), p) and covered(ranges_seen(), p)[-1][1] == end for p in (0, 1))
+        ranges = [r for _, batch in list(own) for r in batch]
+        return all(covered(ranges, p) and covered(ranges, p)[-1][1] == end for p in (0, 1))
 
     wait_until(lambda: reached(30), what="the 60 records sent before the start")
     produce(local_cluster, topic, [(None, f"n{i}".encode(), i % 2) for i in range(20)])
     wait_until(lambda: reached(40), what="the 20 records sent after the start")
     ssc.stop(stopSparkContext=False, stopGraceFully=True)
 
+    times = [time for time, _ in own]
+    assert times == sorted(set(times)), times
+    assert all(sorted(r.partition for r in batch) == [0, 1] for _, batch in own), own
+    ranges = [r for _, batch in own for r in batch]
+    assert {r.topic for r in ranges} == {topic}
     for partition in (0, 1):
-        spans = covered(ranges_seen(), partition)
+        spans = covered(ranges, partition)
         assert spans[0][0] == 0 and spans[-1][1] == 40 and contiguous(spans), spans
-    assert {r.topic for r in ranges_seen()} == {topic}
-    assert covered([r for batch in mapped for r in batch], 0) == covered(ranges_seen(), 0)
+    # The guide's prints, one per batch in batch order (one job thread): never an earlier batch's.
+    assert len(printed) == len(own), (printed, own)
+    source = 0
+    for i, shown in enumerate(printed):
+        later = [j for j in range(max(i, source), len(own)) if own[j][1] == shown]
+        assert later, (i, shown, own[i:])
+        source = later[0]
 
 
 @pytest.mark.brokers("3.9", "4", "0.9")

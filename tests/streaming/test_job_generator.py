@@ -97,6 +97,38 @@ def test_concurrent_jobs_run_batches_side_by_side(make_run) -> None:
         run.ssc.stop(stopSparkContext=False)
 
 
+def test_a_batch_is_transformed_once_when_generated_even_while_an_earlier_one_still_runs(make_run) -> None:
+    """Spark's order: transform functions run on the job generator's thread as a batch is generated,
+    output operations later on a job thread. So the Kafka guide's ``transform(storeOffsetRanges)
+    .foreachRDD(printOffsetRanges)``, sharing one global, prints a later batch's value while
+    batches wait behind a slow one: this is that pattern, batch 1000's job held until 2000 queues."""
+    run: ManualRun = make_run()
+    release = threading.Event()
+    transformed: list[int] = []
+    stored: list[int] = []  # the guide's global
+    printed: list[tuple[int, int]] = []
+
+    def store(time: datetime, rdd: object) -> object:
+        transformed.append(batch_ms(time))
+        stored[:] = [batch_ms(time)]
+        return rdd
+
+    def show(time: datetime, rdd: object) -> None:
+        if batch_ms(time) == 1000:
+            release.wait(20)
+        printed.append((batch_ms(time), stored[0]))
+
+    run.ssc.queueStream([[1], [2]]).transform(store).foreachRDD(show)
+    run.ssc.start()
+    run.clock.set_time(2000)
+    wait_until(lambda: 2000 in run.ssc.scheduler.get_pending_times(), what="batch 2000 queued")
+    release.set()
+    wait_until(lambda: processed(run.ssc, 2000), what="both batches")
+
+    assert transformed == [1000, 2000]
+    assert printed == [(1000, 2000), (2000, 2000)]
+
+
 def test_metadata_of_a_running_batch_is_never_cleared_when_later_batches_finish(make_run) -> None:
     run: ManualRun = make_run(settings=concurrent(3))
     release = threading.Event()
