@@ -52,9 +52,12 @@ ratios: what a second copy of each block costs.
    workers), and on the hosts cluster every process of its hosts (workers, executors, Python
    workers), a lower bound (see proc_cpu.py). Also "rcv up", seconds from ``ssc.start()`` to the
    receiver's ReceiverStarted event (in executor placement: a Spark job, a Python worker on the
-   executor, the tracker connection), "1st rec", seconds from ``ssc.start()`` until the output
-   of a batch first held records (the backlog waits in Kafka: receiver launch, the first
-   block's store, its batch), and the number of non-empty batches, their median
+   executor, the tracker connection), "1st bat", seconds from ``ssc.start()`` until the first
+   batch holding records started its jobs (time to first record: receiver launch, the first
+   block's store, the batch boundary after it; the backlog waits in Kafka meanwhile), "1st rec",
+   until that batch's output was done (its processing added: with a backlog of ``--messages``
+   that batch holds most of it, so "1st bat" is the startup figure), and the number of
+   non-empty batches, their median
    processing time and largest scheduling delay (a delay means batches queue up: the run is
    bound by processing, not by receiving). A backlog of 300,000 is received within one or two
    batches, so such a run times startup + one batch more than steady-state ingest: use
@@ -128,10 +131,12 @@ from reliable_kafka.local.spark_hosts import LocalSparkHosts
 from reliable_kafka.scheduler.listener import (
     StreamingListener,
     StreamingListenerBatchCompleted,
+    StreamingListenerBatchStarted,
     StreamingListenerReceiverStarted,
 )
 from reliable_kafka.settings import StreamingSettings
 from reliable_kafka.util.located_rdd import wait_for_executors
+from reliable_kafka.util.worker_python import DAEMON_MODULE, DAEMON_MODULE_KEY
 from tests.spark_backends import HOST_CORES, hosts_backend
 
 BATCH_S = 1.0
@@ -302,6 +307,7 @@ class Throughput:
 
     seconds: float
     receiver_start_s: float
+    first_batch_s: float  # from ssc.start() until the first batch holding records started its jobs
     first_record_s: float  # from ssc.start() until a batch's output first held records
     cpu: CpuUsage
     batches: int
@@ -368,9 +374,11 @@ def pipeline_throughput(
     with listener.lock:
         busy = [(ms, delay) for records, ms, delay in listener.batches if records]
         receiver_at = listener.receiver_started_at
+        first_batch_at = listener.first_batch_started_at
     return Throughput(
         seconds=cpu.wall_s,
         receiver_start_s=float("nan") if receiver_at is None else receiver_at - started,
+        first_batch_s=float("nan") if first_batch_at is None else first_batch_at - started,
         first_record_s=first_records[0] - started if first_records else float("nan"),
         cpu=cpu,
         batches=len(busy),
@@ -444,12 +452,20 @@ def copies_topics(placement: str, copies: int) -> list[str]:
 
 
 class BatchTimes(StreamingListener):
-    """Processing time of every completed batch, with its record count; when the receiver started."""
+    """Processing time of every completed batch, with its record count; when the receiver started
+    and when the first batch holding records started its jobs."""
 
     def __init__(self) -> None:
         self.batches: list[tuple[int, int, int]] = []  # (records, processing ms, scheduling delay ms)
         self.receiver_started_at: float | None = None  # time.monotonic()
+        self.first_batch_started_at: float | None = None  # time.monotonic()
         self.lock = threading.Lock()
+
+    def onBatchStarted(self, batchStarted: StreamingListenerBatchStarted) -> None:
+        if batchStarted.batchInfo.num_records:
+            with self.lock:
+                if self.first_batch_started_at is None:
+                    self.first_batch_started_at = time.monotonic()
 
     def onReceiverStarted(self, receiverStarted: StreamingListenerReceiverStarted) -> None:
         with self.lock:
@@ -597,6 +613,9 @@ def run_placement(
         .set("spark.ui.enabled", "false")
         .set("spark.ui.showConsoleProgress", "false")
         .set("spark.python.worker.reuse", "true")
+        # What the README recommends off local[N] (where a StreamingContext sets it itself): fresh
+        # Python workers fork with the task code imported. --conf ...=pyspark.daemon: PySpark's own.
+        .set(DAEMON_MODULE_KEY, DAEMON_MODULE)
         .set("spark.streaming.receiver.placement", target.receiver_placement)
         .set("spark.streaming.receiver.writeAheadLog.enable", "true")
     )
@@ -690,7 +709,8 @@ def print_placement(
         f"{load_text(result.load_after)} after"
     )
     print(
-        f"{'run':<5} {'records/s':>10} {'vs raw':>6} {'secs':>6} {'rcv up':>6} {'1st rec':>7} {'batches':>7} "
+        f"{'run':<5} {'records/s':>10} {'vs raw':>6} {'secs':>6} {'rcv up':>6} {'1st bat':>7} {'1st rec':>7} "
+        f"{'batches':>7} "
         f"{'med ms':>6} "
         f"{'max sched':>9} | {'CPU s: drv py':>13} {'drv JVM':>7} {'others':>6} "
         f"| {'CPU s / M records: drv py':>25} {'drv JVM':>7}"
@@ -700,7 +720,8 @@ def print_placement(
         rate = messages / run.seconds
         print(
             f"{label:<5} {rate:>10,.0f} {rate / raw_rate:>6.2f} {run.seconds:>6.1f} "
-            f"{run.receiver_start_s:>6.1f} {run.first_record_s:>7.1f} {run.batches:>7} "
+            f"{run.receiver_start_s:>6.1f} {run.first_batch_s:>7.1f} {run.first_record_s:>7.1f} "
+            f"{run.batches:>7} "
             f"{run.median_batch_ms:>6.0f} "
             f"{run.max_scheduling_delay_ms:>9} | "
             # Two decimals: the driver's Python CPU in executor placement is a tenth of a second.

@@ -57,7 +57,7 @@ from reliable_kafka.util.ctrl_c import CtrlCStop
 from reliable_kafka.util.filesystems import configure, is_local, options_of_spark_context, qualify
 from reliable_kafka.util.jvm_shutdown_hook import JvmShutdownHook
 from reliable_kafka.util.spark_internals import stop_console_progress
-from reliable_kafka.util.worker_python import default_workers_to_this_python
+from reliable_kafka.util.worker_python import default_daemon_module, default_workers_to_this_python
 
 logger = logging.getLogger(__name__)
 
@@ -117,6 +117,7 @@ class StreamingContext:
     ) -> None:
         self._sc = sparkContext
         default_workers_to_this_python(sparkContext)
+        default_daemon_module(sparkContext)
         self.settings = StreamingSettings.resolve(sparkContext, settings)
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.graph = DStreamGraph()

@@ -1,4 +1,4 @@
-"""Two of Spark's ``private[spark]`` methods, reached through py4j, each with a public fallback.
+"""Three of Spark's ``private[spark]`` methods, reached through py4j, each with a public fallback.
 
 The risk: ``private[spark]`` is public in the JVM's bytecode but not an API, and may change in
 any Spark release. Each call here is checked on both pyspark lines the package supports (tests
@@ -14,6 +14,10 @@ method is gone, logged once at DEBUG.
   console progress bar; in a streaming application it redraws between every batch's output
   (``pprint``). Spark's own streaming examples turn it off; a SparkContext made before the
   StreamingContext already has it, so its timer is stopped instead.
+- :func:`set_driver_conf`: ``SparkContext.conf`` is the driver's live SparkConf, which its
+  ``SparkEnv`` reads when it starts a Python worker daemon (``getConf`` is a copy): a setting made
+  there after the context started reaches the local master's workers that start later. Without
+  it, nothing is set and the workers start as before.
 """
 
 from __future__ import annotations
@@ -47,5 +51,15 @@ def stop_console_progress(sc: SparkContext) -> bool:
         progress.get().stop()
     except Py4JError as exc:
         logger.debug("SparkContext.progressBar unavailable (%r): the progress bar stays", exc)
+        return False
+    return True
+
+
+def set_driver_conf(sc: SparkContext, key: str, value: str) -> bool:
+    """Set ``key`` in the driver JVM's live SparkConf (not a copy); whether it was set."""
+    try:
+        sc._jsc.sc().conf().set(key, value)
+    except Py4JError as exc:
+        logger.debug("SparkContext.conf unavailable (%r): %s stays unset", exc, key)
         return False
     return True

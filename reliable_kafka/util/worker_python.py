@@ -16,6 +16,8 @@ import threading
 import weakref
 from typing import Any
 
+from reliable_kafka.util.spark_internals import set_driver_conf
+
 logger = logging.getLogger(__name__)
 
 _LOCAL_MASTERS = ("local", "local[", "local-cluster[")
@@ -39,6 +41,32 @@ def default_workers_to_this_python(sc: Any) -> bool:
         master,
         sys.executable,
     )
+    return True
+
+
+DAEMON_MODULE_KEY = "spark.python.daemon.module"
+DAEMON_MODULE = "reliable_kafka.util.worker_daemon"
+# Masters whose only executor is the driver's JVM: its live SparkConf is what starts the workers.
+_IN_DRIVER_JVM = re.compile(r"local(\[[^\]]*\])?$")
+
+
+def default_daemon_module(sc: Any) -> bool:
+    """Make ``sc``'s Python workers fork from :mod:`reliable_kafka.util.worker_daemon` (this
+    package imported once, in the daemon) when the master runs tasks in the driver's JVM
+    (``local``, ``local[N]``) and ``spark.python.daemon.module`` is unset; True if it did.
+
+    Elsewhere (``local-cluster``, clusters) the executors read their SparkConf when they start, so
+    only the application's own SparkConf can choose it (see the README). With
+    ``spark.python.use.daemon=false`` there is no daemon to choose.
+    """
+    if not _IN_DRIVER_JVM.match(sc.master or ""):
+        return False
+    conf = sc.getConf()
+    if conf.get(DAEMON_MODULE_KEY) or (conf.get("spark.python.use.daemon") or "true").lower() == "false":
+        return False
+    if not set_driver_conf(sc, DAEMON_MODULE_KEY, DAEMON_MODULE):
+        return False
+    logger.info("Python workers on master %s fork from %s (%s)", sc.master, DAEMON_MODULE, DAEMON_MODULE_KEY)
     return True
 
 

@@ -8,7 +8,7 @@ import logging
 import pytest
 from pyspark import SparkContext
 
-from reliable_kafka.util.spark_internals import stop_console_progress, unpersist_quietly
+from reliable_kafka.util.spark_internals import set_driver_conf, stop_console_progress, unpersist_quietly
 
 
 def test_unpersist_quietly_forgets_a_locally_checkpointed_rdd(
@@ -34,3 +34,14 @@ def test_stop_console_progress_stops_the_shells_progress_bar(
     with caplog.at_level(logging.DEBUG, logger="reliable_kafka.util.spark_internals"):
         assert stop_console_progress(spark_context) is True
     assert not caplog.records
+
+
+def test_set_driver_conf_sets_the_live_conf_not_a_copy(
+    spark_context: SparkContext, caplog: pytest.LogCaptureFixture
+) -> None:
+    key = "spark.reliable_kafka.test.setDriverConf"
+    with caplog.at_level(logging.DEBUG, logger="reliable_kafka.util.spark_internals"):
+        assert set_driver_conf(spark_context, key, "yes") is True
+    assert not caplog.records
+    assert spark_context.getConf().get(key) == "yes"  # getConf copies the live conf
+    spark_context._jsc.sc().conf().remove(key)

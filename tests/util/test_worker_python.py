@@ -11,7 +11,10 @@ import pytest
 
 from reliable_kafka.scheduler.job_scheduler import JobScheduler
 from reliable_kafka.util.worker_python import (
+    DAEMON_MODULE,
+    DAEMON_MODULE_KEY,
     WorkerPackageMissingError,
+    default_daemon_module,
     default_workers_to_this_python,
     missing_package_message,
     report_missing_package,
@@ -110,3 +113,45 @@ def test_a_batch_job_failing_on_the_missing_package_reaches_await_termination_as
     JobScheduler.report_error(scheduler, "Error running job", second)  # type: ignore[arg-type]
     assert isinstance(notified[0], WorkerPackageMissingError) and notified[0].__cause__ is first
     assert notified[1] is second
+
+
+class _ConfRecorder:
+    def __init__(self) -> None:
+        self.set: dict[str, str] = {}
+
+    def __call__(self, sc: Any, key: str, value: str) -> bool:
+        self.set[key] = value
+        sc._conf[key] = value
+        return True
+
+
+@pytest.mark.parametrize("master", ["local", "local[2]", "local[*]", "local[4,2]"])
+def test_local_masters_fork_workers_from_the_preimporting_daemon(
+    master: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recorder = _ConfRecorder()
+    monkeypatch.setattr("reliable_kafka.util.worker_python.set_driver_conf", recorder)
+    sc = FakeSparkContext(master)
+    assert default_daemon_module(sc)
+    assert recorder.set == {DAEMON_MODULE_KEY: DAEMON_MODULE}
+    assert not default_daemon_module(sc)  # set now: once
+
+
+@pytest.mark.parametrize(
+    ("master", "conf"),
+    [
+        # Executors in JVMs of their own read their SparkConf at start: too late to set here.
+        ("local-cluster[2,2,1024]", {}),
+        ("spark://h:7077", {}),
+        ("yarn", {}),
+        ("local[2]", {DAEMON_MODULE_KEY: "my.daemon"}),  # the user's choice stays
+        ("local[2]", {"spark.python.use.daemon": "false"}),  # no daemon to choose
+    ],
+)
+def test_the_daemon_module_is_left_alone(
+    master: str, conf: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    recorder = _ConfRecorder()
+    monkeypatch.setattr("reliable_kafka.util.worker_python.set_driver_conf", recorder)
+    assert not default_daemon_module(FakeSparkContext(master, dict(conf)))
+    assert recorder.set == {}
