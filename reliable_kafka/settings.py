@@ -271,6 +271,12 @@ class DirectKafkaSettings(_Section):
     max_retries: int = Field(
         1, ge=0, description="spark.streaming.kafka.maxRetries: retries of the driver's offset lookups"
     )
+    # Ours, not Spark's (SPARK-27549): lag tools see a direct stream's progress.
+    commit_completed_batches: bool = Field(
+        False,
+        description="commit each completed batch's offsets to the group of kafkaParams' group.id "
+        "(Kafka, or ZooKeeper with offsets.storage=zookeeper / dual.commit.enabled); watching only",
+    )
 
 
 class JobSettings(_Section):

@@ -18,6 +18,7 @@ from reliable_kafka.dstream.dstream import DStream
 
 if TYPE_CHECKING:
     from reliable_kafka.context import StreamingContext
+    from reliable_kafka.scheduler.listener import BatchInfo
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +68,10 @@ class InputDStream(DStream):
             )
         self.last_valid_time_ms = time_ms
         return True
+
+    def on_batch_completed(self, batch_info: BatchInfo) -> None:
+        """A batch completed (``batch_info`` says whether its output operations failed); called on
+        the job thread, in order, before the job generator learns of it. Nothing by default."""
 
     def checkpoint_data(self) -> dict[str, Any] | None:
         """What this stream needs, beyond the graph that setupFunc rebuilds, to go on after a

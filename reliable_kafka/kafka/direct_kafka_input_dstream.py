@@ -22,12 +22,13 @@ from typing import TYPE_CHECKING, Any
 
 from reliable_kafka.dstream.functions import with_time
 from reliable_kafka.dstream.input_dstream import InputDStream
+from reliable_kafka.kafka.direct_offset_commit import DirectOffsetCommitter
 from reliable_kafka.kafka.direct_rate_limit import DirectKafkaRateController, max_messages_per_partition
 from reliable_kafka.kafka.kafka_cluster import KafkaCluster
 from reliable_kafka.kafka.kafka_rdd import Decoder, KafkaRDD, with_offset_ranges
 from reliable_kafka.kafka.offset_range import OffsetRange
 from reliable_kafka.kafka.topic_partition import TopicAndPartition
-from reliable_kafka.scheduler.listener import StreamInputInfo
+from reliable_kafka.scheduler.listener import BatchInfo, StreamInputInfo
 from reliable_kafka.scheduler.rate_controller import RateController
 from reliable_kafka.scheduler.rate_estimator import RateEstimator
 
@@ -54,11 +55,14 @@ class DirectKafkaInputDStream(InputDStream):
         from_offsets: Mapping[TopicAndPartition, int],
         decoder: Decoder | None,
         cluster: KafkaCluster,
+        *,
+        committer: DirectOffsetCommitter | None = None,
     ) -> None:
         self.kafka_params = dict(kafka_params)
         self.current_offsets: dict[TopicAndPartition, int] = dict(sorted(from_offsets.items()))
         self._decoder = decoder
         self._cluster = cluster
+        self._committer = committer
         settings = ssc.settings.kafka
         self.max_rate_per_partition = settings.max_rate_per_partition
         self.min_rate_per_partition = settings.min_rate_per_partition
@@ -183,7 +187,18 @@ class DirectKafkaInputDStream(InputDStream):
         for old in [t for t in self._restored_batches if t <= time_ms - (self.remember_duration_ms or 0)]:
             del self._restored_batches[old]
 
+    def on_batch_completed(self, batch_info: BatchInfo) -> None:
+        """With the group commit on: the batch's ranges, or its failure, to the committer."""
+        if self._committer is None:
+            return
+        info = batch_info.stream_id_to_input_info.get(self.id)
+        ranges = [OffsetRange.from_metadata(r) for r in (info.metadata.get("offsets", []) if info else [])]
+        failures = [o.failure_reason for o in batch_info.output_operation_infos.values() if o.failure_reason]
+        self._committer.batch_completed(batch_info.batch_time_ms, ranges, failures[0] if failures else None)
+
     def stop(self) -> None:
         if self.rate_controller is not None:
             self.rate_controller.stop()
+        if self._committer is not None:
+            self._committer.stop(self._ssc.settings.jobs.stop_timeout_ms / 1000)
         self._cluster.close()

@@ -39,6 +39,7 @@ from reliable_kafka.kafka.decode_errors import (
     check_decode_errors,
 )
 from reliable_kafka.kafka.direct_kafka_input_dstream import DirectKafkaInputDStream
+from reliable_kafka.kafka.direct_offset_commit import committer_for
 from reliable_kafka.kafka.direct_params import direct_kafka_params
 from reliable_kafka.kafka.kafka_cluster import KafkaCluster
 from reliable_kafka.kafka.kafka_input_dstream import DecodeErrorCounters, KafkaInputDStream
@@ -269,12 +270,22 @@ class KafkaUtils:
         names = checked_topics(topics)
         params = direct_kafka_params(kafkaParams)
         requested = checked_from_offsets(fromOffsets, names)
+        committer = None
+        if ssc.settings.kafka.commit_completed_batches:
+            if not kafkaParams.get("group.id"):
+                raise ValueError(
+                    "commit_completed_batches needs kafkaParams' group.id: the group whose offsets "
+                    "show the direct stream's progress"
+                )
+            committer = committer_for(f"Direct Kafka stream of {', '.join(names)}", params.params)
         cluster = KafkaCluster(params.params, ssc.settings.kafka.max_retries)
         try:
             offsets = starting_offsets(cluster, names, requested, params.parsed.group.auto_offset_reset)
-            return DirectKafkaInputDStream(ssc, params.params, offsets, decoder, cluster)
+            return DirectKafkaInputDStream(ssc, params.params, offsets, decoder, cluster, committer=committer)
         except BaseException:
             cluster.close()
+            if committer is not None:
+                committer.stop(5.0)
             raise
 
     @staticmethod

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from reliable_kafka.scheduler.job import Job, JobSet
 from reliable_kafka.scheduler.job_generator import JobGenerator
 from reliable_kafka.scheduler.listener import (
+    BatchInfo,
     StreamingListenerBatchCompleted,
     StreamingListenerBatchStarted,
     StreamingListenerBatchSubmitted,
@@ -247,7 +248,7 @@ class JobScheduler:
             # Nothing to run (e.g. a window between slides), but the batch is done: its blocks
             # must not be replayed after a restart.
             logger.debug("No jobs added for time %d ms", job_set.time_ms)
-            self._complete_batch(job_set.time_ms)
+            self._complete_batch(job_set.time_ms, job_set.to_batch_info())
             return
         executor = self._executor
         with self._lock:
@@ -342,12 +343,19 @@ class JobScheduler:
                 del self._job_sets[job.time_ms]
                 batch_info = job_set.to_batch_info()
         if batch_info is not None:
-            self._complete_batch(job.time_ms)
+            self._complete_batch(job.time_ms, batch_info)
             self.listener_bus.post(StreamingListenerBatchCompleted(batch_info))
         if job.error is not None:
             self.report_error(f"Error running job {job}", job.error)
 
-    def _complete_batch(self, time_ms: int) -> None:
+    def _complete_batch(self, time_ms: int, batch_info: BatchInfo) -> None:
+        # Input streams hear of it before the job generator does: what they do on completion
+        # (a direct stream's group commit) is then part of the batch a graceful stop waits for.
+        for stream in self.ssc.graph.get_input_streams():
+            try:
+                stream.on_batch_completed(batch_info)
+            except Exception as exc:
+                self.report_error(f"Error in {stream.name} on completion of batch {time_ms} ms", exc)
         tracker = self.receiver_tracker
         if tracker is not None:
             try:

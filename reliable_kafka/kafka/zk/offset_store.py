@@ -42,7 +42,7 @@ class _Known:
     version: int
 
 
-def _parse_offset(path: str, data: bytes) -> int:
+def parse_offset(path: str, data: bytes) -> int:
     try:
         offset = int(data.decode("ascii").strip())
     except (UnicodeDecodeError, ValueError):
@@ -89,7 +89,7 @@ class ZooKeeperOffsetStore:
             data, stat = self._zk.get(path)
         except NoNodeError:
             return _Known(None, -1)
-        return _Known(_parse_offset(path, data), stat.version)
+        return _Known(parse_offset(path, data), stat.version)
 
     def read(self, tp: TopicAndPartition) -> int | None:
         """The committed next-offset-to-read of ``tp``, or None if the group never committed one."""

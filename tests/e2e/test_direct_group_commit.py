@@ -1,0 +1,123 @@
+"""A direct stream's group commit (``StreamingSettings.kafka.commit_completed_batches``): lag tools
+see its progress. After a graceful stop, Kafka's ``kafka-consumer-groups --describe`` (the group in
+Kafka) and ``reliable-kafka lag`` (the group in ZooKeeper) show lag 0; a failed batch stops the
+commits where they were."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark import SparkContext
+
+from reliable_kafka import KafkaUtils, StreamingContext
+from reliable_kafka.local import LocalCluster
+from reliable_kafka.settings import DirectKafkaSettings
+from tests.cluster_backends import unique_name
+from tests.e2e.conftest import BATCH_S, e2e_settings
+from tests.e2e.helpers import produce, wait_until
+from tests.e2e.test_direct_stream import direct_params
+from tests.kafka.kafka_tools import describe_group
+
+PARTITIONS = 2
+PER_PARTITION = 40
+
+
+def committing_context(spark_context: SparkContext) -> StreamingContext:
+    settings = e2e_settings(wal=False).model_copy(
+        update={"kafka": DirectKafkaSettings(commit_completed_batches=True)}
+    )
+    return StreamingContext(spark_context, BATCH_S, settings)
+
+
+def lag_of(cluster: LocalCluster, group: str) -> list[tuple[int, int]]:
+    """``reliable-kafka lag --json`` of a ZooKeeper group: (partition, lag) rows."""
+    script = Path(sys.executable).with_name("reliable-kafka")
+    command = [str(script)] if script.exists() else [sys.executable, "-m", "reliable_kafka.cli"]
+    args = ["lag", "--zookeeper", cluster.zookeeper_connect, "--group", group, "--json"]
+    result = subprocess.run([*command, *args], capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    return [(row["partition"], row["lag"]) for row in json.loads(result.stdout)["partitions"]]
+
+
+@pytest.mark.brokers("3.9", "4")
+def test_after_a_graceful_stop_the_groups_lag_is_zero(
+    local_cluster: LocalCluster, spark_context: SparkContext, kafka_version: str
+) -> None:
+    topic, group = unique_name("direct-commit"), unique_name("direct-group")
+    local_cluster.create_topic(topic, partitions=PARTITIONS)
+    produce(local_cluster, topic, [(None, b"x", p) for p in range(PARTITIONS) for _ in range(PER_PARTITION)])
+    # 3.9: the group in ZooKeeper (0.8's store, read by reliable-kafka lag); 4: in Kafka.
+    store = (
+        {"zookeeper.connect": local_cluster.zookeeper_connect, "offsets.storage": "zookeeper"}
+        if kafka_version == "3.9"
+        else {}
+    )
+    ssc = committing_context(spark_context)
+    stream = KafkaUtils.createDirectStream(
+        ssc,
+        [topic],
+        direct_params(local_cluster, **{"auto.offset.reset": "smallest", "group.id": group}, **store),
+    )
+    counted: list[int] = []
+    stream.foreachRDD(lambda rdd: counted.append(rdd.count()))
+    ssc.start()
+    try:
+        wait_until(lambda: sum(counted) >= PARTITIONS * PER_PARTITION, what="every record counted")
+    finally:
+        ssc.stop(stopSparkContext=False, stopGraceFully=True)
+    assert sum(counted) == PARTITIONS * PER_PARTITION
+    if kafka_version == "3.9":
+        assert lag_of(local_cluster, group) == [(p, 0) for p in range(PARTITIONS)]
+    else:
+        described = describe_group(local_cluster, group)
+        for p in range(PARTITIONS):
+            row = described[(topic, p)]
+            assert (row["CURRENT-OFFSET"], row["LAG"]) == (str(PER_PARTITION), "0"), row
+
+
+@pytest.mark.brokers("4")
+def test_a_failed_batch_stops_the_commits_where_they_were(
+    local_cluster: LocalCluster, spark_context: SparkContext
+) -> None:
+    topic, group = unique_name("direct-commit-fail"), unique_name("direct-group")
+    local_cluster.create_topic(topic, partitions=1)
+    produce(local_cluster, topic, [(None, b"x", 0) for _ in range(10)])
+    ssc = committing_context(spark_context)
+    stream = KafkaUtils.createDirectStream(
+        ssc, [topic], direct_params(local_cluster, **{"auto.offset.reset": "smallest", "group.id": group})
+    )
+    batches: list[int] = []
+
+    def output(rdd: Any) -> None:
+        n = rdd.count()
+        batches.append(n)
+        if n and len([b for b in batches if b]) == 2:
+            raise RuntimeError("the sink is down")
+
+    stream.foreachRDD(output)
+    ssc.start()
+    try:
+        wait_until(lambda: sum(batches) >= 10, what="the first 10 records")
+        produce(local_cluster, topic, [(None, b"y", 0) for _ in range(5)])  # the batch that fails
+        wait_until(lambda: sum(batches) >= 15, what="the failing batch")
+        produce(local_cluster, topic, [(None, b"z", 0) for _ in range(5)])  # one after it
+        wait_until(lambda: sum(batches) >= 20, what="a batch after the failed one")
+    finally:
+        ssc.stop(stopSparkContext=False, stopGraceFully=True)
+    described = describe_group(local_cluster, group)
+    # The first 10 committed; neither the failed batch's 5 nor the 5 after it.
+    assert described[(topic, 0)]["CURRENT-OFFSET"] == "10", described
+
+
+@pytest.mark.brokers("3.9")
+def test_the_commit_without_a_group_id_is_refused_naming_it(
+    local_cluster: LocalCluster, spark_context: SparkContext
+) -> None:
+    ssc = committing_context(spark_context)
+    with pytest.raises(ValueError, match="group.id"):
+        KafkaUtils.createDirectStream(ssc, ["any"], direct_params(local_cluster))
