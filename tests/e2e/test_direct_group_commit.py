@@ -119,5 +119,5 @@ def test_the_commit_without_a_group_id_is_refused_naming_it(
     local_cluster: LocalCluster, spark_context: SparkContext
 ) -> None:
     ssc = committing_context(spark_context)
-    with pytest.raises(ValueError, match="group.id"):
+    with pytest.raises(ValueError, match=r"group\.id"):
         KafkaUtils.createDirectStream(ssc, ["any"], direct_params(local_cluster))
