@@ -187,6 +187,11 @@ class DirectKafkaInputDStream(InputDStream):
         for old in [t for t in self._restored_batches if t <= time_ms - (self.remember_duration_ms or 0)]:
             del self._restored_batches[old]
 
+    @property
+    def committer(self) -> DirectOffsetCommitter | None:
+        """The group commit of completed batches, if on (the status page reads its group's lag)."""
+        return self._committer
+
     def on_batch_completed(self, batch_info: BatchInfo) -> None:
         """With the group commit on: the batch's ranges, or its failure, to the committer."""
         if self._committer is None:

@@ -26,7 +26,7 @@ from reliable_kafka.kafka.dual_offset_store import DualOffsetStore
 from reliable_kafka.kafka.group.offset_store import KafkaOffsetStore
 from reliable_kafka.kafka.offset_range import OffsetRange
 from reliable_kafka.kafka.offset_store import OffsetStore
-from reliable_kafka.kafka.params import parse_kafka_params
+from reliable_kafka.kafka.params import KafkaParams, parse_kafka_params
 from reliable_kafka.kafka.topic_partition import TopicAndPartition
 
 logger = logging.getLogger(__name__)
@@ -39,8 +39,20 @@ _RETRY_PAUSE_S = 0.5
 class DirectOffsetCommitter:
     """Commits the ends of completed batches' ranges to ``store``, in order, never backwards."""
 
-    def __init__(self, stream_name: str, group_id: str, store: OffsetStore, *, close: Any = None) -> None:
+    def __init__(
+        self,
+        stream_name: str,
+        group_id: str,
+        store: OffsetStore,
+        *,
+        close: Any = None,
+        params: KafkaParams | None = None,
+        client_config: Mapping[str, Any] | None = None,
+    ) -> None:
         self._name = stream_name
+        # Where the group lives, for the status page's lag (None in tests of the committer alone).
+        self.params = params
+        self.client_config = dict(client_config or {})
         self._group = group_id
         self._store = store
         self._close = close  # releases the store's clients, after the store's own close
@@ -138,7 +150,9 @@ def committer_for(stream_name: str, kafka_params: Mapping[str, Any]) -> DirectOf
         kafka = KafkaOffsetStore.standalone(client_config, group.group_id, owns=lambda _tp: True)
     if not group.offsets_in_zookeeper:
         assert kafka is not None
-        return DirectOffsetCommitter(stream_name, group.group_id, kafka)
+        return DirectOffsetCommitter(
+            stream_name, group.group_id, kafka, params=parsed, client_config=client_config
+        )
     if parsed.zookeeper is None:
         if kafka is not None:
             kafka.close()
@@ -149,4 +163,11 @@ def committer_for(stream_name: str, kafka_params: Mapping[str, Any]) -> DirectOf
     zk = connect_zookeeper(parsed.zookeeper)
     in_zookeeper = UnownedZooKeeperOffsets(zk, group.group_id, acl=zookeeper_acl(parsed.zookeeper))
     store: OffsetStore = in_zookeeper if kafka is None else DualOffsetStore(in_zookeeper, kafka)
-    return DirectOffsetCommitter(stream_name, group.group_id, store, close=lambda: close_zookeeper(zk))
+    return DirectOffsetCommitter(
+        stream_name,
+        group.group_id,
+        store,
+        close=lambda: close_zookeeper(zk),
+        params=parsed,
+        client_config=client_config,
+    )

@@ -13,6 +13,7 @@ from dataclasses import replace
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
+from reliable_kafka.kafka.direct_kafka_input_dstream import DirectKafkaInputDStream
 from reliable_kafka.kafka.kafka_input_dstream import KafkaInputDStream
 from reliable_kafka.kafka.params import ConsumerGroupParams, ZooKeeperParams
 from reliable_kafka.settings import UISettings
@@ -43,17 +44,27 @@ def lag_sources_of(ssc: StreamingContext) -> list[LagSource]:
     """
     merged: dict[tuple[Any, ...], LagSource] = {}
     for stream in ssc.graph.get_input_streams():
-        if not isinstance(stream, KafkaInputDStream):
+        if isinstance(stream, KafkaInputDStream):
+            params, topics, client_config = stream.params, stream.topics, stream.params.client_config
+            receiver_ids: tuple[int, ...] = (stream.id,)
+        elif (
+            isinstance(stream, DirectKafkaInputDStream)
+            and stream.committer is not None
+            and stream.committer.params is not None
+        ):
+            # A direct stream that commits its completed batches: no receiver owns its partitions.
+            params, client_config = stream.committer.params, stream.committer.client_config
+            topics, receiver_ids = sorted({tp.topic for tp in stream.current_offsets}), ()
+        else:
             continue
-        params = stream.params
         zookeeper: ZooKeeperParams | None = params.zookeeper
         source = LagSource(
             group=params.group.group_id,
-            topics=tuple(sorted(stream.topics)),
+            topics=tuple(sorted(topics)),
             offsets_storage=offsets_storage_of(params.group),
-            client_config=dict(params.client_config),
+            client_config=dict(client_config),
             zookeeper_connect=zookeeper.connect if zookeeper is not None else None,
-            receiver_stream_ids=(stream.id,),
+            receiver_stream_ids=receiver_ids,
             zookeeper_auth=zookeeper.auth if zookeeper is not None else None,
         )
         key = (source.group, source.offsets_storage, source.zookeeper_connect, source.bootstrap_servers)
@@ -64,7 +75,7 @@ def lag_sources_of(ssc: StreamingContext) -> list[LagSource]:
             else replace(
                 known,
                 topics=tuple(sorted({*known.topics, *source.topics})),
-                receiver_stream_ids=(*known.receiver_stream_ids, stream.id),
+                receiver_stream_ids=(*known.receiver_stream_ids, *receiver_ids),
             )
         )
     return list(merged.values())

@@ -16,12 +16,14 @@ from pyspark import SparkContext
 
 from reliable_kafka import KafkaUtils, StreamingContext
 from reliable_kafka.local import LocalCluster
-from reliable_kafka.settings import DirectKafkaSettings
+from reliable_kafka.settings import DirectKafkaSettings, UISettings
+from reliable_kafka.ui.status_ui import StatusUI
 from tests.cluster_backends import unique_name
 from tests.e2e.conftest import BATCH_S, e2e_settings
 from tests.e2e.helpers import produce, wait_until
 from tests.e2e.test_direct_stream import direct_params
 from tests.kafka.kafka_tools import describe_group
+from tests.ui.test_lag_status_page import page_rows
 
 PARTITIONS = 2
 PER_PARTITION = 40
@@ -29,7 +31,10 @@ PER_PARTITION = 40
 
 def committing_context(spark_context: SparkContext) -> StreamingContext:
     settings = e2e_settings(wal=False).model_copy(
-        update={"kafka": DirectKafkaSettings(commit_completed_batches=True)}
+        update={
+            "kafka": DirectKafkaSettings(commit_completed_batches=True),
+            "ui": UISettings(enabled=False, lag_refresh_ms=0),
+        }
     )
     return StreamingContext(spark_context, BATCH_S, settings)
 
@@ -66,9 +71,18 @@ def test_after_a_graceful_stop_the_groups_lag_is_zero(
     counted: list[int] = []
     stream.foreachRDD(lambda rdd: counted.append(rdd.count()))
     ssc.start()
+    # The status page's partition table shows the direct stream's group, as a receiver's.
+    ui = StatusUI.for_context(ssc)
+    caught_up = {(group, topic, p): {"committed": str(PER_PARTITION), "log-end": str(PER_PARTITION),
+                                     "lag": "0", "owner": "none"} for p in range(PARTITIONS)}  # fmt: skip
     try:
         wait_until(lambda: sum(counted) >= PARTITIONS * PER_PARTITION, what="every record counted")
+        wait_until(
+            lambda: page_rows(ui.handle("/", {}).body.decode()) == caught_up,
+            what="the status page showing lag 0",
+        )
     finally:
+        ui.stop()
         ssc.stop(stopSparkContext=False, stopGraceFully=True)
     assert sum(counted) == PARTITIONS * PER_PARTITION
     if kafka_version == "3.9":
