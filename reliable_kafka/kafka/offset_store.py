@@ -46,6 +46,21 @@ class OffsetStore(Protocol):
     def close(self) -> None: ...
 
 
+def log_refusals(
+    logger: logging.Logger,
+    offsets: Mapping[TopicAndPartition, int],
+    results: Mapping[TopicAndPartition, CommitResult],
+    *,
+    group: str,
+) -> None:
+    """One WARNING per partition a store refused to commit, whichever store (``group`` names it)."""
+    for tp, result in sorted(results.items()):
+        if result in REFUSED:
+            logger.warning(
+                "offset %d for %s of group %s not committed: %s", offsets[tp], tp, group, result.value
+            )
+
+
 def log_repair(
     logger: logging.Logger,
     result: CommitResult,

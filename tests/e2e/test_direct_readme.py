@@ -31,7 +31,7 @@ from reliable_kafka.local import LocalCluster
 from reliable_kafka.util.librdkafka_log import with_logger
 from tests.cluster_backends import unique_name
 from tests.e2e.kill_harness import REPO_ROOT
-from tests.e2e.test_readme_example import Output
+from tests.e2e.test_readme_example import start_app
 
 pytestmark = pytest.mark.integration
 
@@ -104,16 +104,9 @@ def test_the_readme_direct_stream_blocks_run_as_written(local_cluster: LocalClus
         "PYSPARK_PYTHON": sys.executable,
         "SPARK_LOCAL_IP": "127.0.0.1",  # this machine's host name resolves to loopback
     }
-    process = subprocess.Popen(
-        [sys.executable, str(app), local_cluster.bootstrap_servers, topic],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
+    process, output = start_app(
+        [sys.executable, str(app), local_cluster.bootstrap_servers, topic], tmp_path, env
     )
-    output = Output(process)
     range_line = re.compile(rf"^{re.escape(topic)} (\d) (\d+) (\d+)$", re.MULTILINE)
     try:
         # largest: what is sent before the first batch is not read, so wait for one.

@@ -58,6 +58,21 @@ class Output:
             return "".join(self.lines)
 
 
+def start_app(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], Output]:
+    """A Python application in a session of its own (a kill of the session takes its JVM and
+    workers too), its output collected as it comes."""
+    process = subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    return process, Output(process)
+
+
 @pytest.mark.brokers("3.9", "0.9")
 def test_the_readme_example_runs_as_written(tmp_path: Path, kafka_version: str) -> None:
     """On 0.9 too: the example sets no protocol key, the receiver reads the broker's version."""
@@ -112,16 +127,7 @@ def run_readme_example(
             # set this): a fact of the machine, not of the example.
             "SPARK_LOCAL_IP": "127.0.0.1",
         }
-        process = subprocess.Popen(
-            [sys.executable, str(app)],
-            cwd=tmp_path,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-        output = Output(process)
+        process, output = start_app([sys.executable, str(app)], tmp_path, env)
         signalled_at = 0
         try:
             counted = produce_until_counted(cluster, process, output)

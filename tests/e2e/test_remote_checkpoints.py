@@ -21,7 +21,7 @@ from reliable_kafka.util.librdkafka_log import with_logger
 from tests.cluster_backends import unique_name
 from tests.e2e.helpers import committed_offsets, log_end_offsets, wait_until
 from tests.e2e.remote_stores import STORES, RemoteStore, remote_store
-from tests.e2e.test_readme_example import README_CHECKPOINT, README_QUORUM, Output, readme_example
+from tests.e2e.test_readme_example import README_CHECKPOINT, README_QUORUM, readme_example, start_app
 
 pytestmark = pytest.mark.integration
 
@@ -62,16 +62,7 @@ def test_the_readme_app_with_its_checkpoint_on_a_remote_store(
         # What spark-submit --properties-file does: the store's keys reach the app's SparkConf.
         "PYSPARK_SUBMIT_ARGS": f"--properties-file {store.properties_file(tmp_path)} pyspark-shell",
     }
-    process = subprocess.Popen(
-        [sys.executable, str(app)],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    output = Output(process)
+    process, output = start_app([sys.executable, str(app)], tmp_path, env)
     pages = ""
     try:
         producer = Producer(with_logger({**local_cluster.client_config(), "linger.ms": 5}))

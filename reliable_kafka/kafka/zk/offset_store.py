@@ -19,7 +19,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, RolledBackError
 from kazoo.security import ACL
 
-from reliable_kafka.kafka.offset_store import REFUSED, CommitResult, log_repair
+from reliable_kafka.kafka.offset_store import REFUSED, CommitResult, log_refusals, log_repair
 from reliable_kafka.kafka.zk.client import ensure_connected, zk_retrying
 from reliable_kafka.kafka.zk.ownership import Claim, OwnershipView, valid_claim
 from reliable_kafka.kafka.zk.paths import TopicAndPartition, offset_path, offsets_topic_dir, owner_path
@@ -184,15 +184,7 @@ class ZooKeeperOffsetStore:
             outcome = self._try_commit(pending)
             results.update(outcome)
             pending = {tp: offset for tp, offset in pending.items() if outcome[tp] is CommitResult.CONFLICT}
-        for tp, result in results.items():
-            if result in REFUSED:
-                logger.warning(
-                    "offset %d for %s of group %s not committed: %s",
-                    offsets[tp],
-                    tp,
-                    self._group,
-                    result.value,
-                )
+        log_refusals(logger, offsets, results, group=self._group)
         return results
 
     def _valid_claim(self, tp: TopicAndPartition) -> Claim | None:

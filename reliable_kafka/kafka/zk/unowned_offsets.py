@@ -16,7 +16,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.security import ACL
 
-from reliable_kafka.kafka.offset_store import CommitResult
+from reliable_kafka.kafka.offset_store import CommitResult, log_refusals
 from reliable_kafka.kafka.zk.client import ensure_connected, zk_retrying
 from reliable_kafka.kafka.zk.offset_store import parse_offset
 from reliable_kafka.kafka.zk.paths import TopicAndPartition, offset_path, offsets_topic_dir
@@ -47,15 +47,7 @@ class UnownedZooKeeperOffsets:
         retrying = zk_retrying(self._retry_for_s)
         with self._lock:
             results = {tp: retrying(self._commit_one, tp, offset) for tp, offset in sorted(offsets.items())}
-        for tp, result in results.items():
-            if result in (CommitResult.BACKWARDS, CommitResult.CONFLICT):
-                logger.warning(
-                    "offset %d for %s of group %s not committed: %s",
-                    offsets[tp],
-                    tp,
-                    self._group,
-                    result.value,
-                )
+        log_refusals(logger, offsets, results, group=self._group)
         return results
 
     def repair(self, tp: TopicAndPartition, rejected: int, reset_to: int) -> CommitResult:
