@@ -1,0 +1,199 @@
+"""A direct stream beside ``createStream`` (WAL on) and a plain consumer, on one backlog shape.
+
+    python benchmarks/direct_bench.py [--messages 300000] [--partitions 4] [--size 100]
+        [--master local-cluster[2,2,1024]] [--rounds 2]
+
+On a real local ZooKeeper + Kafka 3.9 (LocalCluster's default) and a real Spark (``--master``;
+receivers in executor placement). Each round, on fresh topics of ``--messages`` records: (a) a
+plain confluent-kafka consumer reads them all (the machine's consume figure); (b)
+``KafkaUtils.createStream`` with the receiver WAL on and checkpointing, ``foreachRDD(rdd.count())``,
+from ``ssc.start()`` until every record is counted; (c) ``KafkaUtils.createDirectStream`` with
+``foreachRDD(rdd.count())`` over the same shape, no rate limit, from ``ssc.start()`` until every
+record is counted. The readers run in turns within a round; the first round is cold (Spark's and
+the Python workers' start-up counted), later rounds warm. It prints, per reader and round,
+records/s and CPU seconds per million records of the driver (this Python process, "drv py") and
+of the driver JVM, then the ratios of (c) to (b) and to (a) for the last (warm) round.
+
+Delivery is checked for both streams: the direct stream's batch ranges (``offsetRanges()``) must
+cover each partition's produced offsets exactly once; ``createStream``'s blocks the same way
+(pipeline_bench's check). A run that lost or repeated a record exits 1 after the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyspark import SparkConf, SparkContext
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from pipeline_bench import new_context, per_partition, pipeline_throughput, produce_backlog, raw_consume
+from proc_cpu import CpuMeter, driver_jvm_pid
+
+from reliable_kafka import KafkaUtils
+from reliable_kafka.local import LocalCluster
+
+
+@dataclass(frozen=True)
+class Figures:
+    reader: str
+    round: int
+    seconds: float
+    records: int
+    driver_python_s: float = float("nan")
+    driver_jvm_s: float = float("nan")
+
+    @property
+    def rate(self) -> float:
+        return self.records / self.seconds
+
+    def per_million(self, cpu_s: float) -> float:
+        return cpu_s / self.records * 1e6
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--messages", type=int, default=300_000)
+    parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--master", default="local-cluster[2,2,1024]")
+    parser.add_argument("--rounds", type=int, default=2, help="the first is cold")
+    return parser.parse_args(argv)
+
+
+def direct_throughput(
+    sc: SparkContext, cluster: LocalCluster, topic: str, args: argparse.Namespace, checkpoint: Path
+) -> tuple[Figures, list[str]]:
+    ssc = new_context(sc, checkpoint)
+    stream = KafkaUtils.createDirectStream(
+        ssc, [topic], {"metadata.broker.list": cluster.bootstrap_servers, "auto.offset.reset": "smallest"}
+    )
+    lock = threading.Lock()
+    counted: list[int] = []
+    spans: dict[int, list[tuple[int, int]]] = {}
+    done = threading.Event()
+
+    def count(rdd: Any) -> None:
+        n = rdd.count()
+        with lock:
+            counted.append(n)
+            for r in rdd.offsetRanges():
+                if r.count():
+                    spans.setdefault(r.partition, []).append((r.fromOffset, r.untilOffset))
+            if sum(counted) >= args.messages:
+                done.set()
+
+    stream.foreachRDD(count)
+    meter = CpuMeter(driver_jvm_pid())
+    meter.start()
+    ssc.start()
+    finished = done.wait(1800)
+    cpu = meter.stop()
+    ssc.stop(stopSparkContext=False, stopGraceFully=True)
+    if not finished:
+        raise SystemExit(f"FAILED: only {sum(counted):,} of {args.messages:,} records counted in 30 minutes")
+    problems = []
+    for partition, produced in enumerate(per_partition(args.messages, args.partitions)):
+        covered = sorted(spans.get(partition, []))
+        expected = 0
+        for start, until in covered:
+            if start != expected:
+                problems.append(f"direct: partition {partition} jumps from {expected} to {start}")
+            expected = until
+        if expected != produced:
+            problems.append(f"direct: partition {partition} read to {expected}, {produced} produced")
+    if sum(counted) != args.messages:
+        problems.append(f"direct: {sum(counted):,} records counted for {args.messages:,} produced")
+    figures = Figures("direct", 0, cpu.wall_s, args.messages, cpu.driver_python_s, cpu.driver_jvm_s)
+    return figures, problems
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    work = Path(tempfile.mkdtemp(prefix="direct-bench-"))
+    conf = (
+        SparkConf()
+        .setMaster(args.master)
+        .setAppName("direct-bench")
+        .set("spark.ui.enabled", "false")
+        .set("spark.ui.showConsoleProgress", "false")
+        .set("spark.python.worker.reuse", "true")
+        .set("spark.streaming.receiver.placement", "executors")
+        .set("spark.streaming.receiver.writeAheadLog.enable", "true")
+        .set("spark.python.daemon.module", "reliable_kafka.util.worker_daemon")
+    )
+    results: list[Figures] = []
+    problems: list[str] = []
+    with LocalCluster(work / "cluster") as cluster:
+        sc = SparkContext(conf=conf)
+        sc.setLogLevel("ERROR")
+        try:
+            for round_ in range(args.rounds):
+                for reader in ("plain", "createStream", "direct"):
+                    topic = f"direct-bench-{round_}-{reader}"
+                    cluster.create_topic(topic, args.partitions)
+                    produce_backlog(cluster, topic, args.partitions, args.messages, args.size)
+                    if reader == "plain":
+                        seconds = raw_consume(cluster, topic, args.partitions, args.messages)
+                        results.append(Figures(reader, round_, seconds, args.messages))
+                    elif reader == "createStream":
+                        run = pipeline_throughput(sc, cluster, topic, args, work / f"cp-{round_}-{reader}")
+                        problems += [f"createStream: {p}" for p in run.problems]
+                        results.append(
+                            Figures(
+                                reader,
+                                round_,
+                                run.seconds,
+                                args.messages,
+                                run.cpu.driver_python_s,
+                                run.cpu.driver_jvm_s,
+                            )
+                        )
+                    else:
+                        figures, found = direct_throughput(sc, cluster, topic, args, work / f"cp-{round_}")
+                        problems += found
+                        results.append(Figures(reader, round_, figures.seconds, args.messages,
+                                               figures.driver_python_s, figures.driver_jvm_s))  # fmt: skip
+                    latest = results[-1]
+                    print(f"round {round_} {reader:<13} {latest.rate:>12,.0f} records/s", flush=True)
+        finally:
+            sc.stop()
+    print_table(results, args)
+    for problem in problems:
+        print(f"DELIVERY: {problem}")
+    return 1 if problems else 0
+
+
+def print_table(results: list[Figures], args: argparse.Namespace) -> None:
+    print(f"\n{args.messages:,} x {args.size} B on {args.partitions} partitions, {args.master}")
+    print(f"{'reader':<13} {'round':>5} {'records/s':>12} {'drv py s/M':>11} {'drv JVM s/M':>12}")
+    for f in results:
+        print(
+            f"{f.reader:<13} {('cold' if f.round == 0 else 'warm'):>5} {f.rate:>12,.0f} "
+            f"{f.per_million(f.driver_python_s):>11.2f} {f.per_million(f.driver_jvm_s):>12.2f}"
+        )
+    last = max(f.round for f in results)
+    warm = {f.reader: f for f in results if f.round == last}
+    direct, receiver, plain = warm["direct"], warm["createStream"], warm["plain"]
+    print(
+        f"ratios ({'warm' if last else 'cold'}): direct / createStream records/s "
+        f"{direct.rate / receiver.rate:.2f}, driver Python CPU per million "
+        f"{direct.driver_python_s / receiver.driver_python_s:.2f}; direct / plain consumer "
+        f"{direct.rate / plain.rate:.2f}"
+    )
+    loads = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"load average {loads} (a busy machine makes these noisy: run twice)")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
