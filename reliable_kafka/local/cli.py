@@ -181,7 +181,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="stage the fetched brokers and ZooKeeper where docker/*.yml build their images from",
     )
     docker.add_argument(
-        "--into", type=Path, default=Path("docker/artifacts"), help="default docker/artifacts (run it from the repo)"
+        "--into",
+        type=Path,
+        default=Path("docker/artifacts"),
+        help="default docker/artifacts (run it from the repo)",
     )
     docker.set_defaults(run=None)
     return parser
