@@ -185,7 +185,7 @@ def pytest_itemcollected(item: pytest.Item) -> None:
     if _broker_of(item) is not None:
         item.add_marker(pytest.mark.integration)
     if _on_docker(item):
-        item.add_marker(pytest.mark.docker)
+        item.add_marker(pytest.mark.docker)  # so that `-m docker` selects the docker half
 
 
 @pytest.hookimpl(trylast=True)
@@ -198,7 +198,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     dropped: list[pytest.Item] = []
     for item in items:
         kind = _broker_of(item)
-        wanted = (kind is None or kind in selected) and (docker or not _on_docker(item))
+        # The docker half is what is marked `docker_half`: the rest adds CI time and nothing the
+        # local half does not show (tests/integration/test_docker_clusters.py says what it covers).
+        on_docker_wanted = docker and item.get_closest_marker("docker_half") is not None
+        wanted = (kind is None or kind in selected) and (on_docker_wanted or not _on_docker(item))
         (keep if wanted else dropped).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
@@ -354,8 +357,8 @@ def docker_setup() -> list[str]:
 
 @pytest.fixture(scope="session", params=["local", "docker"])
 def kafka_cluster(request: pytest.FixtureRequest, kafka_version: str) -> ClusterUnderTest:
-    """Every integration test runs against the local cluster and, with --docker, against the
-    broker's compose cluster too; that half is skipped where no engine answers, with the reason."""
+    """The local cluster, and with --docker the broker's compose cluster for the tests marked
+    ``docker_half``; that half is skipped where no engine answers, with the reason."""
     from tests.cluster_backends import DockerComposeCluster, docker_engine_answers
 
     if request.param == "local":

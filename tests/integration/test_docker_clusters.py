@@ -27,7 +27,7 @@ from tests.kafka import test_zookeeper_free_receivers as kafka_group
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.docker,
+    pytest.mark.docker_half,
     pytest.mark.brokers("3.9", "4", "0.9"),
     pytest.mark.parametrize("kafka_cluster", ["docker"], indirect=True, scope="session"),
 ]

@@ -74,6 +74,7 @@ def test_no_zookeeper_process_on_kraft(local_cluster: LocalCluster) -> None:
         assert not local_cluster.has_zookeeper
 
 
+@pytest.mark.docker_half
 def test_thirty_messages_with_the_wal_on_through_the_group_coordinator(
     kafka_cluster: ClusterUnderTest, tmp_path: Path
 ) -> None:
