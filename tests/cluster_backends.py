@@ -209,8 +209,22 @@ class DockerComposeCluster:
         )
 
     def start_broker(self) -> None:
+        if self.has_zookeeper:
+            self._await_registration_gone()
         self._compose("start kafka")
         self.wait_ready()
+
+    def _await_registration_gone(self, timeout_s: float = 60.0) -> None:
+        """A killed broker's registration lives until its ZooKeeper session expires; a broker started
+        before that finds it and exits (NodeExists), as the local cluster's would."""
+        zk = self.zookeeper_client()
+        try:
+            deadline = time.monotonic() + timeout_s
+            while zk.exists("/brokers/ids/0") and time.monotonic() < deadline:
+                time.sleep(0.2)
+        finally:
+            zk.stop()
+            zk.close()
 
     def restart_broker(self) -> None:
         self.kill_broker()
