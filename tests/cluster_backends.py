@@ -2,13 +2,14 @@
 
 ``local``: the servers this project installs and starts itself (reliable_kafka.local).
 ``docker``: one compose file per broker kind (docker/kafka-3.9.yml, kafka-4.yml, kafka-0.9.yml),
-through pytest-docker, used only where a Docker engine answers.
+through pytest-docker, with ``--docker`` where a Docker engine answers. Its images hold the jars
+the local cluster runs (reliable_kafka.local.docker_context stages them), and every container
+uses the host's network: the machines CI runs on allow no bridge network.
 Both expose the same small surface, so one test body runs against either.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import time
@@ -22,23 +23,43 @@ from kazoo.client import KazooClient
 from reliable_kafka.local.cluster import create_topic_in_zookeeper
 
 DOCKER_DIR = Path(__file__).resolve().parent.parent / "docker"
-# Host ports each compose file publishes (fixed: a broker advertises the address clients use).
+# Loopback ports each compose file's servers listen on (fixed: a broker advertises the address
+# clients use): ZooKeeper's, the broker's HOST listener's.
 DOCKER_PORTS: dict[str, tuple[int | None, int]] = {
     "3.9": (22181, 29092),
     "4": (None, 29192),
     "0.9": (22281, 29292),
 }
-# Kafka 0.9 has no maintained image: its compose file runs this project's verified 0.9 jars,
-# mounted from the host cache, in a plain JRE image.
-KAFKA_09_HOME_ENV = "RELIABLE_KAFKA_DOCKER_KAFKA_09_HOME"
+
+
+def compose_command() -> str:
+    """``docker-compose`` (v1, what Debian ships) where installed, else the ``docker compose`` plugin."""
+    return "docker-compose" if shutil.which("docker-compose") else "docker compose"
 
 
 def compose_file_for(kafka_version: str) -> Path:
-    if kafka_version == "0.9":
-        from reliable_kafka.local.distribution import kafka_home
+    """The broker's compose file, its images' jars staged beside it (compose builds missing images)."""
+    from reliable_kafka.local.docker_context import stage
 
-        os.environ[KAFKA_09_HOME_ENV] = str(kafka_home("0.9"))
+    if not (DOCKER_DIR / "artifacts" / f"kafka-{kafka_version}" / "libs").is_dir():
+        stage(DOCKER_DIR / "artifacts", (kafka_version,))
     return DOCKER_DIR / f"kafka-{kafka_version}.yml"
+
+
+def bridge_networks() -> list[str]:
+    """What would break the machine's network rule: Docker networks not of the host or none
+    drivers, and a docker0 interface."""
+    listed = subprocess.run(
+        ["docker", "network", "ls", "--format", "{{.Name}} {{.Driver}}"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout.split("\n")
+    found = [line for line in listed if line.strip() and line.split()[-1] not in ("host", "null")]
+    if Path("/sys/class/net/docker0").exists():
+        found.append("interface docker0")
+    return found
 
 
 class ClusterUnderTest(Protocol):
@@ -115,11 +136,12 @@ class DockerComposeCluster:
         self._services.wait_until_responsive(check=self._broker_ready, timeout=timeout_s, pause=1.0)
 
     def _broker_ready(self) -> bool:
-        if not self.has_zookeeper:
-            try:
-                metadata = AdminClient(self.client_config()).list_topics(timeout=3)
-            except Exception:
-                return False
+        # The broker answers (a killed one's registration may outlive it by a session timeout).
+        try:
+            metadata = AdminClient(self.client_config()).list_topics(timeout=3)
+        except Exception:
+            return False
+        if not metadata.brokers or not self.has_zookeeper:
             return bool(metadata.brokers)
         try:
             zk = _zookeeper_client(self.zookeeper_connect)
@@ -159,15 +181,50 @@ class DockerComposeCluster:
             time.sleep(0.2)
         raise TimeoutError(f"topic {name} has no leaders after {timeout_s} s")
 
-    def _compose(self, command: str) -> None:
-        self._services._docker_compose.execute(command)
+    def _compose(self, command: str) -> str:
+        return self._services._docker_compose.execute(command).decode()
+
+    def containers(self) -> dict[str, str]:
+        """``{service: container id}`` of this compose project."""
+        services = self._compose("config --services").split()
+        return {service: self._compose(f"ps -q {service}").strip() for service in services}
+
+    def assert_host_network_only(self) -> None:
+        """Every container on the host's network, and no bridge network or docker0 anywhere."""
+        for service, container in self.containers().items():
+            mode = subprocess.run(
+                ["docker", "inspect", "--format", "{{.HostConfig.NetworkMode}}", container],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=True,
+            ).stdout.strip()
+            assert mode == "host", f"{service} runs on network {mode!r}, not the host's"
+        assert bridge_networks() == [], f"bridge networking appeared: {bridge_networks()}"
 
     def kill_broker(self) -> None:
-        self._compose("kill -s SIGKILL kafka")
+        """``docker kill``: SIGKILL to the broker's JVM; the container and its data stay."""
+        subprocess.run(
+            ["docker", "kill", self.containers()["kafka"]], capture_output=True, timeout=60, check=True
+        )
 
     def start_broker(self) -> None:
+        if self.has_zookeeper:
+            self._await_registration_gone()
         self._compose("start kafka")
         self.wait_ready()
+
+    def _await_registration_gone(self, timeout_s: float = 60.0) -> None:
+        """A killed broker's registration lives until its ZooKeeper session expires; a broker started
+        before that finds it and exits (NodeExists), as the local cluster's would."""
+        zk = self.zookeeper_client()
+        try:
+            deadline = time.monotonic() + timeout_s
+            while zk.exists("/brokers/ids/0") and time.monotonic() < deadline:
+                time.sleep(0.2)
+        finally:
+            zk.stop()
+            zk.close()
 
     def restart_broker(self) -> None:
         self.kill_broker()

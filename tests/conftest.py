@@ -51,6 +51,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
     parser.addoption(
+        "--docker",
+        action="store_true",
+        default=None,
+        help=(
+            "also run the docker half: the tests with one against each selected broker's compose "
+            "cluster (docker/kafka-<broker>.yml, started and removed by the run; needs a Docker "
+            "engine and docker-compose, else skipped with the reason). Also RELIABLE_KAFKA_TEST_DOCKER=1."
+        ),
+    )
+    parser.addoption(
         "--spark",
         default=None,
         help=(
@@ -161,10 +171,21 @@ def _broker_of(item: pytest.Item) -> str | None:
     return callspec.params.get("kafka_version") if callspec is not None else None
 
 
+def docker_selected(config: pytest.Config) -> bool:
+    return bool(config.getoption("--docker")) or os.environ.get("RELIABLE_KAFKA_TEST_DOCKER") == "1"
+
+
+def _on_docker(item: pytest.Item) -> bool:
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and callspec.params.get("kafka_cluster") == "docker"
+
+
 def pytest_itemcollected(item: pytest.Item) -> None:
     # Here, before `-m` selects: a broker test is an integration test whether or not it says so.
     if _broker_of(item) is not None:
         item.add_marker(pytest.mark.integration)
+    if _on_docker(item):
+        item.add_marker(pytest.mark.docker)  # so that `-m docker` selects the docker half
 
 
 @pytest.hookimpl(trylast=True)
@@ -172,17 +193,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Deselect broker tests for brokers not selected; run the tests that need no broker first,
     then each broker's tests together, so that each broker starts once."""
     selected = selected_kafka(config)
+    docker = docker_selected(config)
     keep: list[pytest.Item] = []
     dropped: list[pytest.Item] = []
     for item in items:
         kind = _broker_of(item)
-        (keep if kind is None or kind in selected else dropped).append(item)
+        # The docker half is what is marked `docker_half`: the rest adds CI time and nothing the
+        # local half does not show (tests/integration/test_docker_clusters.py says what it covers).
+        on_docker_wanted = docker and item.get_closest_marker("docker_half") is not None
+        wanted = (kind is None or kind in selected) and (on_docker_wanted or not _on_docker(item))
+        (keep if wanted else dropped).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
     order = {kind: rank for rank, kind in enumerate(KAFKA_KINDS, start=1)}
 
-    # Stable: pytest's own grouping (by backend and module) stays as it was within a broker.
-    items[:] = sorted(keep, key=lambda item: order.get(_broker_of(item) or "", 0))
+    # Stable: pytest's own grouping (by module) stays as it was within a broker; a broker's docker
+    # tests come last, so that its compose cluster is up only while they run.
+    items[:] = sorted(keep, key=lambda item: (order.get(_broker_of(item) or "", 0), _on_docker(item)))
     _BROKER_OF_TEST.update((item.nodeid, _broker_of(item) or "none") for item in items)
 
 
@@ -211,7 +238,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    return f"kafka brokers: {', '.join(selected_kafka(config))} (--kafka)"
+    docker = "on" if docker_selected(config) else "off"
+    return f"kafka brokers: {', '.join(selected_kafka(config))} (--kafka); docker half: {docker} (--docker)"
 
 
 def _working_directories() -> list[Path]:
@@ -314,14 +342,23 @@ def docker_compose_project_name(kafka_version: str) -> str:
 
 
 @pytest.fixture(scope="session")
+def docker_compose_command() -> str:
+    from tests.cluster_backends import compose_command
+
+    return compose_command()
+
+
+@pytest.fixture(scope="session")
 def docker_setup() -> list[str]:
-    # --wait: compose returns once every service's healthcheck passes, not when containers start.
-    return ["up --build -d --wait"]
+    # Builds the images where they are missing. Compose v1 (Debian's) has no --wait: the cluster's
+    # wait_ready polls the broker itself.
+    return ["up -d"]
 
 
 @pytest.fixture(scope="session", params=["local", "docker"])
 def kafka_cluster(request: pytest.FixtureRequest, kafka_version: str) -> ClusterUnderTest:
-    """Every integration test runs against both backends; docker is skipped where no engine answers."""
+    """The local cluster, and with --docker the broker's compose cluster for the tests marked
+    ``docker_half``; that half is skipped where no engine answers, with the reason."""
     from tests.cluster_backends import DockerComposeCluster, docker_engine_answers
 
     if request.param == "local":
@@ -331,6 +368,7 @@ def kafka_cluster(request: pytest.FixtureRequest, kafka_version: str) -> Cluster
         pytest.skip(f"docker path skipped: {reason}")
     cluster = DockerComposeCluster(kafka_version, request.getfixturevalue("docker_services"))
     cluster.wait_ready()
+    cluster.assert_host_network_only()
     return cluster
 
 

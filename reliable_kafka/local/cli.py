@@ -176,6 +176,17 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"any of {', '.join(KAFKA_KINDS)}, hdfs, s3 (default all brokers)",
     )
     fetch.set_defaults(run=None)
+    docker = commands.add_parser(
+        "docker-context",
+        help="stage the fetched brokers and ZooKeeper where docker/*.yml build their images from",
+    )
+    docker.add_argument(
+        "--into",
+        type=Path,
+        default=Path("docker/artifacts"),
+        help="default docker/artifacts (run it from the repo)",
+    )
+    docker.set_defaults(run=None)
     return parser
 
 
@@ -195,6 +206,14 @@ def _fetch(kinds: Sequence[str]) -> int:
         home = kafka_home(kind)
         took = time.monotonic() - started
         print(f"Kafka {kafka_distribution(kind).version} (--kafka {kind}): {home} [{took:.1f} s]")
+    return 0
+
+
+def _docker_context(into: Path) -> int:
+    from reliable_kafka.local.docker_context import stage  # noqa: PLC0415 - only this command needs it
+
+    for name, path in stage(into).items():
+        print(f"{name}: {path}")
     return 0
 
 
@@ -238,6 +257,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "fetch":
             return _fetch(args.brokers)
+        if args.command == "docker-context":
+            return _docker_context(args.into)
         ports = {
             "zookeeper_port": getattr(args, "zookeeper_port", None),
             "kafka_port": getattr(args, "kafka_port", None),

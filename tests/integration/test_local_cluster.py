@@ -25,7 +25,8 @@ from reliable_kafka.storage import StorageLevel
 from tests.cluster_backends import ClusterUnderTest, unique_name
 from tests.kafka.harness import RunningReceiver, offsets_reach, produce, wait_for
 
-pytestmark = pytest.mark.integration
+# The docker half (--docker) runs all of these: they check the compose clusters themselves.
+pytestmark = [pytest.mark.integration, pytest.mark.docker_half]
 
 ALL_BROKERS = pytest.mark.brokers("3.9", "4", "0.9")
 ZOOKEEPER_BROKERS = pytest.mark.brokers("3.9", "0.9")

@@ -45,6 +45,7 @@ def admin_zk(kafka_cluster: ClusterUnderTest) -> Iterator[Any]:
     zk.close()
 
 
+@pytest.mark.docker_half
 @pytest.mark.parametrize("store", OFFSET_STORES)
 def test_thirty_messages_with_the_wal_on_are_stored_once_in_order_and_committed_after_storing(
     kafka_cluster: ClusterUnderTest, admin_zk: Any, tmp_path: Path, store: str

@@ -24,7 +24,7 @@ from reliable_kafka.kafka.topic_partition import TopicAndPartition
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.receiver import ReceivedBlockInfo
 from reliable_kafka.storage import StorageLevel
-from tests.cluster_backends import unique_name
+from tests.cluster_backends import ClusterUnderTest, unique_name
 from tests.kafka.harness import (
     RecordingTracker,
     RunningReceiver,
@@ -74,32 +74,33 @@ def test_no_zookeeper_process_on_kraft(local_cluster: LocalCluster) -> None:
         assert not local_cluster.has_zookeeper
 
 
+@pytest.mark.docker_half
 def test_thirty_messages_with_the_wal_on_through_the_group_coordinator(
-    local_cluster: LocalCluster, tmp_path: Path
+    kafka_cluster: ClusterUnderTest, tmp_path: Path
 ) -> None:
     topic, group = unique_name("thirty"), unique_name("g")
-    local_cluster.create_topic(topic, 1)
-    sent = produce(local_cluster.client_config(), topic, 1, 30)
+    kafka_cluster.create_topic(topic, 1)
+    sent = produce(kafka_cluster.client_config(), topic, 1, 30)
     offsets_when_stored: list[tuple[int, int]] = []
 
     def before_report(info: ReceivedBlockInfo) -> None:
         # Stored in the block manager and the WAL; its offsets must not be committed yet.
         (block_range,) = ranges_in_metadata(info.metadata)
-        committed = kafka_committed(local_cluster, group, [(topic, 0)])[(topic, 0)]
+        committed = kafka_committed(kafka_cluster, group, [(topic, 0)])[(topic, 0)]
         offsets_when_stored.append((committed, block_range.fromOffset))
 
-    receiver = zookeeper_free_receiver(local_cluster, group, {topic: 1})
+    receiver = zookeeper_free_receiver(kafka_cluster, group, {topic: 1})
     assert receiver.params.zookeeper is None
     running = RunningReceiver(receiver, tmp_path, tracker=RecordingTracker(before_report))
     try:
         wait_for(
-            lambda: kafka_committed(local_cluster, group, [(topic, 0)]) == {(topic, 0): 30},
+            lambda: kafka_committed(kafka_cluster, group, [(topic, 0)]) == {(topic, 0): 30},
             60,
             "offset 30 in the group coordinator",
         )
     finally:
         running.stop()
-    assert kafka_committed(local_cluster, group, [(topic, 0)]) == {(topic, 0): 30}
+    assert kafka_committed(kafka_cluster, group, [(topic, 0)]) == {(topic, 0): 30}
     assert offsets_when_stored[0][0] == -1, "an offset was committed before the first block was stored"
     for committed, from_offset in offsets_when_stored:
         assert committed <= from_offset, f"offset {committed} committed before the block from {from_offset}"

@@ -1,0 +1,126 @@
+"""The compose clusters of docker/ (``--docker``): what only they show, on every broker.
+
+The receiver's main paths run here against the containers, by the same test bodies that run
+against the local cluster (called with the compose cluster, one offset store each, to keep CI
+short): the 30-message test (3.9 and 0.9 in tests/kafka/test_reliable_receiver.py's docker half, 4
+in tests/kafka/test_zookeeper_free_receivers.py's), a receiver SIGKILLed mid-stream, the README's
+main job against an existing cluster, and a broker container killed (``docker kill``) and started
+again mid-stream. Besides: broker discovery facing a broker registered with a listener the host
+cannot reach, and the machine's network rule (no bridge network, no docker0).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from reliable_kafka.kafka.zk.broker_discovery import broker_endpoints, discover_bootstrap_servers
+from tests.cluster_backends import DockerComposeCluster, bridge_networks, unique_name
+from tests.e2e import test_wordcount_example as wordcount
+from tests.e2e.kill_harness import REPO_ROOT
+from tests.kafka import test_receiver_failures as zookeeper_group_failures
+from tests.kafka import test_zookeeper_free_receivers as kafka_group
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.docker_half,
+    pytest.mark.brokers("3.9", "4", "0.9"),
+    pytest.mark.parametrize("kafka_cluster", ["docker"], indirect=True, scope="session"),
+]
+
+
+@pytest.fixture
+def admin_zk(kafka_cluster: DockerComposeCluster) -> Iterator[Any]:
+    if not kafka_cluster.has_zookeeper:
+        yield None
+        return
+    zk = kafka_cluster.zookeeper_client()
+    yield zk
+    zk.stop()
+    zk.close()
+
+
+def test_every_container_is_on_the_host_network_and_no_bridge_exists(
+    kafka_cluster: DockerComposeCluster,
+) -> None:
+    """The machines CI runs on allow loopback addresses only: no bridge network, no docker0."""
+    assert bridge_networks() == []
+    assert not Path("/sys/class/net/docker0").exists()
+    kafka_cluster.assert_host_network_only()
+
+
+def test_broker_discovery_picks_the_listener_the_host_reaches(kafka_cluster: DockerComposeCluster) -> None:
+    host_listener = kafka_cluster.bootstrap_servers
+    if not kafka_cluster.has_zookeeper:
+        # KRaft: the metadata a client gets through the HOST listener names HOST's address.
+        brokers = AdminClient(kafka_cluster.client_config()).list_topics(timeout=10).brokers
+        assert [f"{b.host}:{b.port}" for b in brokers.values()] == [host_listener]
+        return
+    zk = kafka_cluster.zookeeper_client()
+    try:
+        registration = zk.get("/brokers/ids/0")[0]
+        found = discover_bootstrap_servers(zk)
+    finally:
+        zk.stop()
+        zk.close()
+    addresses = [endpoint.address for endpoint in broker_endpoints(registration)]
+    if kafka_cluster.kafka == "0.9":
+        assert addresses == [host_listener]  # 0.9: one listener per protocol
+    else:
+        # INTERNAL first, under a name only the containers resolve; discovery must skip it.
+        assert addresses == ["kafka-internal:19092", host_listener], json.loads(registration)
+    assert found == host_listener
+
+
+def test_receiver_sigkill_mid_stream_loses_nothing(
+    kafka_cluster: DockerComposeCluster, admin_zk: Any, tmp_path: Path
+) -> None:
+    if kafka_cluster.has_zookeeper:
+        zookeeper_group_failures.test_sigkill_mid_stream_then_a_new_receiver_loses_nothing_and_duplicates_at_most_one_block(
+            kafka_cluster, admin_zk, tmp_path, "zookeeper"
+        )
+    else:
+        kafka_group.test_receiver_sigkill_mid_stream_then_a_new_member_loses_nothing_and_duplicates_at_most_one_block(
+            kafka_cluster, tmp_path
+        )
+
+
+@pytest.mark.brokers("3.9")
+def test_the_readme_main_job_against_the_compose_cluster(kafka_cluster: DockerComposeCluster) -> None:
+    """``--zookeeper/--bootstrap-servers``: the example's existing-cluster path (its group lives in
+    ZooKeeper, its client speaks the modern protocol: 3.9). What the local half asserts about the
+    console (no warning on a graceful stop) depends on the machine's load, not on the cluster."""
+    topic = unique_name("wordcount-docker")
+    command = [sys.executable, "-m", "reliable_kafka.examples.wordcount"]
+    command += ["--zookeeper", kafka_cluster.zookeeper_connect]
+    command += ["--bootstrap-servers", kafka_cluster.bootstrap_servers]
+    command += ["--topic", topic, "--duration", "4", "--rate", "40", "--partitions", "3"]
+    result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, check=False)
+    output = result.stdout[-3000:] + result.stderr[-3000:]
+    assert result.returncode == 0, output
+    assert "OK: every word produced was counted" in result.stdout, output
+    assert f"created topic {topic} with 3 partitions" in result.stdout
+    assert f"committed offsets /consumers/wordcount/offsets/{topic}/<partition>: 0=" in result.stdout
+    summary = re.search(r"produced (\d+) words in (\d+) lines; counted (\d+) words", result.stdout)
+    assert summary is not None, output
+    produced, lines, counted = (int(g) for g in summary.groups())
+    assert produced == counted > 0
+    assert wordcount.words_in_topic(kafka_cluster, topic, partitions=3, lines=lines) == produced
+
+
+@pytest.mark.brokers("3.9")
+def test_broker_container_killed_and_started_mid_stream_loses_nothing(
+    kafka_cluster: DockerComposeCluster, admin_zk: Any, tmp_path: Path
+) -> None:
+    """The broker's container SIGKILLed (``docker kill``) and started again under a running receiver."""
+    zookeeper_group_failures.test_broker_sigkill_and_restart_mid_stream_the_receiver_recovers_by_itself(
+        kafka_cluster, admin_zk, tmp_path
+    )
