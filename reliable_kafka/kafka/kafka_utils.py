@@ -241,9 +241,12 @@ class KafkaUtils:
         """Create a stream that reads Kafka without a receiver (pyspark 2.4's signature).
 
         Each batch is, per partition, the offsets from the previous batch's end to the latest
-        (bounded by ``spark.streaming.kafka.maxRatePerPartition``); nothing is committed to
-        Kafka or ZooKeeper. With a checkpoint directory, ``getOrCreate`` after a driver crash
-        runs the pending batches again with exactly their ranges, then goes on from there.
+        (bounded by ``spark.streaming.kafka.maxRatePerPartition``, and by backpressure's rate
+        when ``spark.streaming.backpressure.enabled``). Nothing is committed to Kafka or
+        ZooKeeper unless ``StreamingSettings.kafka.commit_completed_batches`` is on: then each
+        completed batch's offsets go to the group of ``kafkaParams``' ``group.id``, for lag
+        tools only. With a checkpoint directory, ``getOrCreate`` after a driver crash runs the
+        pending batches again with exactly their ranges, then goes on from there.
 
         :param ssc: the ``reliable_kafka.StreamingContext``
         :param topics: list of topic names
