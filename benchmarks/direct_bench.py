@@ -1,4 +1,5 @@
-"""A direct stream beside ``createStream`` (WAL on) and a plain consumer, on one backlog shape.
+"""A direct stream beside ``createStream`` (WAL on), Spark's JVM direct stream and a plain consumer,
+on one backlog shape.
 
     python benchmarks/direct_bench.py [--messages 300000] [--partitions 4] [--size 100]
         [--master local-cluster[2,2,1024]] [--rounds 2]
@@ -9,10 +10,14 @@ plain confluent-kafka consumer reads them all (the machine's consume figure); (b
 ``KafkaUtils.createStream`` with the receiver WAL on and checkpointing, ``foreachRDD(rdd.count())``,
 from ``ssc.start()`` until every record is counted; (c) ``KafkaUtils.createDirectStream`` with
 ``foreachRDD(rdd.count())`` over the same shape, no rate limit, from ``ssc.start()`` until every
-record is counted. The readers run in turns within a round; the first round is cold (Spark's and
-the Python workers' start-up counted), later rounds warm. It prints, per reader and round,
+record is counted; (d) Spark's own JVM direct stream (``spark-streaming-kafka-0-10_2.13`` 4.2.0,
+fetched once with mvn: benchmarks/spark_kafka_jars.py) with ``foreachRDD(rdd.count())``, run by
+benchmarks/jvm_direct_reader.py in a SparkContext of its own on the same master after the others
+(its jars must be on ``spark.jars`` from the start), its rounds on backlogs of the same shape. The
+readers run in turns within a round; the first round is cold (Spark's and the Python workers'
+start-up counted), later rounds warm. It prints, per reader and round,
 records/s and CPU seconds per million records of the driver (this Python process, "drv py") and
-of the driver JVM, then the ratios of (c) to (b) and to (a) for the last (warm) round.
+of the driver JVM, then the ratios of (c) to (b), (d) and (a) for the last (warm) round.
 
 Delivery is checked for both streams: the direct stream's batch ranges (``offsetRanges()``) must
 cover each partition's produced offsets exactly once; ``createStream``'s blocks the same way
@@ -22,7 +27,9 @@ cover each partition's produced offsets exactly once; ``createStream``'s blocks 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import sys
 import tempfile
 import threading
@@ -168,10 +175,38 @@ def main(argv: list[str]) -> int:
                     print(f"round {round_} {reader:<13} {latest.rate:>12,.0f} records/s", flush=True)
         finally:
             sc.stop()
+        # Spark's JVM direct stream last, in a process of its own (its jars on spark.jars), with
+        # this one's SparkContext stopped: the same master, the same backlog shape.
+        topics = [f"direct-bench-{round_}-jvm" for round_ in range(args.rounds)]
+        for topic in topics:
+            cluster.create_topic(topic, args.partitions)
+            produce_backlog(cluster, topic, args.partitions, args.messages, args.size)
+        for round_, run in enumerate(jvm_direct_runs(cluster, topics, args)):
+            if not run["finished"] or run["records"] != args.messages:
+                problems.append(f"jvm-direct: {run['records']:,} records counted for {args.messages:,}")
+            results.append(Figures("jvm-direct", round_, run["seconds"], args.messages,
+                                   run["driver_python_s"], run["driver_jvm_s"]))  # fmt: skip
+            print(f"round {round_} {'jvm-direct':<13} {results[-1].rate:>12,.0f} records/s", flush=True)
     print_table(results, args)
     for problem in problems:
         print(f"DELIVERY: {problem}")
     return 1 if problems else 0
+
+
+def jvm_direct_runs(
+    cluster: LocalCluster, topics: list[str], args: argparse.Namespace
+) -> list[dict[str, Any]]:
+    """benchmarks/jvm_direct_reader.py over ``topics``, one JSON line per topic."""
+    reader = Path(__file__).resolve().parent / "jvm_direct_reader.py"
+    command = [sys.executable, str(reader), "--brokers", cluster.bootstrap_servers, "--master", args.master,
+               "--messages", str(args.messages), *topics]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=3600, check=False)
+    runs = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    if done.returncode != 0 or len(runs) != len(topics):
+        raise SystemExit(
+            f"FAILED: the JVM direct stream reader exited {done.returncode}:\n{done.stderr[-3000:]}"
+        )
+    return runs
 
 
 def print_table(results: list[Figures], args: argparse.Namespace) -> None:
@@ -184,11 +219,13 @@ def print_table(results: list[Figures], args: argparse.Namespace) -> None:
         )
     last = max(f.round for f in results)
     warm = {f.reader: f for f in results if f.round == last}
-    direct, receiver, plain = warm["direct"], warm["createStream"], warm["plain"]
+    direct, receiver, plain, jvm = warm["direct"], warm["createStream"], warm["plain"], warm["jvm-direct"]
     print(
         f"ratios ({'warm' if last else 'cold'}): direct / createStream records/s "
         f"{direct.rate / receiver.rate:.2f}, driver Python CPU per million "
-        f"{direct.driver_python_s / receiver.driver_python_s:.2f}; direct / plain consumer "
+        f"{direct.driver_python_s / receiver.driver_python_s:.2f}; direct / Spark's JVM direct stream "
+        f"records/s {direct.rate / jvm.rate:.2f}, driver JVM CPU per million "
+        f"{direct.driver_jvm_s / jvm.driver_jvm_s:.2f}; direct / plain consumer "
         f"{direct.rate / plain.rate:.2f}"
     )
     loads = " ".join(f"{x:.1f}" for x in os.getloadavg())
