@@ -275,7 +275,8 @@ class DirectKafkaSettings(_Section):
     commit_completed_batches: bool = Field(
         False,
         description="commit each completed batch's offsets to the group of kafkaParams' group.id "
-        "(Kafka, or ZooKeeper with offsets.storage=zookeeper / dual.commit.enabled); watching only",
+        "(Kafka; ZooKeeper with offsets.storage=zookeeper; both with offsets.storage=kafka and "
+        "zookeeper.connect, 0.8's dual commit); watching only",
     )
 
 

@@ -28,6 +28,8 @@ from reliable_kafka.kafka.offset_range import OffsetRange
 from reliable_kafka.kafka.offset_store import OffsetStore
 from reliable_kafka.kafka.params import KafkaParams, parse_kafka_params
 from reliable_kafka.kafka.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.zk.client import close_zookeeper, connect_zookeeper, zookeeper_acl
+from reliable_kafka.kafka.zk.unowned_offsets import UnownedZooKeeperOffsets
 
 logger = logging.getLogger(__name__)
 
@@ -132,12 +134,9 @@ class DirectOffsetCommitter:
 
 def committer_for(stream_name: str, kafka_params: Mapping[str, Any]) -> DirectOffsetCommitter:
     """The committer of the group ``kafka_params`` name (a direct stream's params, ``group.id``
-    required), in the store they choose: Kafka unless ``offsets.storage`` says ``zookeeper`` or
-    ``dual.commit.enabled`` is true, or ``zookeeper.connect`` is given without ``offsets.storage``
-    (0.8's default store then)."""
-    from reliable_kafka.kafka.zk.client import close_zookeeper, connect_zookeeper, zookeeper_acl  # noqa: PLC0415
-    from reliable_kafka.kafka.zk.unowned_offsets import UnownedZooKeeperOffsets  # noqa: PLC0415
-
+    required), in the stores ``ConsumerGroupParams`` reads from them, as ``createStream``'s group
+    would use: ``offsets.storage`` (``kafka`` here unless ``zookeeper.connect`` is given, 0.8's
+    default store then), ZooKeeper as well with ``dual.commit.enabled``."""
     params = dict(kafka_params)
     if "offsets.storage" not in params and "zookeeper.connect" not in params:
         params["offsets.storage"] = "kafka"  # a direct stream needs no ZooKeeper
@@ -146,7 +145,7 @@ def committer_for(stream_name: str, kafka_params: Mapping[str, Any]) -> DirectOf
     servers = str(params.get("bootstrap.servers") or params["metadata.broker.list"])
     client_config = {**parsed.consumer_config(servers), "bootstrap.servers": servers}
     kafka: OffsetStore | None = None
-    if group.offsets_in_kafka or group.dual_commit_enabled:
+    if group.offsets_in_kafka:
         kafka = KafkaOffsetStore.standalone(client_config, group.group_id, owns=lambda _tp: True)
     if not group.offsets_in_zookeeper:
         assert kafka is not None
