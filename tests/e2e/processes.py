@@ -75,6 +75,19 @@ def executor_jvm_among(pids: Iterable[int], executor_id: str, app_id: str | None
     return None
 
 
+def executor_jvm_above(pid: int) -> int:
+    """The executor JVM above a Python worker (its daemon's parent), walking up the parents."""
+    current: int | None = pid
+    for _ in range(10):
+        if current is None:
+            break
+        if any("CoarseGrainedExecutorBackend" in part for part in cmdline(current)):
+            return current
+        fields = _stat_fields(current)
+        current = int(fields[1]) if fields is not None else None
+    raise AssertionError(f"no executor JVM above process {pid}: {cmdline(pid)}")
+
+
 def zookeeper_processes(root: int) -> list[int]:
     """ZooKeeper servers among ``root``'s descendants (only ours: the machine is shared)."""
     mains = (

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +21,7 @@ from tests.e2e.conftest import BATCH_S, e2e_settings
 from tests.e2e.helpers import produce, wait_until
 from tests.e2e.test_direct_stream import direct_params
 from tests.kafka.kafka_tools import describe_group
+from tests.ui.test_lag_cli import console_script
 from tests.ui.test_lag_status_page import page_rows
 
 PARTITIONS = 2
@@ -41,10 +40,10 @@ def committing_context(spark_context: SparkContext) -> StreamingContext:
 
 def lag_of(cluster: LocalCluster, group: str) -> list[tuple[int, int]]:
     """``reliable-kafka lag --json`` of a ZooKeeper group: (partition, lag) rows."""
-    script = Path(sys.executable).with_name("reliable-kafka")
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "reliable_kafka.cli"]
     args = ["lag", "--zookeeper", cluster.zookeeper_connect, "--group", group, "--json"]
-    result = subprocess.run([*command, *args], capture_output=True, text=True, timeout=120, check=False)
+    result = subprocess.run(
+        [*console_script(), *args], capture_output=True, text=True, timeout=120, check=False
+    )
     assert result.returncode == 0, result.stderr
     return [(row["partition"], row["lag"]) for row in json.loads(result.stdout)["partitions"]]
 

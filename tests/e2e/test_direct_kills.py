@@ -24,7 +24,7 @@ from reliable_kafka.local import LocalCluster
 from tests.cluster_backends import unique_name
 from tests.e2e.helpers import produce, wait_until
 from tests.e2e.kill_harness import ChildApp, RecordingProducer
-from tests.e2e.processes import cmdline, kill_tree
+from tests.e2e.processes import executor_jvm_above, kill_tree
 from tests.e2e.test_kill_recovery import kill_seed
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.brokers("3.9")]
@@ -171,17 +171,6 @@ def test_no_loss_and_identical_reruns_across_driver_kills(
     )
 
 
-def executor_jvm_of(pid: int) -> int:
-    """The executor JVM above a Python worker (its daemon's parent)."""
-    current = pid
-    for _ in range(10):
-        if any("CoarseGrainedExecutorBackend" in part for part in cmdline(current)):
-            return current
-        stat = Path(f"/proc/{current}/stat").read_text()
-        current = int(stat[stat.rindex(")") + 2 :].split()[1])
-    raise AssertionError(f"no executor JVM above process {pid}: {cmdline(pid)}")
-
-
 def test_an_executor_killed_while_it_reads_a_range_loses_nothing(
     local_cluster: LocalCluster, tmp_path: Path
 ) -> None:
@@ -202,7 +191,7 @@ def test_an_executor_killed_while_it_reads_a_range_loses_nothing(
             what="a task held at 0:1500",
         )
         worker = int(marker.read_text())
-        victims = kill_tree(executor_jvm_of(worker))
+        victims = kill_tree(executor_jvm_above(worker))
         logger.info("killed the executor reading partition 0 at 1500: %s", victims)
         output_path = tmp_path / "output.jsonl"
         wait_until(

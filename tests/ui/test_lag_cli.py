@@ -49,6 +49,12 @@ def lagging_group(local_cluster: ClusterUnderTest) -> tuple[str, str]:
     return topic, group
 
 
+def console_script() -> list[str]:
+    """``reliable-kafka`` as an operator runs it (the venv's script, else the module)."""
+    script = Path(sys.executable).with_name("reliable-kafka")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "reliable_kafka.cli"]
+
+
 def run(*args: str) -> tuple[int, str]:
     out, err = io.StringIO(), io.StringIO()
     code = main(["lag", *args, *X_OPTIONS], out=out, err=err)
@@ -100,8 +106,7 @@ def test_max_lag_met_and_console_script(local_cluster: ClusterUnderTest) -> None
     finally:
         zk.stop()
         zk.close()
-    script = Path(sys.executable).with_name("reliable-kafka")
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "reliable_kafka.cli"]
+    command = console_script()
     zk_args = ["--zookeeper", local_cluster.zookeeper_connect, "--group", group]
     result = subprocess.run(
         [*command, "lag", *zk_args, "--json", "--max-lag", "2", *X_OPTIONS],
@@ -248,8 +253,7 @@ def test_kraft_group_without_zookeeper(local_cluster: ClusterUnderTest) -> None:
         member.close()
 
     # The console script, as an operator types it: no --zookeeper anywhere.
-    script = Path(sys.executable).with_name("reliable-kafka")
-    command = [str(script)] if script.exists() else [sys.executable, "-m", "reliable_kafka.cli"]
+    command = console_script()
     result = subprocess.run(
         [*command, "lag", "--group", group, *client_options(local_cluster), "--max-lag", "2"],
         capture_output=True,
