@@ -27,6 +27,7 @@ cover each partition's produced offsets exactly once; ``createStream``'s blocks 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import subprocess
@@ -169,8 +170,7 @@ def main(argv: list[str]) -> int:
                     else:
                         figures, found = direct_throughput(sc, cluster, topic, args, work / f"cp-{round_}")
                         problems += found
-                        results.append(Figures(reader, round_, figures.seconds, args.messages,
-                                               figures.driver_python_s, figures.driver_jvm_s))  # fmt: skip
+                        results.append(dataclasses.replace(figures, round=round_))
                     latest = results[-1]
                     print(f"round {round_} {reader:<13} {latest.rate:>12,.0f} records/s", flush=True)
         finally:

@@ -35,18 +35,19 @@ _ZOOKEEPER_NEEDS = (
 )
 
 
+def _link_or_copy(src: str | Path, dst: str | Path) -> None:
+    """A hard link where the file system allows (the cache on the same disk), else a copy."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
 def _link_tree(source: Path, target: Path) -> None:
-    """``target`` becomes a copy of ``source`` (hard links where the file system allows)."""
+    """``target`` becomes a copy of ``source``."""
     if target.exists():
         shutil.rmtree(target)
-
-    def link(src: str, dst: str) -> None:
-        try:
-            os.link(src, dst)
-        except OSError:
-            shutil.copy2(src, dst)
-
-    shutil.copytree(source, target, copy_function=link)
+    shutil.copytree(source, target, copy_function=_link_or_copy)
 
 
 def _stage_zookeeper(target: Path) -> None:
@@ -57,10 +58,7 @@ def _stage_zookeeper(target: Path) -> None:
     libs.mkdir(parents=True)
     for pattern in _ZOOKEEPER_JARS + _ZOOKEEPER_NEEDS:
         for jar in jars.glob(pattern):
-            try:
-                os.link(jar, libs / jar.name)
-            except OSError:
-                shutil.copy2(jar, libs / jar.name)
+            _link_or_copy(jar, libs / jar.name)
 
 
 def stage(artifacts: Path, kinds: tuple[str, ...] = KAFKA_KINDS) -> dict[str, Path]:
