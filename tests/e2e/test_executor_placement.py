@@ -60,6 +60,8 @@ def abuse_tracker_socket(host: str, port: int) -> None:
                 pass
 
 
+# Kafka 4 too: issue 23's acceptance (the WAL-on, `_2` asked bullet) is on both brokers.
+@pytest.mark.brokers("3.9", "4")
 def test_receivers_on_executors_with_the_wal(
     local_cluster: LocalCluster, tmp_path: Path, spark_backend: SparkBackend, applications: list[ChildApp]
 ) -> None:
