@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from reliable_kafka.dstream.block_recovery import BlockRecoveryError, register_block_recovery
 from reliable_kafka.kafka.offset_range import OffsetRange
@@ -114,11 +114,22 @@ def reread_block(source: Mapping[str, Any], timeout_s: float = DEFAULT_REREAD_TI
 def read_range(consumer: Consumer, wanted: OffsetRange, timeout_s: float) -> list[PackedChunk]:
     """The records of ``wanted`` (by a :func:`range_consumer`); compacted-away offsets are simply
     absent, as in the log. ``LostOffsetsError`` names what Kafka no longer has."""
-    topic, partition = wanted.topic, wanted.partition
-    consumer.assign([TopicPartition(topic, partition, wanted.fromOffset)])
     keys: list[bytes | None] = []
     values: list[bytes | None] = []
     offsets: list[int] = []
+    for message in range_messages(consumer, wanted, timeout_s):
+        keys.append(message.key())
+        values.append(message.value())
+        offsets.append(message.offset())
+    return [pack_chunk(wanted.topic, wanted.partition, keys, values, offsets)] if offsets else []
+
+
+def range_messages(consumer: Consumer, wanted: OffsetRange, timeout_s: float) -> Iterator[Message]:
+    """The messages of ``wanted`` in offset order, as :func:`read_range` reads them. The quiet
+    time that counts as loss runs only while waiting on Kafka, not while the caller works on a
+    message."""
+    topic, partition = wanted.topic, wanted.partition
+    consumer.assign([TopicPartition(topic, partition, wanted.fromOffset)])
     next_offset = wanted.fromOffset
     deadline = time.monotonic() + timeout_s
     try:
@@ -147,17 +158,14 @@ def read_range(consumer: Consumer, wanted: OffsetRange, timeout_s: float) -> lis
                 if offset >= wanted.untilOffset:
                     next_offset = wanted.untilOffset
                     break
-                keys.append(message.key())
-                values.append(message.value())
-                offsets.append(offset)
                 next_offset = offset + 1
+                yield message
                 deadline = time.monotonic() + timeout_s
     except KafkaException as exc:
         missing = OffsetRange(topic, partition, next_offset, wanted.untilOffset)
         raise LostOffsetsError([missing], f"reading them failed: {exc}") from exc
     finally:
         consumer.unassign()
-    return [pack_chunk(topic, partition, keys, values, offsets)] if offsets else []
 
 
 register_block_recovery(KIND, reread_block)

@@ -68,7 +68,7 @@ def dead_letter_envelope(record: Sequence[Any], error: str) -> bytes:
     def b64(data: bytes | None) -> str | None:
         return None if data is None else base64.b64encode(data).decode("ascii")
 
-    key, value, topic, partition, offset = record
+    key, value, topic, partition, offset = record[:5]
     return json.dumps(
         {
             "topic": topic,
@@ -128,7 +128,7 @@ class DeadLetterWriter:
 
     def write(self, record: Sequence[Any], error: str) -> None:
         """Write ``record`` (key, value, topic, partition, offset) and its ``error``."""
-        _, _, topic, partition, offset = record
+        topic, partition, offset = record[2:5]
         producer = _producer(self._config())
         outcome: list[Any] = []
         envelope = dead_letter_envelope(record, error)

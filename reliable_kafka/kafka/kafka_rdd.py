@@ -6,7 +6,8 @@ reads a damaged write-ahead log block again (``block_reread``): records Kafka no
 the task with ``records lost: <ranges>``, never a silent gap, and a failed task read again by
 Spark's retry reads the same records. A range is read in pieces so that a task holds one piece's
 raw records at a time, not its whole range. Decoders and the ``messageHandler`` run as records
-are read.
+are read; for a ``messageHandler`` each record also carries its timestamp and headers, read
+straight from the consumer's messages (the batched path packs key, value and offset only).
 
 A partition prefers the host of its leader when ``leaders`` name one (as Spark's ``KafkaRDD``
 did); librdkafka finds and follows the leader itself either way.
@@ -14,22 +15,38 @@ did); librdkafka finds and follows the leader itself either way.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, Protocol
 
 import msgpack
 from pyspark import RDD, SparkContext
 from pyspark.rdd import PipelinedRDD
 
 from reliable_kafka.dstream.batch_rdd import SKIP_RECORD
-from reliable_kafka.kafka.block_reread import DEFAULT_REREAD_TIMEOUT_S, range_consumer, read_range
+from reliable_kafka.kafka.block_reread import (
+    DEFAULT_REREAD_TIMEOUT_S,
+    range_consumer,
+    range_messages,
+    read_range,
+)
 from reliable_kafka.kafka.broker import Broker
+from reliable_kafka.kafka.message_and_metadata import record_metadata
 from reliable_kafka.kafka.offset_range import OffsetRange
 from reliable_kafka.kafka.topic_partition import TopicAndPartition
 from reliable_kafka.storage.block_format import decode_block, encode_chunks
 from reliable_kafka.util.located_rdd import located_rdd
 
-Decoder = Callable[[Any], Any]
+
+class Decoder(Protocol):
+    """A record ``(key, value, topic, partition, offset)`` -> an RDD element; with
+    ``wants_metadata``, records get ``timestamp, timestampType, headers`` after those five."""
+
+    @property
+    def wants_metadata(self) -> bool: ...
+
+    def __call__(self, record: tuple[Any, ...], /) -> Any: ...
+
+
 # Offsets per piece of a range: what a task holds in raw records at once.
 PIECE_OFFSETS = 20_000
 
@@ -51,13 +68,21 @@ def pieces(offset_range: OffsetRange, size: int = PIECE_OFFSETS) -> Iterator[Off
         yield OffsetRange(r.topic, r.partition, start, min(start + size, r.untilOffset))
 
 
-def read_records(kafka_params: Mapping[str, Any], offset_range: OffsetRange) -> Iterator[tuple[Any, ...]]:
-    """``(key, value, topic, partition, offset)`` of every record in ``offset_range``."""
+def read_records(
+    kafka_params: Mapping[str, Any], offset_range: OffsetRange, *, with_metadata: bool = False
+) -> Iterator[tuple[Any, ...]]:
+    """``(key, value, topic, partition, offset)`` of every record in ``offset_range``; with
+    ``with_metadata``, followed by its ``timestamp, timestampType, headers``."""
     if offset_range.count() <= 0:
         return
     consumer = range_consumer(kafka_params)
     try:
         for piece in pieces(offset_range):
+            if with_metadata:
+                topic, partition = piece.topic, piece.partition
+                for m in range_messages(consumer, piece, DEFAULT_REREAD_TIMEOUT_S):
+                    yield (m.key(), m.value(), topic, partition, m.offset(), *record_metadata(m))
+                continue
             chunks = read_range(consumer, piece, DEFAULT_REREAD_TIMEOUT_S)
             if chunks:
                 yield from decode_block(encode_chunks(chunks))
@@ -73,8 +98,9 @@ class _ReadRanges:
 
     def __call__(self, _split: int, descriptors: Iterable[bytes]) -> Iterator[Any]:
         decoder = self.decoder
+        with_metadata = decoder is not None and decoder.wants_metadata
         for raw in descriptors:
-            records = read_records(*decode_range_partition(raw))
+            records = read_records(*decode_range_partition(raw), with_metadata=with_metadata)
             if decoder is None:
                 yield from records
                 continue

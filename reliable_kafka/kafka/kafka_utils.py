@@ -69,7 +69,8 @@ _DEFAULT_STORAGE_LEVEL_WITH_WAL = PySparkStorageLevel.MEMORY_AND_DISK
 
 
 class KafkaRecordDecoder:
-    """A stored record ``(key, value, topic, partition, offset)`` -> the stream's element.
+    """A record ``(key, value, topic, partition, offset[, timestamp, timestampType, headers])`` ->
+    the stream's element.
 
     Shipped to the executors with each batch's RDD (pyspark pickles closures in flight; blocks at
     rest stay msgpack).
@@ -103,24 +104,40 @@ class KafkaRecordDecoder:
             counters=counters,
         )
 
+    @property
+    def wants_metadata(self) -> bool:
+        """Whether records should carry their timestamp, timestamp type and headers (after the
+        five fields), where the reader has them: only a ``messageHandler`` sees them."""
+        return self.message_handler is not None
+
     def __call__(self, record: tuple[Any, ...]) -> Any:
-        key, value, topic, partition, offset = record
         try:
             if self.message_handler is None:
-                return self.key_decoder(key), self.value_decoder(value)
+                return self.key_decoder(record[0]), self.value_decoder(record[1])
+            key, value, topic, partition, offset = record[:5]
+            timestamp, timestamp_type, headers = record[5:] or (None, None, ())
             return self.message_handler(
                 KafkaMessageAndMetadata(
-                    topic, partition, offset, key, value, self.key_decoder, self.value_decoder
+                    topic,
+                    partition,
+                    offset,
+                    key,
+                    value,
+                    self.key_decoder,
+                    self.value_decoder,
+                    timestamp=timestamp,
+                    timestampType=timestamp_type,
+                    headers=headers,
                 )
             )
         except Exception as exc:
             # Without its location a poison message cannot be found, skipped or replayed.
             if self.decode_errors == "fail":
-                raise RecordDecodeError(topic, partition, offset, exc) from exc
+                raise RecordDecodeError(record[2], record[3], record[4], exc) from exc
             return self._set_aside(record, exc)
 
     def _set_aside(self, record: tuple[Any, ...], error: Exception) -> Any:
-        _, _, topic, partition, offset = record
+        topic, partition, offset = record[2:5]
         if self.dead_letter is not None:
             self.dead_letter.write(record, repr(error))
             logger.warning(

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from confluent_kafka import TIMESTAMP_CREATE_TIME, TIMESTAMP_LOG_APPEND_TIME, Message
+
 KeyValueDecoder = Callable[[bytes | None], Any]
+Headers = list[tuple[str, bytes | None]]
+
+# Kafka's names for a record's timestamp type (the Java client's TimestampType).
+_TIMESTAMP_TYPES = {TIMESTAMP_CREATE_TIME: "CreateTime", TIMESTAMP_LOG_APPEND_TIME: "LogAppendTime"}
 
 
 def utf8_decoder(s: bytes | None) -> str | None:
@@ -21,9 +27,27 @@ class KafkaMessageAndMetadata:
     ``key`` and ``message`` are decoded on access with the stream's decoders. As in 2.4, equality
     is identity, and a copy (pickled, when a handler returns the object itself) keeps the raw
     bytes but not the decoders, which may be closures pickle cannot take.
+
+    Beyond 2.4 (whose 0.8 records had none), records read from Kafka by ``createDirectStream``
+    and ``createRDD`` carry what the broker keeps: ``timestamp`` (milliseconds since the epoch)
+    and ``timestampType`` (``"CreateTime"`` or ``"LogAppendTime"``), both ``None`` on brokers
+    before 0.10, and ``headers``, a list of ``(name, value bytes)``, empty on brokers before 0.11
+    or for a record without any. ``createStream``'s records come from stored blocks, which keep
+    key, value and offset only: there they are ``None``, ``None`` and ``[]``.
     """
 
-    __slots__ = ("_key_decoder", "_raw_key", "_raw_message", "_value_decoder", "offset", "partition", "topic")
+    __slots__ = (
+        "_key_decoder",
+        "_raw_key",
+        "_raw_message",
+        "_value_decoder",
+        "headers",
+        "offset",
+        "partition",
+        "timestamp",
+        "timestampType",
+        "topic",
+    )
 
     def __init__(  # noqa: PLR0917 - pyspark's positional signature
         self,
@@ -34,6 +58,10 @@ class KafkaMessageAndMetadata:
         message: bytes | None,
         keyDecoder: KeyValueDecoder = utf8_decoder,
         valueDecoder: KeyValueDecoder = utf8_decoder,
+        *,
+        timestamp: int | None = None,
+        timestampType: str | None = None,
+        headers: Sequence[tuple[str, bytes | None]] = (),
     ) -> None:
         self.topic = topic
         self.partition = partition
@@ -42,6 +70,9 @@ class KafkaMessageAndMetadata:
         self._raw_message = message
         self._key_decoder = keyDecoder
         self._value_decoder = valueDecoder
+        self.timestamp = timestamp
+        self.timestampType = timestampType
+        self.headers: Headers = list(headers)
 
     @property
     def key(self) -> Any:
@@ -68,8 +99,17 @@ class KafkaMessageAndMetadata:
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (
-            KafkaMessageAndMetadata,
-            (self.topic, self.partition, self.offset, self._raw_key, self._raw_message),
+            _copy_of,
+            (
+                self.topic,
+                self.partition,
+                self.offset,
+                self._raw_key,
+                self._raw_message,
+                self.timestamp,
+                self.timestampType,
+                self.headers,
+            ),
         )
 
     def __str__(self) -> str:
@@ -80,3 +120,37 @@ class KafkaMessageAndMetadata:
         )
 
     __repr__ = __str__
+
+
+def _copy_of(  # noqa: PLR0917 - the pickled fields, in order
+    topic: str,
+    partition: int,
+    offset: int,
+    key: bytes | None,
+    message: bytes | None,
+    timestamp: int | None,
+    timestamp_type: str | None,
+    headers: Headers,
+) -> KafkaMessageAndMetadata:
+    return KafkaMessageAndMetadata(
+        topic,
+        partition,
+        offset,
+        key,
+        message,
+        timestamp=timestamp,
+        timestampType=timestamp_type,
+        headers=headers,
+    )
+
+
+def record_metadata(message: Message) -> tuple[int | None, str | None, Headers]:
+    """A consumed record's ``(timestamp, timestampType, headers)`` as :class:`KafkaMessageAndMetadata`
+    holds them."""
+    kind, timestamp = message.timestamp()
+    timestamp_type = _TIMESTAMP_TYPES.get(kind)
+    return (
+        timestamp if timestamp_type is not None else None,
+        timestamp_type,
+        message.headers() or [],
+    )

@@ -26,9 +26,13 @@ def wait_until(condition: Callable[[], bool], timeout_s: float = 120.0, what: st
 
 
 def produce(
-    cluster: ClusterUnderTest, topic: str, messages: Iterable[tuple[bytes | None, bytes, int]]
+    cluster: ClusterUnderTest,
+    topic: str,
+    messages: Iterable[tuple[bytes | None, bytes, int]],
+    **record_fields: Any,
 ) -> dict[int, int]:
-    """Send ``(key, value, partition)`` messages, wait for every ack; count per partition."""
+    """Send ``(key, value, partition)`` messages, each with ``record_fields`` (``headers``,
+    ``timestamp``), wait for every ack; count per partition."""
     producer = Producer(cluster.client_config(**{"linger.ms": 5}))
     errors: list[Any] = []
     counts: dict[int, int] = {}
@@ -38,7 +42,7 @@ def produce(
             errors.append(error)
 
     for key, value, partition in messages:
-        producer.produce(topic, value, key=key, partition=partition, on_delivery=on_delivery)
+        producer.produce(topic, value, key=key, partition=partition, on_delivery=on_delivery, **record_fields)
         counts[partition] = counts.get(partition, 0) + 1
         producer.poll(0)
     remaining = producer.flush(60)

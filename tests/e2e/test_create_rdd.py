@@ -52,6 +52,35 @@ def test_create_rdd_returns_exactly_the_ranges(
     assert handled == [(topic, 1, 48, "k97", b"V97"), (topic, 1, 49, "k99", b"V99")]
 
 
+@pytest.mark.brokers("3.9", "4", "0.9")
+def test_message_handler_sees_timestamps_and_headers(
+    local_cluster: ClusterUnderTest, spark_context: SparkContext
+) -> None:
+    """What the broker keeps of each record: its timestamp from 0.10, its headers from 0.11."""
+    topic = unique_name("create-rdd-meta")
+    local_cluster.create_topic(topic, partitions=1)
+    legacy = local_cluster.kafka == "0.9"
+    created = 1_700_000_000_123
+    headers = [("trace", b"t1"), ("empty", None)]
+    fields: dict[str, Any] = {} if legacy else {"timestamp": created, "headers": headers}
+    produce(local_cluster, topic, [(b"k", f"v{i}".encode(), 0) for i in range(3)], **fields)
+
+    def handler(m: KafkaMessageAndMetadata) -> tuple[int, int | None, str | None, list[Any]]:
+        return m.offset, m.timestamp, m.timestampType, m.headers
+
+    handled = KafkaUtils.createRDD(
+        spark_context, direct_params(local_cluster), [OffsetRange(topic, 0, 1, 3)], messageHandler=handler
+    ).collect()
+
+    if legacy:
+        assert handled == [(1, None, None, []), (2, None, None, [])]
+    else:
+        assert handled == [(1, created, "CreateTime", headers), (2, created, "CreateTime", headers)]
+    # Without a handler the elements stay (key, value) pairs.
+    plain = KafkaUtils.createRDD(spark_context, direct_params(local_cluster), [OffsetRange(topic, 0, 0, 1)])
+    assert plain.collect() == [("k", "v0")]
+
+
 def test_create_rdd_names_bad_ranges(local_cluster: ClusterUnderTest, spark_context: SparkContext) -> None:
     """Beyond the log end, an unknown topic or partition, and records retention removed: each an
     error on the driver naming the range, before any task runs."""

@@ -73,5 +73,12 @@ def test_message_and_metadata() -> None:
     # A handler may return the object itself: it crosses pickle without its (closure) decoders.
     copy = pickle.loads(pickle.dumps(m))
     assert (copy.topic, copy.offset, copy.key, copy.message) == ("t", 42, "k", "v")
+    # Beyond 2.4: what the broker keeps, None or empty where it keeps nothing.
+    assert (m.timestamp, m.timestampType, m.headers) == (None, None, [])
+    stamped = KafkaMessageAndMetadata(
+        "t", 0, 7, None, b"v", timestamp=5, timestampType="LogAppendTime", headers=[("h", b"1")]
+    )
+    copy = pickle.loads(pickle.dumps(stamped))
+    assert (copy.timestamp, copy.timestampType, copy.headers) == (5, "LogAppendTime", [("h", b"1")])
     assert m != KafkaMessageAndMetadata("t", 0, 42, b"k", b"v")  # identity, as in 2.4
     assert utf8_decoder(None) is None and utf8_decoder("é".encode()) == "é"
