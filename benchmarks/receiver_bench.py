@@ -20,9 +20,11 @@ on local disk and at the URL, in alternating order. It prints each one's records
 and the ratio to the plain consumer. A remote log writes each block as one whole object.
 
 With several partition counts (the sweep), each count gets its own topic and only (a) and (b)
-with ZooKeeper offsets run, interleaved; each line also gives the peak growth of this process's
-RSS and its peak thread count during the run (sampled every 50 ms): what a receiver's memory and
-threads do as its partitions grow, beside a plain consumer's.
+with ZooKeeper offsets run, interleaved, each run in a child process of its own (an allocator
+keeps what a run freed, so runs in one process would hide each other's peaks). Each child
+reports its records/s, CPU seconds, its peak RSS (the kernel's VmHWM), its RSS before the run
+and its peak thread count (sampled every 20 ms, the sampler's own thread not counted): what a
+receiver's memory and threads do as its partitions grow, beside a plain consumer's.
 
 (a) a plain confluent-kafka consumer: one Consumer assigned to every partition, as a typical
     application reads. The baseline is fair: it runs with the very librdkafka configuration the
@@ -60,8 +62,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import logging
 import os
+import subprocess
 import sys
 import tempfile
 import threading
@@ -478,27 +482,30 @@ def settle() -> None:
     os.sync()
 
 
-class PeakSampler:
-    """This process's peak RSS growth and thread count while the block runs (/proc/self/status)."""
+def process_status() -> dict[str, int]:
+    """This process's VmRSS, VmHWM (bytes) and Threads, from /proc/self/status."""
+    fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
+    return {
+        "rss": int(fields["VmRSS"].split()[0]) * 1024,
+        "hwm": int(fields["VmHWM"].split()[0]) * 1024,
+        "threads": int(fields["Threads"]),
+    }
+
+
+class ThreadPeak:
+    """This process's peak thread count while the block runs, its own sampling thread not counted."""
 
     def __init__(self) -> None:
-        self.start_rss = self.peak_rss = self.peak_threads = 0
+        self.peak = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample, daemon=True)
 
-    @staticmethod
-    def status() -> tuple[int, int]:
-        fields = dict(line.split(":", 1) for line in Path("/proc/self/status").read_text().splitlines())
-        return int(fields["VmRSS"].split()[0]) * 1024, int(fields["Threads"])
-
     def _sample(self) -> None:
-        while not self._stop.wait(0.05):
-            rss, threads = self.status()
-            self.peak_rss, self.peak_threads = max(self.peak_rss, rss), max(self.peak_threads, threads)
+        while not self._stop.wait(0.02):
+            self.peak = max(self.peak, process_status()["threads"] - 1)
 
-    def __enter__(self) -> PeakSampler:
-        self.start_rss, self.peak_threads = self.status()
-        self.peak_rss = self.start_rss
+    def __enter__(self) -> ThreadPeak:
+        self.peak = process_status()["threads"]
         self._thread.start()
         return self
 
@@ -506,18 +513,72 @@ class PeakSampler:
         self._stop.set()
         self._thread.join()
 
-    @property
-    def growth_mib(self) -> float:
-        return (self.peak_rss - self.start_rss) / (1 << 20)
+
+class ClusterAddress:
+    """What a sweep child knows of the parent's cluster: enough for plain_config and the receiver."""
+
+    def __init__(self, zookeeper_connect: str, client: dict[str, Any]) -> None:
+        self.zookeeper_connect = zookeeper_connect
+        self._client = client
+
+    def client_config(self, **overrides: Any) -> dict[str, Any]:
+        return {**self._client, **overrides}
+
+
+def sweep_child(spec: dict[str, Any]) -> None:
+    """One sweep run in this (child) process; prints one JSON line of its figures."""
+    cluster: Any = ClusterAddress(spec["zookeeper"], spec["client"])
+    before = process_status()
+    cpu = cpu_seconds()
+    with ThreadPeak() as threads:
+        if spec["reader"] == "(a)":
+            elapsed = plain_consumer(
+                cluster, spec["topic"], spec["partitions"], spec["messages"], spec["batch"]
+            )
+        else:
+            elapsed, _ = reliable_receiver(
+                cluster,
+                spec["topic"],
+                spec["messages"],
+                spec["checkpoint"],
+                spec["group"],
+                "zookeeper",
+                spec["receiver_batch"],
+            )
+    cpu = cpu_seconds() - cpu
+    after = process_status()
+    figures = {"seconds": elapsed, "cpu": cpu, "rss_before": before["rss"], "hwm": after["hwm"]}
+    print(json.dumps({**figures, "threads": threads.peak}), flush=True)
+
+
+def run_sweep_child(spec: dict[str, Any]) -> dict[str, Any]:
+    answer = subprocess.run(
+        [sys.executable, __file__, "--sweep-child", json.dumps(spec)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=900,
+    )
+    if answer.returncode != 0:
+        raise RuntimeError(f"sweep child {spec['reader']} failed:\n{answer.stderr[-4000:]}")
+    return json.loads(answer.stdout.strip().splitlines()[-1])
 
 
 def partition_sweep(args: argparse.Namespace, counts: list[int]) -> None:
-    """(a) against (b) with ZooKeeper offsets, per partition count: records/s, CPU, RSS, threads."""
-    results: dict[tuple[int, str], list[tuple[float, float, float, int]]] = {}
+    """(a) against (b) with ZooKeeper offsets, per partition count, each run in a child process:
+    records/s, CPU per million, peak RSS, RSS growth and peak threads."""
+    # (records/s, CPU s, peak RSS MiB, growth MiB, threads) per (count, reader) and run.
+    results: dict[tuple[int, str], list[tuple[float, float, float, float, int]]] = {}
     with (
         tempfile.TemporaryDirectory(prefix="receiver-bench-") as work,
-        LocalCluster(work / "cluster") as cluster,
+        LocalCluster(Path(work) / "cluster") as cluster,
     ):
+        base = {
+            "zookeeper": cluster.zookeeper_connect,
+            "client": cluster.client_config(),
+            "messages": args.messages,
+            "receiver_batch": args.batch,
+        }
         for count in counts:
             topic = f"bench-{count}"
             cluster.create_topic(topic, count)
@@ -526,34 +587,40 @@ def partition_sweep(args: argparse.Namespace, counts: list[int]) -> None:
                 # The baseline gets its best consume batch, as in the single-count mode.
                 for reader, batch in (("(a)", PLAIN_BATCHES[0]), ("(a)", PLAIN_BATCHES[1]), ("(b)", 0)):
                     settle()
-                    cpu = cpu_seconds()
-                    with PeakSampler() as sampler:
-                        if reader == "(a)":
-                            elapsed = plain_consumer(cluster, topic, count, args.messages, batch)
-                        else:
-                            checkpoint = str(work / f"checkpoint-{count}-{run}")
-                            group = f"bench-sweep-{count}-{run}"
-                            elapsed, _ = reliable_receiver(
-                                cluster, topic, args.messages, checkpoint, group, "zookeeper", args.batch
-                            )
-                    cpu = cpu_seconds() - cpu
-                    row = (args.messages / elapsed, cpu, sampler.growth_mib, sampler.peak_threads)
+                    spec = {
+                        **base,
+                        "reader": reader,
+                        "batch": batch,
+                        "topic": topic,
+                        "partitions": count,
+                        "checkpoint": str(Path(work) / f"checkpoint-{count}-{run}"),
+                        "group": f"bench-sweep-{count}-{run}",
+                    }
+                    got = run_sweep_child(spec)
+                    row = (
+                        args.messages / got["seconds"],
+                        got["cpu"],
+                        got["hwm"] / (1 << 20),
+                        (got["hwm"] - got["rss_before"]) / (1 << 20),
+                        got["threads"],
+                    )
                     results.setdefault((count, reader), []).append(row)
                     print(
-                        f"{count} partitions, run {run + 1}, {reader}: {row[0]:10,.0f} records/s, "
-                        f"{row[2]:6.0f} MiB RSS growth, {row[3]} threads",
+                        f"{count} partitions, run {run + 1}, {reader} batch {batch}: "
+                        f"{row[0]:10,.0f} records/s, {row[1]:5.2f} s CPU, "
+                        f"peak RSS {row[2]:5.0f} MiB (+{row[3]:.0f}), {row[4]} threads",
                         flush=True,
                     )
-    print(f"\nbest of {args.repeat} by records/s; RSS growth and threads are that run's peaks")
-    header = ("partitions", "reader", "records/s", "CPU s/M", "RSS MiB", "threads", "ratio")
-    print("{:>10} | {:<28} | {:>11} | {:>7} | {:>7} | {} | {}".format(*header))
+    print(f"\nbest of {args.repeat} by records/s, each from its own child process; RSS is that run's VmHWM")
+    header = ("partitions", "reader", "records/s", "CPU s/M", "peak RSS", "growth", "threads", "ratio")
+    print("{:>10} | {:<28} | {:>11} | {:>7} | {:>8} | {:>6} | {:>7} | {}".format(*header))
     for count in counts:
         plain_rate = max(results[(count, "(a)")])[0]
         for reader, name in (("(a)", "plain consumer (baseline)"), ("(b)", "receiver, WAL + ZooKeeper")):
-            rate, cpu, growth, threads = max(results[(count, reader)])
+            rate, cpu, hwm, growth, threads = max(results[(count, reader)])
             print(
                 f"{count:>10} | {name:<28} | {rate:11,.0f} | {cpu / args.messages * 1e6:7.2f} | "
-                f"{growth:7.0f} | {threads:>7} | {rate / plain_rate:.2f}"
+                f"{hwm:8.0f} | {growth:6.0f} | {threads:>7} | {rate / plain_rate:.2f}"
             )
 
 
@@ -674,7 +741,12 @@ def main() -> None:
         action="store_true",
         help="only (r1) and (r2): the cost of a second copy of each block",
     )
+    parser.add_argument("--sweep-child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.sweep_child:
+        logging.basicConfig(level=logging.ERROR)
+        sweep_child(json.loads(args.sweep_child))
+        return
     counts = [int(count) for count in args.partitions.split(",")]
     logging.basicConfig(level=logging.ERROR)
     if len(counts) > 1:
