@@ -1,17 +1,21 @@
 """Counts words from Kafka with no data loss: the README's main command.
 
     python -m reliable_kafka.examples.wordcount [--duration 20] [--rate 50] [--partitions 2] [--kafka 3.9]
-    python -m reliable_kafka.examples.wordcount --zookeeper HOST:2181 --bootstrap-servers HOST:9092 \
+    python -m reliable_kafka.examples.wordcount [--zookeeper HOST:2181] --bootstrap-servers HOST:9092 \
         [--topic words] [--duration 20]
 
-Starts a real ZooKeeper and Kafka (3.9 by default, or 0.9) on 127.0.0.1 (``LocalCluster``), or,
-with ``--zookeeper`` and ``--bootstrap-servers``, uses that cluster instead (creating the topic if
-it is missing, and starting the group at the topic's end, so that only this run's words count).
+Starts a real ZooKeeper and Kafka (3.9 by default, 0.9, or 4 without ZooKeeper) on 127.0.0.1
+(``LocalCluster``), or, with ``--bootstrap-servers``, uses that cluster instead (creating the topic
+if it is missing, and starting the group at the topic's end, so that only this run's words count).
+With a ZooKeeper (``--zookeeper``, or a local 3.9 or 0.9) the receiver's group and its offsets live
+there, as Kafka 0.8's consumers kept them; without one (Kafka 4) in Kafka's group coordinator.
+Brokers older than 0.10 are recognised from their ZooKeeper registrations.
 It produces lines of words for ``--duration`` seconds while a Spark streaming job counts them, as pyspark's
 ``kafka_wordcount.py`` did: ``createStream -> flatMap(split) -> map((w, 1)) -> reduceByKey -> pprint``,
 with the receiver write-ahead log and checkpointing on. After every batch it prints the batch's
 time (what the job counted: the data received up to it) beside the clock time of the print, and the offsets
-the receiver committed to ZooKeeper (``/consumers/<group>/offsets/<topic>/<partition>``). Then it
+the receiver committed (``/consumers/<group>/offsets/<topic>/<partition>`` in ZooKeeper, or the
+group's offsets in Kafka). Then it
 waits for the receiver to have stored everything, stops gracefully and checks that the words
 counted are the words produced: exit status 0 if so, 1 if not.
 """
@@ -29,6 +33,7 @@ import time
 from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
+from typing import Protocol
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -39,8 +44,10 @@ from pyspark import RDD, SparkConf, SparkContext
 from reliable_kafka import KafkaUtils, StreamingContext
 from reliable_kafka.examples.line_producer import LineProducer
 from reliable_kafka.kafka.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.zk.broker_discovery import broker_registrations, legacy_protocol_config
 from reliable_kafka.kafka.zk.paths import offset_path
 from reliable_kafka.local import LocalCluster
+from reliable_kafka.local.cluster import create_topic_in_zookeeper
 from reliable_kafka.util.kazoo_log import kazoo_client, stop_kazoo
 from reliable_kafka.util.librdkafka_log import with_logger
 
@@ -70,12 +77,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--zookeeper",
         default=env(f"{ENV_PREFIX}ZOOKEEPER"),
-        help=f"ZooKeeper of an existing cluster, host:port[,...]: start none (${ENV_PREFIX}ZOOKEEPER)",
+        help=(
+            "ZooKeeper of an existing cluster, host:port[,...], where the group lives; without it, "
+            f"the group lives in Kafka (${ENV_PREFIX}ZOOKEEPER)"
+        ),
     )
     parser.add_argument(
         "--bootstrap-servers",
         default=env(f"{ENV_PREFIX}BOOTSTRAP_SERVERS"),
-        help=f"its Kafka brokers, host:port[,...], to produce to (${ENV_PREFIX}BOOTSTRAP_SERVERS)",
+        help=f"brokers of an existing cluster, host:port[,...]: start none (${ENV_PREFIX}BOOTSTRAP_SERVERS)",
     )
     parser.add_argument(
         "--topic",
@@ -86,21 +96,33 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--partitions", type=int, default=2, help="partitions of the topic (default 2)")
     parser.add_argument("--batch-duration", type=float, default=1.0, help="seconds per batch (default 1)")
     parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
-    # Not 4: its KRaft broker has no ZooKeeper, and this receiver keeps its group in ZooKeeper.
-    parser.add_argument("--kafka", default="3.9", choices=("3.9", "0.9"), help="broker version (default 3.9)")
+    parser.add_argument(
+        "--kafka", default="3.9", choices=("3.9", "4", "0.9"), help="local broker version (default 3.9)"
+    )
     parser.add_argument("--verbose", "-v", action="store_true", help="log at INFO")
     args = parser.parse_args(argv)
     if args.seconds <= 0 or args.rate <= 0 or args.partitions < 1 or args.batch_duration <= 0:
         parser.error("--duration, --rate, --partitions and --batch-duration must be positive")
-    if bool(args.zookeeper) != bool(args.bootstrap_servers):
-        # The receiver needs ZooKeeper and the producer needs the brokers: one without the other
-        # would quietly mix an existing cluster with a local one.
-        parser.error("--zookeeper and --bootstrap-servers go together (an existing cluster needs both)")
+    if args.zookeeper and not args.bootstrap_servers:
+        # The producer needs the brokers: a ZooKeeper alone would quietly mix an existing cluster
+        # with a local one.
+        parser.error("--zookeeper needs --bootstrap-servers (the brokers of the same cluster)")
     return args
 
 
-class CommittedOffsets:
-    """Reads what the receiver committed, as Kafka 0.8's ConsumerOffsetChecker would."""
+class CommittedOffsets(Protocol):
+    """What the receiver's group committed, per partition."""
+
+    def read(self) -> dict[int, int]: ...
+
+    def describe(self) -> str: ...
+
+    def start_at(self, offsets: Mapping[int, int]) -> None:
+        """Commit ``offsets`` for the group before its receiver starts."""
+
+
+class ZooKeeperOffsets:
+    """Reads what the receiver committed to ZooKeeper, as Kafka 0.8's ConsumerOffsetChecker would."""
 
     def __init__(self, zookeeper: KazooClient, topic: str, partitions: int) -> None:
         self._zookeeper = zookeeper
@@ -121,6 +143,44 @@ class CommittedOffsets:
         offsets = self.read()
         parts = [f"{p}={offsets.get(p, '-')}" for p in self._paths]
         return f"committed offsets /consumers/{GROUP}/offsets/{self._topic}/<partition>: {' '.join(parts)}"
+
+    def start_at(self, offsets: Mapping[int, int]) -> None:
+        for partition, offset in offsets.items():
+            self._zookeeper.ensure_path(self._paths[partition])
+            self._zookeeper.set(self._paths[partition], str(offset).encode("utf-8"))
+
+
+class KafkaOffsets:
+    """Reads what the receiver committed to Kafka's group coordinator, as
+    ``kafka-consumer-groups --describe`` would: a consumer of the group that never joins it."""
+
+    def __init__(self, client_config: Mapping[str, str | int | bool], topic: str, partitions: int) -> None:
+        self._topic = topic
+        self._partitions = [TopicPartition(topic, p) for p in range(partitions)]
+        config = {**client_config, "group.id": GROUP, "enable.auto.commit": False}
+        self._consumer = Consumer(with_logger(config))
+        # The tally's thread and the main thread both ask; one request at a time.
+        self._lock = threading.Lock()
+
+    def read(self) -> dict[int, int]:
+        with self._lock:
+            committed = self._consumer.committed(self._partitions, timeout=30)
+        return {tp.partition: tp.offset for tp in committed if tp.offset >= 0}
+
+    def describe(self) -> str:
+        offsets = self.read()
+        parts = [f"{tp.partition}={offsets.get(tp.partition, '-')}" for tp in self._partitions]
+        return f"committed offsets of group {GROUP} in Kafka, {self._topic}/<partition>: {' '.join(parts)}"
+
+    def start_at(self, offsets: Mapping[int, int]) -> None:
+        with self._lock:
+            self._consumer.commit(
+                offsets=[TopicPartition(self._topic, p, o) for p, o in offsets.items()], asynchronous=False
+            )
+
+    def close(self) -> None:
+        with self._lock:
+            self._consumer.close()
 
 
 class WordTally:
@@ -147,7 +207,7 @@ class WordTally:
 
 def build_stream(
     ssc: StreamingContext,
-    zookeeper_connect: str,
+    zookeeper_connect: str | None,
     client_config: Mapping[str, str | int | bool],
     topic: str,
     tally: WordTally,
@@ -197,20 +257,25 @@ def spark_conf(master: str, seconds: float) -> SparkConf:
     )
 
 
-def ensure_topic(client_config: Mapping[str, str | int | bool], topic: str, partitions: int) -> int:
+def ensure_topic(
+    client_config: Mapping[str, str | int | bool],
+    topic: str,
+    partitions: int,
+    legacy_zookeeper: KazooClient | None = None,
+) -> int:
     """The partition count of ``topic`` on an existing cluster, creating it with ``partitions``
-    partitions first if it is missing, and once every partition has a leader."""
+    partitions first if it is missing, and once every partition has a leader. Brokers before
+    0.10.1 have no CreateTopics: with ``legacy_zookeeper`` the topic is written into ZooKeeper,
+    as their own tools did."""
     admin = AdminClient(with_logger(dict(client_config)))
     # All topics, not list_topics(topic=...): asking for one by name auto-creates it on brokers
     # with auto.create.topics.enable, with the broker's partition count instead of ours.
     if topic not in admin.list_topics(timeout=30).topics:
-        future = admin.create_topics([NewTopic(topic, num_partitions=partitions)], request_timeout=30)[topic]
-        try:
-            future.result(timeout=60)
-        except Exception as exc:
-            error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
-            if error is None or error.code() != KafkaError.TOPIC_ALREADY_EXISTS:  # another creator won
-                raise
+        if legacy_zookeeper is not None:
+            first_broker = min(broker_registrations(legacy_zookeeper), key=int)
+            create_topic_in_zookeeper(legacy_zookeeper, topic, partitions, int(first_broker))
+        else:
+            create_topic_with_admin(admin, topic, partitions)
         print(f"created topic {topic} with {partitions} partitions", flush=True)
     deadline = time.monotonic() + 60
     while True:
@@ -223,39 +288,48 @@ def ensure_topic(client_config: Mapping[str, str | int | bool], topic: str, part
         time.sleep(0.2)
 
 
+def create_topic_with_admin(admin: AdminClient, topic: str, partitions: int) -> None:
+    future = admin.create_topics([NewTopic(topic, num_partitions=partitions)], request_timeout=30)[topic]
+    try:
+        future.result(timeout=60)
+    except Exception as exc:
+        error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+        if error is None or error.code() != KafkaError.TOPIC_ALREADY_EXISTS:  # another creator won
+            raise
+
+
 def start_group_at_log_end(
-    zookeeper: KazooClient, client_config: Mapping[str, str | int | bool], topic: str, partitions: int
+    offsets: CommittedOffsets, client_config: Mapping[str, str | int | bool], topic: str, partitions: int
 ) -> None:
     """Commit each partition's log end for the example's group, so that the receiver reads only
     what this run produces: an existing topic may hold earlier runs' words, which would make the
     count differ from what was produced."""
     consumer = Consumer(with_logger({**client_config, "group.id": GROUP, "enable.auto.commit": False}))
     try:
-        for partition in range(partitions):
-            _, end = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
-            path = offset_path(GROUP, TopicAndPartition(topic, partition))
-            zookeeper.ensure_path(path)
-            zookeeper.set(path, str(end).encode("utf-8"))
+        ends = {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+            for p in range(partitions)
+        }
     finally:
         consumer.close()
+    offsets.start_at(ends)
 
 
 def run(args: argparse.Namespace, work_dir: Path) -> bool:
-    if args.zookeeper:
+    if args.bootstrap_servers:
         return run_on_existing_cluster(args, work_dir)
     with LocalCluster(work_dir / "cluster", kafka=args.kafka) as cluster:
-        print(
-            f"Kafka {cluster.distribution.version} at {cluster.bootstrap_servers}, "
-            f"ZooKeeper at {cluster.zookeeper_connect}",
-            flush=True,
-        )
+        where = f"ZooKeeper at {cluster.zookeeper_connect}" if cluster.has_zookeeper else "no ZooKeeper"
+        print(f"Kafka {cluster.distribution.version} at {cluster.bootstrap_servers}, {where}", flush=True)
         cluster.create_topic(args.topic, partitions=args.partitions)
+        if not cluster.has_zookeeper:
+            return count_words_in_kafka_group(args, work_dir, cluster.client_config(), args.partitions)
         zookeeper = cluster.zookeeper_client()
         try:
             return count_words(
                 args,
                 work_dir,
-                zookeeper=zookeeper,
+                offsets=ZooKeeperOffsets(zookeeper, args.topic, args.partitions),
                 zookeeper_connect=cluster.zookeeper_connect,
                 client_config=cluster.client_config(),
                 partitions=args.partitions,
@@ -266,16 +340,24 @@ def run(args: argparse.Namespace, work_dir: Path) -> bool:
 
 def run_on_existing_cluster(args: argparse.Namespace, work_dir: Path) -> bool:
     client_config: dict[str, str | int | bool] = {"bootstrap.servers": args.bootstrap_servers}
-    print(f"Using the cluster at {args.bootstrap_servers}, ZooKeeper at {args.zookeeper}", flush=True)
-    partitions = ensure_topic(client_config, args.topic, args.partitions)
+    where = f"ZooKeeper at {args.zookeeper}" if args.zookeeper else "its group in Kafka"
+    print(f"Using the cluster at {args.bootstrap_servers}, {where}", flush=True)
+    if not args.zookeeper:
+        partitions = ensure_topic(client_config, args.topic, args.partitions)
+        return count_words_in_kafka_group(args, work_dir, client_config, partitions, start_at_log_end=True)
     zookeeper = kazoo_client(args.zookeeper, timeout=10.0)
     zookeeper.start(timeout=15.0)
     try:
-        start_group_at_log_end(zookeeper, client_config, args.topic, partitions)
+        # Brokers before 0.10 answer no ApiVersionRequest: their registrations say how to talk to them.
+        legacy = legacy_protocol_config(zookeeper, client_config)
+        client_config.update(legacy)
+        partitions = ensure_topic(client_config, args.topic, args.partitions, zookeeper if legacy else None)
+        offsets = ZooKeeperOffsets(zookeeper, args.topic, partitions)
+        start_group_at_log_end(offsets, client_config, args.topic, partitions)
         return count_words(
             args,
             work_dir,
-            zookeeper=zookeeper,
+            offsets=offsets,
             zookeeper_connect=args.zookeeper,
             client_config=client_config,
             partitions=partitions,
@@ -284,19 +366,42 @@ def run_on_existing_cluster(args: argparse.Namespace, work_dir: Path) -> bool:
         stop_kazoo(zookeeper)
 
 
+def count_words_in_kafka_group(
+    args: argparse.Namespace,
+    work_dir: Path,
+    client_config: Mapping[str, str | int | bool],
+    partitions: int,
+    *,
+    start_at_log_end: bool = False,
+) -> bool:
+    offsets = KafkaOffsets(client_config, args.topic, partitions)
+    try:
+        if start_at_log_end:
+            start_group_at_log_end(offsets, client_config, args.topic, partitions)
+        return count_words(
+            args,
+            work_dir,
+            offsets=offsets,
+            zookeeper_connect=None,
+            client_config=client_config,
+            partitions=partitions,
+        )
+    finally:
+        offsets.close()
+
+
 def count_words(
     args: argparse.Namespace,
     work_dir: Path,
     *,
-    zookeeper: KazooClient,
-    zookeeper_connect: str,
+    offsets: CommittedOffsets,
+    zookeeper_connect: str | None,
     client_config: Mapping[str, str | int | bool],
     partitions: int,
 ) -> bool:
     sc = SparkContext(conf=spark_conf(args.master, args.seconds))
     sc.setLogLevel("ERROR")
     try:
-        offsets = CommittedOffsets(zookeeper, args.topic, partitions)
         tally = WordTally(offsets)
         ssc = StreamingContext(sc, args.batch_duration)
         ssc.checkpoint(str(work_dir / "checkpoint"))

@@ -11,13 +11,14 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from reliable_kafka.local import LocalCluster
+from tests.cluster_backends import ClusterUnderTest
 from tests.e2e.console import noise
 from tests.e2e.kill_harness import REPO_ROOT
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.mark.brokers("3.9", "0.9")
+@pytest.mark.brokers("3.9", "4", "0.9")
 def test_wordcount_example_counts_every_word(kafka_version: str) -> None:
     # Its own process: the example starts its own cluster and its own SparkContext.
     command = [sys.executable, "-m", "reliable_kafka.examples.wordcount", "--seconds", "5", "--rate", "40"]
@@ -34,8 +35,15 @@ def test_wordcount_example_counts_every_word(kafka_version: str) -> None:
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "OK: every word produced was counted" in result.stdout
     assert f"Kafka {kafka_version}." in result.stdout
-    assert "committed offsets /consumers/wordcount/offsets/words/<partition>: 0=" in result.stdout
+    assert f"{committed_offsets_line(kafka_version != '4', 'words')} 0=" in result.stdout
     assert "Time: " in result.stdout  # pprint's banner
+
+
+def committed_offsets_line(in_zookeeper: bool, topic: str) -> str:
+    """How the example names the offsets its group committed: where they live."""
+    if in_zookeeper:
+        return f"committed offsets /consumers/wordcount/offsets/{topic}/<partition>:"
+    return f"committed offsets of group wordcount in Kafka, {topic}/<partition>:"
 
 
 @pytest.mark.brokers("3.9", "0.9")
@@ -48,15 +56,22 @@ def test_a_healthy_main_job_prints_no_warning_or_error(kafka_version: str) -> No
     assert noise(result.stdout + result.stderr) == []
 
 
-@pytest.mark.brokers("3.9")
+@pytest.mark.brokers("3.9", "4", "0.9")
 def test_wordcount_example_runs_against_an_existing_cluster(local_cluster: LocalCluster) -> None:
-    topic = f"wordcount-existing-{uuid.uuid4().hex[:8]}"  # missing: the example creates it
-    command = [
-        sys.executable,
-        "-m",
-        "reliable_kafka.examples.wordcount",
-        *("--zookeeper", local_cluster.zookeeper_connect),
-        *("--bootstrap-servers", local_cluster.bootstrap_servers),
+    output = run_against_existing_cluster(local_cluster, f"wordcount-existing-{uuid.uuid4().hex[:8]}")
+    assert "Kafka 3.9" not in output and "Kafka 4" not in output, "it started a LocalCluster of its own"
+    assert "Timed out while stopping the job generator" not in output
+
+
+def run_against_existing_cluster(cluster: ClusterUnderTest, topic: str) -> str:
+    """The README's ``--zookeeper/--bootstrap-servers`` path (``--bootstrap-servers`` alone without
+    a ZooKeeper: the group in Kafka) on a topic it creates: every word counted, and what it
+    produced went to that topic. Returns the example's output."""
+    command = [sys.executable, "-m", "reliable_kafka.examples.wordcount"]
+    if cluster.has_zookeeper:
+        command += ["--zookeeper", cluster.zookeeper_connect]
+    command += [
+        *("--bootstrap-servers", cluster.bootstrap_servers),
         *("--topic", topic, "--duration", "4", "--rate", "40", "--partitions", "3"),
         # Short batches: ten of them (Spark's default graceful stop timeout) pass before a backlog
         # of batches drains, which is what made a normal stop warn.
@@ -65,21 +80,20 @@ def test_wordcount_example_runs_against_an_existing_cluster(local_cluster: Local
     result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, check=False)
     output = result.stdout[-3000:] + result.stderr[-3000:]
     assert result.returncode == 0, output
-    assert "OK: every word produced was counted" in result.stdout
-    assert "Kafka 3.9" not in result.stdout, "it started a LocalCluster of its own"
+    assert "OK: every word produced was counted" in result.stdout, output
     assert f"created topic {topic} with 3 partitions" in result.stdout
-    assert f"committed offsets /consumers/wordcount/offsets/{topic}/<partition>: 0=" in result.stdout
+    assert f"{committed_offsets_line(cluster.has_zookeeper, topic)} 0=" in result.stdout
     assert "batch " in result.stdout and "(printed at " in result.stdout
-    assert "Timed out while stopping the job generator" not in output
     summary = re.search(r"produced (\d+) words in (\d+) lines; counted (\d+) words", result.stdout)
     assert summary is not None, output
     produced, lines, counted = (int(g) for g in summary.groups())
     assert produced == counted > 0
     # What it produced went to the given topic of this cluster.
-    assert words_in_topic(local_cluster, topic, partitions=3, lines=lines) == produced
+    assert words_in_topic(cluster, topic, partitions=3, lines=lines) == produced
+    return output
 
 
-def words_in_topic(cluster: LocalCluster, topic: str, partitions: int, lines: int) -> int:
+def words_in_topic(cluster: ClusterUnderTest, topic: str, partitions: int, lines: int) -> int:
     consumer = Consumer(cluster.client_config(**{"group.id": f"check-{topic}", "enable.auto.commit": False}))
     try:
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
