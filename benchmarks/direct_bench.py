@@ -15,14 +15,16 @@ the Python workers' start-up counted), later rounds warm.
 
 Then (d), Spark's own JVM direct stream (``spark-streaming-kafka-0-10_2.13`` 4.2.0, fetched once
 with mvn), as a small JVM app: benchmarks/jvm/DirectKafkaCount.java, compiled with javac on first
-use (benchmarks/spark_kafka_jars.py), run once per round by pyspark's ``spark-submit --class
-DirectKafkaCount`` on the same master and a fresh topic of the same shape, after the other readers
-and with this process's SparkContext stopped. Its ``foreachRDD`` counts each batch's records by
-reading them: a KafkaRDD's own ``count()`` sums its offset ranges and reads nothing. Every
-spark-submit is a fresh JVM, so each of its rounds is cold (JIT, class loading, the executors'
-first Kafka consumers): the table says "cold" for all of them. Its window is the same as the
-others': from its ``ssc.start()`` (once its executors registered) until the batch that counted the
-last record; the seconds from the JVM's launch to ``ssc.start()`` are printed beside, outside it.
+use (benchmarks/spark_kafka_jars.py), run by pyspark's ``spark-submit --class DirectKafkaCount`` on
+the same master after the other readers, with this process's SparkContext stopped. One
+spark-submit reads a fresh topic of the same shape per round, in turn, each in a StreamingContext
+of its own on the app's one SparkContext. A spark-submit app is a fresh JVM with fresh executors,
+so its first round is cold the way no other reader's is (JIT, class loading, the executors' first
+Kafka consumers, all inside the window) and only its later rounds are warm; the JVM's uptime at
+each ``ssc.start()`` is printed beside (start-up outside the window: the app waits for its
+executors first). Its ``foreachRDD`` counts each batch's records by reading them: a KafkaRDD's
+own ``count()`` sums its offset ranges and reads nothing. Its window is the others': from its
+``ssc.start()`` until the batch that counted the last record.
 
 It prints, per reader and round, records/s and CPU seconds per million records of the driver (this
 Python process, "drv py"; (d) has none) and of the driver JVM (PySpark's, from /proc; for (d) the
@@ -134,38 +136,44 @@ def direct_throughput(
     return figures, range_problems("direct", spans, sum(counted), args)
 
 
-def jvm_direct_throughput(
-    app_jar: Path, cluster: LocalCluster, topic: str, args: argparse.Namespace, work: Path
-) -> tuple[Figures, list[str], float]:
-    """Spark's JVM direct stream over ``topic``: benchmarks/jvm/DirectKafkaCount.java in a fresh
-    spark-submit JVM. Its figures, its delivery problems and the seconds from the JVM's launch to
+def jvm_direct_runs(
+    app_jar: Path, cluster: LocalCluster, topics: list[str], args: argparse.Namespace, work: Path
+) -> list[tuple[Figures, list[str], float]]:
+    """Spark's JVM direct stream over ``topics`` in turn: benchmarks/jvm/DirectKafkaCount.java in
+    one spark-submit JVM. Per topic, its figures, its delivery problems and the JVM's uptime at
     its ``ssc.start()``."""
-    report = work / f"{topic}.json"
+    report = work / "jvm-direct.jsonl"
     command = [
         *(str(SPARK_SUBMIT), "--class", APP_CLASS, "--master", args.master),
         *("--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false"),
         *("--jars", ",".join(str(jar) for jar in kafka010_jars()), str(app_jar)),
-        *(cluster.bootstrap_servers, topic, str(args.partitions), str(args.messages)),
+        *(cluster.bootstrap_servers, ",".join(topics), str(args.partitions), str(args.messages)),
         *(str(round(BATCH_S * 1000)), str(report), str(cluster_executors(args.master))),
     ]
     # pyspark's own Spark, whatever SPARK_HOME this shell has.
     env = {**os.environ, "SPARK_HOME": str(PYSPARK_HOME)}
     done = subprocess.run(command, capture_output=True, text=True, timeout=3600, check=False, env=env)
-    if done.returncode != 0 or not report.is_file():
+    lines = report.read_text().splitlines() if report.is_file() else []
+    if done.returncode != 0 or len(lines) != len(topics):
         raise SystemExit(
             f"FAILED: spark-submit --class {APP_CLASS} exited {done.returncode}:\n{done.stderr[-3000:]}"
         )
-    run = json.loads(report.read_text())
-    if not run["finished"]:
-        raise SystemExit(
-            f"FAILED: Spark's JVM direct stream counted only {run['records']:,} of {args.messages:,} "
-            "records in 30 minutes"
+    results = []
+    for line in lines:
+        run = json.loads(line)
+        if not run["finished"]:
+            raise SystemExit(
+                f"FAILED: Spark's JVM direct stream counted only {run['records']:,} of "
+                f"{args.messages:,} records in 30 minutes"
+            )
+        spans: dict[int, list[tuple[int, int]]] = {}
+        for partition, start, until in run["ranges"]:
+            spans.setdefault(partition, []).append((start, until))
+        figures = Figures(
+            "jvm-direct", len(results), run["seconds"], args.messages, driver_jvm_s=run["driver_jvm_s"]
         )
-    spans: dict[int, list[tuple[int, int]]] = {}
-    for partition, start, until in run["ranges"]:
-        spans.setdefault(partition, []).append((start, until))
-    figures = Figures("jvm-direct", 0, run["seconds"], args.messages, driver_jvm_s=run["driver_jvm_s"])
-    return figures, range_problems("jvm-direct", spans, run["records"], args), run["startup_s"]
+        results.append((figures, range_problems("jvm-direct", spans, run["records"], args), run["jvm_up_s"]))
+    return results
 
 
 def range_problems(
@@ -243,16 +251,15 @@ def main(argv: list[str]) -> int:
                     print(f"round {round_} {reader:<13} {latest.rate:>12,.0f} records/s", flush=True)
         finally:
             sc.stop()
-        # Spark's JVM direct stream last, a spark-submit app per round, with this process's
-        # SparkContext stopped (no idle executors of ours beside its own): same master and shape.
-        for round_ in range(args.rounds):
-            topic = backlog(cluster, "jvm", round_, args)
-            figures, found, startup_s = jvm_direct_throughput(app_jar, cluster, topic, args, work)
+        # Spark's JVM direct stream last, one spark-submit app over a topic per round, with this
+        # process's SparkContext stopped (no idle executors of ours beside its own).
+        topics = [backlog(cluster, "jvm", round_, args) for round_ in range(args.rounds)]
+        for figures, found, jvm_up_s in jvm_direct_runs(app_jar, cluster, topics, args, work):
             problems += found
-            results.append(dataclasses.replace(figures, round=round_))
+            results.append(figures)
             print(
-                f"round {round_} {'jvm-direct':<13} {figures.rate:>12,.0f} records/s (a fresh JVM: "
-                f"{startup_s:.1f} s from its launch to ssc.start(), outside the window)",
+                f"round {figures.round} {'jvm-direct':<13} {figures.rate:>12,.0f} records/s "
+                f"(its JVM up {jvm_up_s:.1f} s at ssc.start())",
                 flush=True,
             )
     print_table(results, args)
@@ -265,9 +272,8 @@ def print_table(results: list[Figures], args: argparse.Namespace) -> None:
     print(f"\n{args.messages:,} x {args.size} B on {args.partitions} partitions, {args.master}")
     print(f"{'reader':<13} {'round':>5} {'records/s':>12} {'drv py s/M':>11} {'drv JVM s/M':>12}")
     for f in results:
-        cold = f.round == 0 or f.reader == "jvm-direct"  # each of its rounds is a fresh JVM
         print(
-            f"{f.reader:<13} {('cold' if cold else 'warm'):>5} {f.rate:>12,.0f} "
+            f"{f.reader:<13} {('cold' if f.round == 0 else 'warm'):>5} {f.rate:>12,.0f} "
             f"{f.per_million(f.driver_python_s):>11.2f} {f.per_million(f.driver_jvm_s):>12.2f}"
         )
     last = max(f.round for f in results)
@@ -277,7 +283,7 @@ def print_table(results: list[Figures], args: argparse.Namespace) -> None:
         f"ratios ({'warm' if last else 'cold'}): direct / createStream records/s "
         f"{direct.rate / receiver.rate:.2f}, driver Python CPU per million "
         f"{direct.driver_python_s / receiver.driver_python_s:.2f}; direct / Spark's JVM direct stream "
-        f"(a fresh JVM each round) records/s {direct.rate / jvm.rate:.2f}, driver JVM CPU per million "
+        f"records/s {direct.rate / jvm.rate:.2f}, driver JVM CPU per million "
         f"{direct.driver_jvm_s / jvm.driver_jvm_s:.2f}; direct / plain consumer "
         f"{direct.rate / plain.rate:.2f}"
     )
