@@ -206,7 +206,6 @@ def backlog(cluster: LocalCluster, reader: str, round_: int, args: argparse.Name
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     app_jar = direct_kafka_count_jar()  # before any broker starts: no javac, no run
-    work = Path(tempfile.mkdtemp(prefix="direct-bench-"))
     conf = (
         SparkConf()
         .setMaster(args.master)
@@ -220,7 +219,11 @@ def main(argv: list[str]) -> int:
     )
     results: list[Figures] = []
     problems: list[str] = []
-    with LocalCluster(work / "cluster") as cluster:
+    with (
+        tempfile.TemporaryDirectory(prefix="direct-bench-") as tmp,
+        LocalCluster(Path(tmp) / "cluster") as cluster,
+    ):
+        work = Path(tmp)
         sc = SparkContext(conf=conf)
         sc.setLogLevel("ERROR")
         try:
