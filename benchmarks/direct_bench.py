@@ -10,18 +10,31 @@ plain confluent-kafka consumer reads them all (the machine's consume figure); (b
 ``KafkaUtils.createStream`` with the receiver WAL on and checkpointing, ``foreachRDD(rdd.count())``,
 from ``ssc.start()`` until every record is counted; (c) ``KafkaUtils.createDirectStream`` with
 ``foreachRDD(rdd.count())`` over the same shape, no rate limit, from ``ssc.start()`` until every
-record is counted; (d) Spark's own JVM direct stream (``spark-streaming-kafka-0-10_2.13`` 4.2.0,
-fetched once with mvn: benchmarks/spark_kafka_jars.py) with ``foreachRDD(rdd.count())``, run by
-benchmarks/jvm_direct_reader.py in a SparkContext of its own on the same master after the others
-(its jars must be on ``spark.jars`` from the start), its rounds on backlogs of the same shape. The
-readers run in turns within a round; the first round is cold (Spark's and the Python workers'
-start-up counted), later rounds warm. It prints, per reader and round,
-records/s and CPU seconds per million records of the driver (this Python process, "drv py") and
-of the driver JVM, then the ratios of (c) to (b), (d) and (a) for the last (warm) round.
+record is counted. The readers run in turns within a round; the first round is cold (Spark's and
+the Python workers' start-up counted), later rounds warm.
 
-Delivery is checked for both streams: the direct stream's batch ranges (``offsetRanges()``) must
-cover each partition's produced offsets exactly once; ``createStream``'s blocks the same way
-(pipeline_bench's check). A run that lost or repeated a record exits 1 after the figures.
+Then (d), Spark's own JVM direct stream (``spark-streaming-kafka-0-10_2.13`` 4.2.0, fetched once
+with mvn), as a small JVM app: benchmarks/jvm/DirectKafkaCount.java, compiled with javac on first
+use (benchmarks/spark_kafka_jars.py), run by pyspark's ``spark-submit --class DirectKafkaCount`` on
+the same master after the other readers, with this process's SparkContext stopped. One
+spark-submit reads a fresh topic of the same shape per round, in turn, each in a StreamingContext
+of its own on the app's one SparkContext. A spark-submit app is a fresh JVM with fresh executors,
+so its first round is cold the way no other reader's is (JIT, class loading, the executors' first
+Kafka consumers, all inside the window) and only its later rounds are warm; the JVM's uptime at
+each ``ssc.start()`` is printed beside (start-up outside the window: the app waits for its
+executors first). Its ``foreachRDD`` counts each batch's records by reading them: a KafkaRDD's
+own ``count()`` sums its offset ranges and reads nothing. Its window is the others': from its
+``ssc.start()`` until the batch that counted the last record.
+
+It prints, per reader and round, records/s and CPU seconds per million records of the driver (this
+Python process, "drv py"; (d) has none) and of the driver JVM (PySpark's, from /proc; for (d) the
+spark-submit JVM's own, from its OperatingSystemMXBean; with a ``local[N]`` master the executor
+runs inside it), then the ratios of (c) to (b), (d) and (a) for the last round.
+
+Delivery is checked for the three streams: each direct stream's batch ranges (``offsetRanges()``,
+``HasOffsetRanges`` in the JVM) must cover each partition's produced offsets exactly once and its
+batches count every record; ``createStream``'s blocks the same way (pipeline_bench's check). A run
+that lost or repeated a record exits 1 after the figures.
 """
 
 from __future__ import annotations
@@ -43,8 +56,17 @@ from pyspark import SparkConf, SparkContext
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from pipeline_bench import new_context, per_partition, pipeline_throughput, produce_backlog, raw_consume
+from pipeline_bench import (
+    BATCH_S,
+    cluster_executors,
+    new_context,
+    per_partition,
+    pipeline_throughput,
+    produce_backlog,
+    raw_consume,
+)
 from proc_cpu import CpuMeter, driver_jvm_pid
+from spark_kafka_jars import APP_CLASS, PYSPARK_HOME, SPARK_SUBMIT, direct_kafka_count_jar, kafka010_jars
 
 from reliable_kafka import KafkaUtils
 from reliable_kafka.local import LocalCluster
@@ -110,25 +132,80 @@ def direct_throughput(
     ssc.stop(stopSparkContext=False, stopGraceFully=True)
     if not finished:
         raise SystemExit(f"FAILED: only {sum(counted):,} of {args.messages:,} records counted in 30 minutes")
+    figures = Figures("direct", 0, cpu.wall_s, args.messages, cpu.driver_python_s, cpu.driver_jvm_s)
+    return figures, range_problems("direct", spans, sum(counted), args)
+
+
+def jvm_direct_runs(
+    app_jar: Path, cluster: LocalCluster, topics: list[str], args: argparse.Namespace, work: Path
+) -> list[tuple[Figures, list[str], float]]:
+    """Spark's JVM direct stream over ``topics`` in turn: benchmarks/jvm/DirectKafkaCount.java in
+    one spark-submit JVM. Per topic, its figures, its delivery problems and the JVM's uptime at
+    its ``ssc.start()``."""
+    report = work / "jvm-direct.jsonl"
+    command = [
+        *(str(SPARK_SUBMIT), "--class", APP_CLASS, "--master", args.master),
+        *("--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false"),
+        *("--jars", ",".join(str(jar) for jar in kafka010_jars()), str(app_jar)),
+        *(cluster.bootstrap_servers, ",".join(topics), str(args.partitions), str(args.messages)),
+        *(str(round(BATCH_S * 1000)), str(report), str(cluster_executors(args.master))),
+    ]
+    # pyspark's own Spark, whatever SPARK_HOME this shell has.
+    env = {**os.environ, "SPARK_HOME": str(PYSPARK_HOME)}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=3600, check=False, env=env)
+    lines = report.read_text().splitlines() if report.is_file() else []
+    if done.returncode != 0 or len(lines) != len(topics):
+        raise SystemExit(
+            f"FAILED: spark-submit --class {APP_CLASS} exited {done.returncode}:\n{done.stderr[-3000:]}"
+        )
+    results = []
+    for line in lines:
+        run = json.loads(line)
+        if not run["finished"]:
+            raise SystemExit(
+                f"FAILED: Spark's JVM direct stream counted only {run['records']:,} of "
+                f"{args.messages:,} records in 30 minutes"
+            )
+        spans: dict[int, list[tuple[int, int]]] = {}
+        for partition, start, until in run["ranges"]:
+            spans.setdefault(partition, []).append((start, until))
+        figures = Figures(
+            "jvm-direct", len(results), run["seconds"], args.messages, driver_jvm_s=run["driver_jvm_s"]
+        )
+        results.append((figures, range_problems("jvm-direct", spans, run["records"], args), run["jvm_up_s"]))
+    return results
+
+
+def range_problems(
+    reader: str, spans: dict[int, list[tuple[int, int]]], counted: int, args: argparse.Namespace
+) -> list[str]:
+    """The batches' ``(from, until)`` spans per partition must cover its produced offsets exactly
+    once, and the batches must have counted every record."""
     problems = []
     for partition, produced in enumerate(per_partition(args.messages, args.partitions)):
-        covered = sorted(spans.get(partition, []))
         expected = 0
-        for start, until in covered:
+        for start, until in sorted(spans.get(partition, [])):
             if start != expected:
-                problems.append(f"direct: partition {partition} jumps from {expected} to {start}")
+                problems.append(f"{reader}: partition {partition} jumps from {expected} to {start}")
             expected = until
         if expected != produced:
-            problems.append(f"direct: partition {partition} read to {expected}, {produced} produced")
-    if sum(counted) != args.messages:
-        problems.append(f"direct: {sum(counted):,} records counted for {args.messages:,} produced")
-    figures = Figures("direct", 0, cpu.wall_s, args.messages, cpu.driver_python_s, cpu.driver_jvm_s)
-    return figures, problems
+            problems.append(f"{reader}: partition {partition} read to {expected}, {produced} produced")
+    if counted != args.messages:
+        problems.append(f"{reader}: {counted:,} records counted for {args.messages:,} produced")
+    return problems
+
+
+def backlog(cluster: LocalCluster, reader: str, round_: int, args: argparse.Namespace) -> str:
+    """A fresh topic of the run's shape, its records produced."""
+    topic = f"direct-bench-{round_}-{reader}"
+    cluster.create_topic(topic, args.partitions)
+    produce_backlog(cluster, topic, args.partitions, args.messages, args.size)
+    return topic
 
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    work = Path(tempfile.mkdtemp(prefix="direct-bench-"))
+    app_jar = direct_kafka_count_jar()  # before any broker starts: no javac, no run
     conf = (
         SparkConf()
         .setMaster(args.master)
@@ -142,15 +219,17 @@ def main(argv: list[str]) -> int:
     )
     results: list[Figures] = []
     problems: list[str] = []
-    with LocalCluster(work / "cluster") as cluster:
+    with (
+        tempfile.TemporaryDirectory(prefix="direct-bench-") as tmp,
+        LocalCluster(Path(tmp) / "cluster") as cluster,
+    ):
+        work = Path(tmp)
         sc = SparkContext(conf=conf)
         sc.setLogLevel("ERROR")
         try:
             for round_ in range(args.rounds):
                 for reader in ("plain", "createStream", "direct"):
-                    topic = f"direct-bench-{round_}-{reader}"
-                    cluster.create_topic(topic, args.partitions)
-                    produce_backlog(cluster, topic, args.partitions, args.messages, args.size)
+                    topic = backlog(cluster, reader, round_, args)
                     if reader == "plain":
                         seconds = raw_consume(cluster, topic, args.partitions, args.messages)
                         results.append(Figures(reader, round_, seconds, args.messages))
@@ -175,38 +254,21 @@ def main(argv: list[str]) -> int:
                     print(f"round {round_} {reader:<13} {latest.rate:>12,.0f} records/s", flush=True)
         finally:
             sc.stop()
-        # Spark's JVM direct stream last, in a process of its own (its jars on spark.jars), with
-        # this one's SparkContext stopped: the same master, the same backlog shape.
-        topics = [f"direct-bench-{round_}-jvm" for round_ in range(args.rounds)]
-        for topic in topics:
-            cluster.create_topic(topic, args.partitions)
-            produce_backlog(cluster, topic, args.partitions, args.messages, args.size)
-        for round_, run in enumerate(jvm_direct_runs(cluster, topics, args)):
-            if not run["finished"] or run["records"] != args.messages:
-                problems.append(f"jvm-direct: {run['records']:,} records counted for {args.messages:,}")
-            results.append(Figures("jvm-direct", round_, run["seconds"], args.messages,
-                                   run["driver_python_s"], run["driver_jvm_s"]))  # fmt: skip
-            print(f"round {round_} {'jvm-direct':<13} {results[-1].rate:>12,.0f} records/s", flush=True)
+        # Spark's JVM direct stream last, one spark-submit app over a topic per round, with this
+        # process's SparkContext stopped (no idle executors of ours beside its own).
+        topics = [backlog(cluster, "jvm", round_, args) for round_ in range(args.rounds)]
+        for figures, found, jvm_up_s in jvm_direct_runs(app_jar, cluster, topics, args, work):
+            problems += found
+            results.append(figures)
+            print(
+                f"round {figures.round} {'jvm-direct':<13} {figures.rate:>12,.0f} records/s "
+                f"(its JVM up {jvm_up_s:.1f} s at ssc.start())",
+                flush=True,
+            )
     print_table(results, args)
     for problem in problems:
         print(f"DELIVERY: {problem}")
     return 1 if problems else 0
-
-
-def jvm_direct_runs(
-    cluster: LocalCluster, topics: list[str], args: argparse.Namespace
-) -> list[dict[str, Any]]:
-    """benchmarks/jvm_direct_reader.py over ``topics``, one JSON line per topic."""
-    reader = Path(__file__).resolve().parent / "jvm_direct_reader.py"
-    command = [sys.executable, str(reader), "--brokers", cluster.bootstrap_servers, "--master", args.master,
-               "--messages", str(args.messages), *topics]  # fmt: skip
-    done = subprocess.run(command, capture_output=True, text=True, timeout=3600, check=False)
-    runs = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode != 0 or len(runs) != len(topics):
-        raise SystemExit(
-            f"FAILED: the JVM direct stream reader exited {done.returncode}:\n{done.stderr[-3000:]}"
-        )
-    return runs
 
 
 def print_table(results: list[Figures], args: argparse.Namespace) -> None:

@@ -1,18 +1,29 @@
-"""Spark's own JVM Kafka DStream connector, for benchmarks that compare against it.
+"""Spark's own JVM Kafka DStream connector and a small app of ours on it, for benchmarks that
+compare against it.
 
 ``spark-streaming-kafka-0-10_2.13`` 4.2.0 (the newest Maven Central serves; it runs on pyspark 4.3's
 JVM) with the two jars it needs beyond what pyspark's ``jars/`` already holds, resolved once with
 ``mvn dependency:copy`` (Maven checks each checksum) into the user cache dir, beside the brokers.
 Transitive dependencies are left out on purpose: Spark, Scala, Hadoop, lz4 and snappy come from
 pyspark itself, and a second copy on the class path would clash with them.
+
+The app, benchmarks/jvm/DirectKafkaCount.java, is compiled with ``javac`` against pyspark's jars and
+the connector into a jar beside them, named by the hash of its source and pyspark's version: it is
+compiled again only when either changed. ``spark-submit`` (pyspark's own) runs it.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
+import zipfile
 from pathlib import Path
+
+import pyspark
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -24,6 +35,10 @@ COORDINATES = (
     "org.apache.kafka:kafka-clients:3.9.2",
 )
 _MAVEN_TIMEOUT_S = 900
+APP_SOURCE = Path(__file__).resolve().parent / "jvm" / "DirectKafkaCount.java"
+APP_CLASS = "DirectKafkaCount"
+PYSPARK_HOME = Path(pyspark.__file__).resolve().parent
+SPARK_SUBMIT = PYSPARK_HOME / "bin" / "spark-submit"
 
 
 def kafka010_jars() -> list[Path]:
@@ -45,6 +60,34 @@ def kafka010_jars() -> list[Path]:
     return [libs / name for name in names]
 
 
+def direct_kafka_count_jar() -> Path:
+    """benchmarks/jvm/DirectKafkaCount.java compiled (Java 17) into a jar beside the connector's."""
+    connector = kafka010_jars()
+    source = APP_SOURCE.read_bytes()
+    digest = hashlib.sha256(source + pyspark.__version__.encode()).hexdigest()[:16]
+    jar = connector[0].parent / f"direct-kafka-count-{digest}.jar"
+    if jar.is_file():
+        return jar
+    javac = shutil.which("javac")
+    if javac is None:
+        raise SystemExit(
+            f"{APP_SOURCE.name} is compiled with javac (JDK 17), which is not on PATH: "
+            "install openjdk-17-jdk-headless"
+        )
+    classpath = os.pathsep.join([str(PYSPARK_HOME / "jars" / "*"), *map(str, connector)])
+    with tempfile.TemporaryDirectory(dir=jar.parent) as scratch:
+        classes = Path(scratch) / "classes"
+        command = [javac, "--release", "17", "-cp", classpath, "-d", str(classes), str(APP_SOURCE)]
+        subprocess.run(command, check=True, timeout=300, stdin=subprocess.DEVNULL)
+        staged = Path(scratch) / jar.name
+        with zipfile.ZipFile(staged, "w", zipfile.ZIP_DEFLATED) as archive:
+            for path in sorted(classes.rglob("*.class")):
+                archive.write(path, path.relative_to(classes).as_posix())
+        staged.replace(jar)
+    return jar
+
+
 if __name__ == "__main__":
     for jar in kafka010_jars():
         print(jar)
+    print(direct_kafka_count_jar())
