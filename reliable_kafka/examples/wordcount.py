@@ -35,11 +35,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Protocol
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 from pyspark import RDD, SparkConf, SparkContext
+from tenacity import retry, retry_if_exception, stop_after_delay, wait_fixed
 
 from reliable_kafka import KafkaUtils, StreamingContext
 from reliable_kafka.examples.line_producer import LineProducer
@@ -306,13 +307,34 @@ def start_group_at_log_end(
     count differ from what was produced."""
     consumer = Consumer(with_logger({**client_config, "group.id": GROUP, "enable.auto.commit": False}))
     try:
-        ends = {
-            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
-            for p in range(partitions)
-        }
+        ends = {p: log_end(consumer, TopicPartition(topic, p)) for p in range(partitions)}
     finally:
         consumer.close()
     offsets.start_at(ends)
+
+
+# A topic just created on a KRaft broker has a leader in its metadata a moment before that
+# leader answers for it.
+_LEADERSHIP_SETTLING = (
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+)
+
+
+def _leadership_settling(exc: BaseException) -> bool:
+    error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    return isinstance(error, KafkaError) and (error.code() in _LEADERSHIP_SETTLING or error.retriable())
+
+
+@retry(
+    retry=retry_if_exception(_leadership_settling),
+    stop=stop_after_delay(60),
+    wait=wait_fixed(0.2),
+    reraise=True,
+)
+def log_end(consumer: Consumer, partition: TopicPartition) -> int:
+    return consumer.get_watermark_offsets(partition, timeout=30)[1]
 
 
 def run(args: argparse.Namespace, work_dir: Path) -> bool:
