@@ -60,12 +60,25 @@ def _larger(zookeeper: Committed, kafka: int | None) -> Committed:
     return zookeeper if offset == zookeeper.offset else Committed(offset)
 
 
+# librdkafka's ways of saying that no broker answered a request within its timeout.
+_NO_ANSWER = frozenset({KafkaError._TIMED_OUT, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN})
+# The wait for a future outlasts the request's own timeout, so that librdkafka, which knows what
+# it waited for, answers first; both say the same to the user.
+_FUTURE_GRACE_S = 5.0
+
+
 def _answer(future: Future[Any], what: str) -> Any:
     """The admin request's result; a request the brokers never answered says which one it was."""
+    no_answer = f"{what}: no answer from the brokers within {ADMIN_TIMEOUT_S:g} s"
     try:
-        return future.result(timeout=ADMIN_TIMEOUT_S)
+        return future.result(timeout=ADMIN_TIMEOUT_S + _FUTURE_GRACE_S)
     except TimeoutError:  # concurrent.futures.TimeoutError is this one since 3.11
-        raise TimeoutError(f"{what}: no answer from the brokers within {ADMIN_TIMEOUT_S:g} s") from None
+        raise TimeoutError(no_answer) from None
+    except KafkaException as exc:
+        error = exc.args[0] if exc.args else None
+        if isinstance(error, KafkaError) and error.code() in _NO_ANSWER:
+            raise TimeoutError(f"{no_answer} ({error.str()})") from None
+        raise
 
 
 def _admin_config(client_config: Mapping[str, Any]) -> dict[str, Any]:

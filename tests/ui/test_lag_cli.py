@@ -7,15 +7,18 @@ import io
 import json
 import subprocess
 import sys
+from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from reliable_kafka.cli import main
 from reliable_kafka.kafka.topic_partition import TopicAndPartition
 from reliable_kafka.kafka.zk.paths import offset_path, owner_path
 from reliable_kafka.local.cluster import KAFKA_09_CLIENT_CONFIG
+from reliable_kafka.ui.group_view import _answer
 from tests.cluster_backends import ClusterUnderTest, unique_name
 from tests.e2e.helpers import (
     commit_in_kafka,
@@ -136,6 +139,19 @@ def test_unreachable_brokers_exit_2_naming_the_request() -> None:
     assert main(args, out=out, err=err) == 2
     assert "committed offsets of group g: no answer from the brokers" in err.getvalue()
     assert "hunter2" not in err.getvalue() and out.getvalue() == ""
+
+
+def test_a_request_librdkafka_gave_up_on_reads_as_no_answer() -> None:
+    """librdkafka's own request timeout and the wait on its future say the same thing, whichever
+    comes first (they raced in CI); other errors pass through."""
+    timed_out: Future[Any] = Future()
+    timed_out.set_exception(KafkaException(KafkaError(KafkaError._TIMED_OUT, "Local: Timed out")))
+    with pytest.raises(TimeoutError, match=r"members of group g: no answer from the brokers within 10 s \("):
+        _answer(timed_out, "members of group g")
+    refused: Future[Any] = Future()
+    refused.set_exception(KafkaException(KafkaError(KafkaError.GROUP_AUTHORIZATION_FAILED)))
+    with pytest.raises(KafkaException):
+        _answer(refused, "members of group g")
 
 
 def client_options(cluster: ClusterUnderTest) -> list[str]:
