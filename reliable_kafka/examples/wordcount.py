@@ -49,6 +49,7 @@ from reliable_kafka.kafka.zk.broker_discovery import broker_registrations, legac
 from reliable_kafka.kafka.zk.paths import offset_path
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.local.cluster import create_topic_in_zookeeper
+from reliable_kafka.util.kafka_errors import kafka_error_of
 from reliable_kafka.util.kazoo_log import kazoo_client, stop_kazoo
 from reliable_kafka.util.librdkafka_log import with_logger
 
@@ -294,7 +295,7 @@ def create_topic_with_admin(admin: AdminClient, topic: str, partitions: int) -> 
     try:
         future.result(timeout=60)
     except Exception as exc:
-        error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+        error = kafka_error_of(exc)
         if error is None or error.code() != KafkaError.TOPIC_ALREADY_EXISTS:  # another creator won
             raise
 
@@ -323,8 +324,8 @@ _LEADERSHIP_SETTLING = (
 
 
 def _leadership_settling(exc: BaseException) -> bool:
-    error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
-    return isinstance(error, KafkaError) and (error.code() in _LEADERSHIP_SETTLING or error.retriable())
+    error = kafka_error_of(exc) if isinstance(exc, KafkaException) else None
+    return error is not None and (error.code() in _LEADERSHIP_SETTLING or error.retriable())
 
 
 @retry(

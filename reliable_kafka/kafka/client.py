@@ -12,6 +12,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException
 
 from reliable_kafka.kafka.params import is_secret_key
+from reliable_kafka.util.kafka_errors import kafka_error_of
 from reliable_kafka.util.librdkafka_log import LibrdkafkaLog
 
 logger = logging.getLogger(__name__)
@@ -88,7 +89,7 @@ def check_client_config(config: Mapping[str, Any]) -> None:
     try:
         Consumer(probe).close()
     except (KafkaException, TypeError, ValueError) as exc:
-        error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+        error = kafka_error_of(exc)
         text = error.str() if error is not None else str(exc)
         match = _QUOTED_PROPERTY.search(text)
         key = match.group(1) if match else None

@@ -22,6 +22,7 @@ from reliable_kafka.kafka.params import OffsetReset
 from reliable_kafka.kafka.shared_client import PackedReader, PartitionReader, SharedFetchClient
 from reliable_kafka.kafka.topic_partition import TopicAndPartition
 from reliable_kafka.storage.block_format import PackedChunk
+from reliable_kafka.util.kafka_errors import kafka_error_of
 
 logger = logging.getLogger(__name__)
 # A Kafka record as blocks decode to it.
@@ -235,7 +236,7 @@ class PartitionConsumer:
                 TopicPartition(self.tp.topic, self.tp.partition), timeout=self._probe_timeout_s, cached=False
             )
         except KafkaException as exc:
-            error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+            error = kafka_error_of(exc)
             if error is None:
                 return str(exc)
             return likely_cause(error.name(), error.str())

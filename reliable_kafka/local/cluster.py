@@ -23,6 +23,7 @@ from reliable_kafka.local.broker import KAFKA_09_CLIENT_CONFIG, LocalKafkaBroker
 from reliable_kafka.local.distribution import DEFAULT_KAFKA, KafkaDistribution, kafka_distribution
 from reliable_kafka.local.errors import ClusterStartError
 from reliable_kafka.local.zookeeper import LocalZooKeeper
+from reliable_kafka.util.kafka_errors import kafka_error_of
 from reliable_kafka.util.kazoo_log import kazoo_client, stop_kazoo
 from reliable_kafka.util.librdkafka_log import with_logger
 
@@ -244,7 +245,7 @@ class LocalCluster:
                 futures[name].result(timeout=timeout_s)
                 return
             except Exception as exc:
-                error = exc.args[0] if exc.args and isinstance(exc.args[0], KafkaError) else None
+                error = kafka_error_of(exc)
                 if error is not None and error.code() == KafkaError.TOPIC_ALREADY_EXISTS:
                     if attempt == 0:
                         raise ValueError(f"topic {name!r} already exists") from exc

@@ -29,6 +29,7 @@ from reliable_kafka.kafka.group.offset_store import KafkaOffsetStore
 from reliable_kafka.kafka.topic_partition import TopicAndPartition
 from reliable_kafka.kafka.zk.broker_discovery import topic_partitions
 from reliable_kafka.kafka.zk.paths import group_dir, offset_path, owner_path
+from reliable_kafka.util.kafka_errors import kafka_error_of
 from reliable_kafka.util.librdkafka_log import with_logger
 
 logger = logging.getLogger(__name__)
@@ -75,8 +76,8 @@ def _answer(future: Future[Any], what: str) -> Any:
     except TimeoutError:  # concurrent.futures.TimeoutError is this one since 3.11
         raise TimeoutError(no_answer) from None
     except KafkaException as exc:
-        error = exc.args[0] if exc.args else None
-        if isinstance(error, KafkaError) and error.code() in _NO_ANSWER:
+        error = kafka_error_of(exc)
+        if error is not None and error.code() in _NO_ANSWER:
             raise TimeoutError(f"{no_answer} ({error.str()})") from None
         raise
 
@@ -207,8 +208,8 @@ class GroupView:
         try:
             description = _answer(futures[self.group], f"members of group {self.group}")
         except KafkaException as exc:
-            error = exc.args[0] if exc.args else None
-            if isinstance(error, KafkaError) and error.code() == KafkaError.GROUP_ID_NOT_FOUND:
+            error = kafka_error_of(exc)
+            if error is not None and error.code() == KafkaError.GROUP_ID_NOT_FOUND:
                 return {}  # no member has joined (yet): nobody owns anything
             raise
         owners: dict[TopicAndPartition, str] = {}
