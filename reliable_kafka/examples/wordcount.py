@@ -44,6 +44,8 @@ from tenacity import retry, retry_if_exception, stop_after_delay, wait_fixed
 
 from reliable_kafka import KafkaUtils, StreamingContext
 from reliable_kafka.examples.line_producer import LineProducer
+from reliable_kafka.kafka.group.offset_store import KafkaOffsetStore
+from reliable_kafka.kafka.offset_store import REFUSED
 from reliable_kafka.kafka.topic_partition import TopicAndPartition
 from reliable_kafka.kafka.zk.broker_discovery import broker_registrations, legacy_protocol_config
 from reliable_kafka.kafka.zk.paths import offset_path
@@ -154,20 +156,17 @@ class ZooKeeperOffsets:
 
 class KafkaOffsets:
     """Reads what the receiver committed to Kafka's group coordinator, as
-    ``kafka-consumer-groups --describe`` would: a consumer of the group that never joins it."""
+    ``kafka-consumer-groups --describe`` would: the project's Kafka offset store with a consumer
+    of the group that never joins it (it retries a coordinator that is still loading)."""
 
     def __init__(self, client_config: Mapping[str, str | int | bool], topic: str, partitions: int) -> None:
         self._topic = topic
-        self._partitions = [TopicPartition(topic, p) for p in range(partitions)]
-        config = {**client_config, "group.id": GROUP, "enable.auto.commit": False}
-        self._consumer = Consumer(with_logger(config))
-        # The tally's thread and the main thread both ask; one request at a time.
-        self._lock = threading.Lock()
+        self._partitions = [TopicAndPartition(topic, p) for p in range(partitions)]
+        self._store = KafkaOffsetStore.standalone(client_config, GROUP, owns=lambda _tp: True)
 
     def read(self) -> dict[int, int]:
-        with self._lock:
-            committed = self._consumer.committed(self._partitions, timeout=30)
-        return {tp.partition: tp.offset for tp in committed if tp.offset >= 0}
+        fetched = self._store.fetch(self._partitions)
+        return {tp.partition: offset for tp, offset in fetched.items() if offset is not None}
 
     def describe(self) -> str:
         offsets = self.read()
@@ -175,14 +174,13 @@ class KafkaOffsets:
         return f"committed offsets of group {GROUP} in Kafka, {self._topic}/<partition>: {' '.join(parts)}"
 
     def start_at(self, offsets: Mapping[int, int]) -> None:
-        with self._lock:
-            self._consumer.commit(
-                offsets=[TopicPartition(self._topic, p, o) for p, o in offsets.items()], asynchronous=False
-            )
+        results = self._store.commit({TopicAndPartition(self._topic, p): o for p, o in offsets.items()})
+        refused = {str(tp): result.value for tp, result in results.items() if result in REFUSED}
+        if refused:
+            raise RuntimeError(f"group {GROUP} could not start at the log end: {refused}")
 
     def close(self) -> None:
-        with self._lock:
-            self._consumer.close()
+        self._store.close()
 
 
 class WordTally:
