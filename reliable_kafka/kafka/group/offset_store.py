@@ -33,6 +33,7 @@ from tenacity import Retrying, before_sleep_log, retry_if_exception_type, stop_a
 from reliable_kafka.kafka.offset_store import REFUSED, CommitResult, log_repair
 from reliable_kafka.kafka.topic_partition import TopicAndPartition
 from reliable_kafka.util import instruments
+from reliable_kafka.util.kafka_errors import kafka_error_of
 from reliable_kafka.util.librdkafka_log import with_logger
 
 logger = logging.getLogger(__name__)
@@ -160,8 +161,8 @@ class KafkaOffsetStore:
             timeout = min(_FETCH_TIMEOUT_S, self._retry_for_s)
             answered = self._run(lambda: self._consumer.committed(request, timeout=timeout))
         except KafkaException as exc:
-            error = exc.args[0]
-            if isinstance(error, KafkaError) and _is_retriable(error):
+            error = kafka_error_of(exc)
+            if error is not None and _is_retriable(error):
                 raise _RetriableError(error) from None
             raise
         fetched: dict[TopicAndPartition, int | None] = {}
@@ -276,10 +277,10 @@ class KafkaOffsetStore:
                 lambda: self._consumer.commit(offsets=offsets, asynchronous=False)
             )
         except KafkaException as exc:
-            error = exc.args[0]
-            if isinstance(error, KafkaError) and error.code() in _MEMBERSHIP_LOST:
+            error = kafka_error_of(exc)
+            if error is not None and error.code() in _MEMBERSHIP_LOST:
                 return None
-            if isinstance(error, KafkaError) and _is_retriable(error):
+            if error is not None and _is_retriable(error):
                 raise _RetriableError(error) from None
             raise
         return answered
