@@ -1,9 +1,10 @@
-"""The fault campaign (benchmarks/chaos.py), short and with a fixed seed: three minutes of random
+"""The fault campaign (benchmarks/chaos.py), short and with a fixed seed: minutes of random
 driver, executor, broker, ZooKeeper, session, WAL-disk and (on the several-hosts cluster) host
-faults against a running stream, on Kafka 3.9 with the group in ZooKeeper and on Kafka 4 with the
-group in Kafka (no ZooKeeper, so no ZooKeeper fault), then the audit (nothing lost, at most one
-block per partition delivered again per fault, committed offsets never backwards, every fault
-recovered within 60 s, no process left behind).
+faults against a running stream, on Kafka 3.9 with the group in ZooKeeper (three minutes, every
+kind) and on Kafka 4 with the group in Kafka (two minutes of the kinds the broker's kind changes:
+no ZooKeeper, and the WAL-disk faults and the graceful stop are the same on both), then the audit
+(nothing lost, at most one block per partition delivered again per fault, committed offsets never
+backwards, every fault recovered within 60 s, no process left behind).
 
 It runs the campaign as its own program, with its own cluster, exactly as a person would: a
 failure prints the command that replays the same faults (``--seed``).
@@ -11,6 +12,7 @@ failure prints the command that replays the same faults (``--seed``).
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import sys
 import time
@@ -26,30 +28,35 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.brokers("3.
 
 REPO = Path(__file__).resolve().parents[2]
 SEED = 1616
-MINUTES = 3
+# Kafka 4's campaign draws only the faults whose handling depends on where the group lives (the
+# coordinator evicts, a member rejoins, offsets come from Kafka): at three minutes of every kind it
+# was the suite's slowest test (240 s) while repeating what Kafka 3.9's shows.
+MINUTES = {"3.9": 3.0, "4": 2.0}
+FAULTS = {"4": "driver-kill,executor-kill,broker-kill,session-expire,host-loss"}
 
 
-def test_a_three_minute_fault_campaign_loses_nothing(
+def test_a_fault_campaign_loses_nothing(
     kafka_version: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     # On the several-hosts cluster where the run has it: its faults include losing a host.
     spark = "hosts" if "hosts" in selected_spark(request.config) else "local-cluster"
+    minutes = MINUTES[kafka_version]
     command = [
         sys.executable,
         str(REPO / "benchmarks" / "chaos.py"),
-        *("--minutes", str(MINUTES), "--seed", str(SEED), "--work-dir", str(tmp_path / "campaign")),
+        *("--minutes", str(minutes), "--seed", str(SEED), "--work-dir", str(tmp_path / "campaign")),
         *("--spark", spark, "--kafka", kafka_version),
+        *(("--faults", FAULTS[kafka_version]) if kafka_version in FAULTS else ()),
     ]
     started = time.monotonic()
     # The campaign drains and stops gracefully after its minutes; a stuck one must not hang CI.
     result = subprocess.run(
-        command, cwd=REPO, capture_output=True, text=True, timeout=MINUTES * 60 + 900, check=False
+        command, cwd=REPO, capture_output=True, text=True, timeout=minutes * 60 + 900, check=False
     )
     took = time.monotonic() - started
     print(result.stdout)
     assert result.returncode == 0, (
-        f"campaign failed after {took:.0f} s; replay: python benchmarks/chaos.py --minutes {MINUTES} "
-        f"--seed {SEED} --spark {spark} --kafka {kafka_version}\n"
+        f"campaign failed after {took:.0f} s; replay: python {shlex.join(command[1:])}\n"
         f"{result.stdout[-6000:]}\n{result.stderr[-3000:]}"
     )
     assert "PASS" in result.stdout
