@@ -190,8 +190,12 @@ class ZookeeperConsumerGroup:
             self.stop()
             raise error
 
-    def stop(self) -> None:
-        """Give up every partition (listener first), then leave the group. Idempotent."""
+    def stop(self, timeout_s: float | None = None) -> None:
+        """Give up every partition (listener first), then leave the group. Idempotent.
+
+        ``timeout_s`` (a caller's deadline) shortens the wait for the rebalance thread, which
+        is otherwise bounded by the session timeout and the rebalance backoff.
+        """
         if self._stopping.is_set():
             return
         self._stopping.set()
@@ -201,7 +205,8 @@ class ZookeeperConsumerGroup:
         self._request_rebalance()
         if self._thread is not None and self._thread is not threading.current_thread():
             # A rebalance blocked on an unreachable ZooKeeper must not hold the stop for ever.
-            self._thread.join(self._session_timeout_s + self._group.rebalance_backoff_ms / 1000.0 + 10.0)
+            bound_s = self._session_timeout_s + self._group.rebalance_backoff_ms / 1000.0 + 10.0
+            self._thread.join(bound_s if timeout_s is None else min(bound_s, timeout_s))
             if self._thread.is_alive():
                 # Releasing now would race its claims: they go with the session (ephemeral nodes).
                 logger.warning(
