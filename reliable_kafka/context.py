@@ -132,6 +132,9 @@ class StreamingContext:
         # The thread running stop(), while it runs: a SIGTERM then waits for that stop.
         self._stopping_thread: threading.Thread | None = None
         self._stop_finished = threading.Event()
+        # Makes checking and setting that mark one step: two stops at once must not both take
+        # it. Reentrant: a SIGTERM handler may run on the main thread while it holds the lock.
+        self._stopping_mark_lock = threading.RLock()
         self._handling_sigterm = False
         self._sigterm_after_stop: tuple[Callable[[int, FrameType | None], Any] | int, int] | None = None
         self._sigterm_handler: Callable[[int, FrameType | None], None] | None = None
@@ -297,10 +300,7 @@ class StreamingContext:
         stop_timeout_s = self.settings.jobs.stop_timeout_ms / 1000
         # Marked for the whole stop, Spark's included: a SIGTERM meanwhile waits for all of it. Its
         # handler may run late, when the main thread wakes from a wait, so the mark must outlast that.
-        outermost = self._stopping_thread is None
-        if outermost:
-            self._stopping_thread = threading.current_thread()
-            self._stop_finished.clear()
+        outermost = self._mark_stopping()
         try:
             with self._lock:
                 if self._state is StreamingContextState.INITIALIZED:
@@ -316,8 +316,9 @@ class StreamingContext:
                 stop_within("the SparkContext", self._sc.stop, stop_timeout_s)
         finally:
             if outermost:
-                self._stopping_thread = None
-                self._stop_finished.set()
+                with self._stopping_mark_lock:
+                    self._stopping_thread = None
+                    self._stop_finished.set()
         self._restore_sigterm_handler()
         if self._ctrl_c is not None:
             self._ctrl_c.restore()
@@ -325,6 +326,15 @@ class StreamingContext:
         if hook is not None:
             hook.remove()
         self._deliver_sigterm_received_while_stopping()
+
+    def _mark_stopping(self) -> bool:
+        """Mark this thread as the one stopping unless a stop is under way; True if it did."""
+        with self._stopping_mark_lock:
+            if self._stopping_thread is not None:
+                return False
+            self._stopping_thread = threading.current_thread()
+            self._stop_finished.clear()
+            return True
 
     def _stop_scheduler(self, graceful: bool, stop_timeout_s: float) -> None:
         """Stop receiving and generating, within the graceful drain's bound plus the stop bound."""

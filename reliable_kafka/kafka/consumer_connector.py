@@ -48,6 +48,9 @@ logger = logging.getLogger(__name__)
 # How long a stop waits for the partition threads, all of them together (each polls with a
 # short timeout, so only a sink stuck in back-pressure takes long).
 CONSUMER_JOIN_TIMEOUT_S = 30.0
+# How long a shutdown waits in all: for the partition threads, then for leaving the group (the
+# group's own bound still applies within it). One deadline, so the two bounds do not add up.
+SHUTDOWN_TIMEOUT_S = 120.0
 
 _METADATA_TIMEOUT_S = 5.0
 
@@ -198,22 +201,25 @@ class ConsumerConnector:
         with self._lock:
             return sorted(self._consumers)
 
-    def stop_consumers(self) -> None:
-        """Stop and join every partition consumer; partitions stay owned, none start any more."""
+    def stop_consumers(self, timeout_s: float = CONSUMER_JOIN_TIMEOUT_S) -> None:
+        """Stop and join every partition consumer (at most ``timeout_s`` in all); partitions
+        stay owned, none start any more."""
         self._closing.set()
         with self._lock:
             consumers = list(self._consumers.values())
-        self._stop_and_join(consumers)
+        self._stop_and_join(consumers, timeout_s)
 
-    def shutdown(self) -> None:
-        """Stop consumers, leave the group, close ZooKeeper. Idempotent."""
-        self.stop_consumers()
+    def shutdown(self, timeout_s: float = SHUTDOWN_TIMEOUT_S) -> None:
+        """Stop consumers, leave the group, close ZooKeeper; the waits for the consumers and for
+        leaving the group share one deadline, ``timeout_s`` from now. Idempotent."""
+        deadline = time.monotonic() + timeout_s
+        self.stop_consumers(min(CONSUMER_JOIN_TIMEOUT_S, timeout_s))
         with self._lock:
             client, self._client = self._client, None
         if client is not None:
             client.close()
         if self._group is not None:
-            self._group.stop()
+            self._group.stop(max(0.0, deadline - time.monotonic()))
         if self._offsets is not None:
             self._offsets.close()
         if self._zk is not None:
@@ -221,15 +227,15 @@ class ConsumerConnector:
             self._zk = None
 
     @staticmethod
-    def _stop_and_join(consumers: list[PartitionConsumer]) -> None:
+    def _stop_and_join(
+        consumers: list[PartitionConsumer], timeout_s: float = CONSUMER_JOIN_TIMEOUT_S
+    ) -> None:
         for consumer in consumers:
             consumer.stop()
-        deadline = time.monotonic() + CONSUMER_JOIN_TIMEOUT_S
+        deadline = time.monotonic() + timeout_s
         for consumer in consumers:
             if not consumer.join(max(0.0, deadline - time.monotonic())):
-                logger.warning(
-                    "consumer of %s did not stop within %s s", consumer.tp, CONSUMER_JOIN_TIMEOUT_S
-                )
+                logger.warning("consumer of %s did not stop within %s s", consumer.tp, timeout_s)
 
     def _shared_client(self, partitions: Mapping[TopicAndPartition, str]) -> SharedFetchClient:
         """The receiver's one fetch client, made at the first assignment and sized for every

@@ -114,7 +114,12 @@ class ReceiverSupervisor:
         self.control: ReceiverControl = _SupervisorControl(self)
 
         self._receiver_state = ReceiverState.INITIALIZED
+        # Guards the state only, never a call out: register_receiver is a round trip to the
+        # driver and on_start may take a minute (a ZooKeeper connect and first rebalance), and a
+        # stop must not wait behind them to be seen. ``_lifecycle`` tells when a start is over.
         self._lifecycle_lock = threading.RLock()
+        self._lifecycle = threading.Condition(self._lifecycle_lock)
+        self._starting_thread: threading.Thread | None = None  # registering or in on_start
         self._restart_threads_lock = threading.Lock()
         self._one_restart_at_a_time = threading.Lock()
         self._restart_threads: list[threading.Thread] = []
@@ -338,6 +343,10 @@ class ReceiverSupervisor:
     def is_terminated(self) -> bool:
         return self._terminated.is_set()
 
+    def is_stop_requested(self) -> bool:
+        """A stop was asked for (it may still be running); seen at once, even during a start."""
+        return self._stop_requested.is_set()
+
     def is_receiver_started(self) -> bool:
         return self._receiver_state is ReceiverState.STARTED
 
@@ -345,36 +354,64 @@ class ReceiverSupervisor:
         return self._receiver_state is ReceiverState.STOPPED
 
     def _start_receiver(self) -> None:
-        # The stop of a failed start runs after the lifecycle lock is released: it joins the
-        # restart threads, and one that a failing on_start began (a failed rebalance) needs
-        # that lock to stop the receiver, so stopping under it deadlocks.
-        failure = self._start_receiver_locked()
+        # The stop of a failed start runs once the start is over: it joins the restart threads,
+        # and one that a failing on_start began (a failed rebalance) waits for the start to end
+        # before it stops the receiver.
+        failure = self._register_and_start()
         if failure is not None:
             self.stop(*failure)
 
-    def _start_receiver_locked(self) -> tuple[str, BaseException | None] | None:
-        """Register and call on_start; the reason to stop when that fails, else None."""
+    def _register_and_start(self) -> tuple[str, BaseException | None] | None:
+        """Register and call on_start, neither under the lifecycle lock; the reason to stop
+        when that fails, else None. A stop requested while registering skips on_start."""
         with self._lifecycle_lock:
             if self._stop_requested.is_set():
                 return None
-            try:
-                registered = self._tracker.register_receiver(
-                    self.stream_id, type(self.receiver).__name__, self.host, self.executor_id, self.control
-                )
-                if not registered:
-                    sid = self.stream_id
-                    return f"Registered unsuccessfully because Driver refused to start receiver {sid}", None
-                logger.info("Starting receiver %d", self.stream_id)
+            self._starting_thread = threading.current_thread()
+        try:
+            return self._register_then_on_start()
+        finally:
+            with self._lifecycle:
+                self._starting_thread = None
+                self._lifecycle.notify_all()
+
+    def _register_then_on_start(self) -> tuple[str, BaseException | None] | None:
+        sid = self.stream_id
+        try:
+            registered = self._tracker.register_receiver(
+                sid, type(self.receiver).__name__, self.host, self.executor_id, self.control
+            )
+        except Exception as exc:
+            return f"Error starting receiver {sid}", exc
+        if not registered:
+            return f"Registered unsuccessfully because Driver refused to start receiver {sid}", None
+        with self._lifecycle_lock:
+            stopped_meanwhile = self._stop_requested.is_set()
+            if not stopped_meanwhile:
                 self._receiver_state = ReceiverState.STARTED
-                self.receiver.on_start()
-                logger.info("Called receiver %d on_start", self.stream_id)
-            except Exception as exc:
-                return f"Error starting receiver {self.stream_id}", exc
+        if stopped_meanwhile:
+            # Registered, never started: the stop finds nothing to stop, so undo the register here.
+            logger.info("Receiver %d was stopped while it registered; not starting it", sid)
+            self._deregister("Stopped while starting", None)
+            return None
+        logger.info("Starting receiver %d", sid)
+        try:
+            self.receiver.on_start()
+        except Exception as exc:
+            return f"Error starting receiver {sid}", exc
+        logger.info("Called receiver %d on_start", sid)
         return None
+
+    def _no_start_elsewhere(self) -> bool:
+        """No start in progress on another thread. Under the lifecycle lock. on_stop never runs
+        beside on_start (receivers are not written for it); from the starting thread itself
+        (on_start stopping its own receiver) there is nothing to wait for."""
+        return self._starting_thread is None or self._starting_thread is threading.current_thread()
 
     def _stop_receiving(self, message: str, error: BaseException | None) -> bool:
         """on_stop and join the receiving threads; False if the receiver was not running."""
-        with self._lifecycle_lock:
+        with self._lifecycle:
+            self._lifecycle.wait_for(self._no_start_elsewhere)
             state = self._receiver_state
             if state is ReceiverState.STARTED:
                 self._receiver_state = ReceiverState.STOPPED

@@ -505,46 +505,62 @@ class ReceiverTracker:
     ) -> bool:
         if stream_id not in self.receiver_input_stream_ids:
             raise ValueError(f"Register received for unexpected id {stream_id}")
-        with self._lock:
-            if self._state in (TrackerState.STOPPING, TrackerState.STOPPED):
-                return False
-            old = self._tracking_infos.get(stream_id)
-            scheduled = old.scheduled_locations if old is not None and old.scheduled_locations else None
-            acceptable = list(scheduled) if scheduled is not None else self._reschedule(stream_id)
-            if not accepts(acceptable, host, executor_id):
-                logger.info(
-                    "Refused receiver %d from %s/%s: scheduled on %s",
-                    stream_id,
-                    host,
-                    executor_id,
-                    ", ".join(map(str, acceptable)),
-                )
-                return False
-            info = ReceiverTrackingInfo(
+        # The executors are asked outside the lock (py4j round trips in executor placement), and
+        # only for a receiver with no scheduled locations to check it against.
+        executors: list[ExecutorCacheTaskLocation] | None = None
+        while True:
+            with self._lock:
+                if self._state in (TrackerState.STOPPING, TrackerState.STOPPED):
+                    return False
+                old = self._tracking_infos.get(stream_id)
+                scheduled = old.scheduled_locations if old is not None and old.scheduled_locations else None
+                if scheduled is not None:
+                    acceptable: list[TaskLocation] | None = list(scheduled)
+                elif executors is not None:
+                    acceptable = self._reschedule(stream_id, executors)
+                else:
+                    acceptable = None  # the executors are asked below, outside the lock
+                if acceptable is not None:
+                    info = ReceiverTrackingInfo(
+                        stream_id,
+                        ReceiverState.ACTIVE,
+                        running_executor=ExecutorCacheTaskLocation(host, executor_id),
+                        name=f"{receiver_type}-{stream_id}",
+                        # Kept (Spark drops it): a receiver failing at every start registers before
+                        # each failure, and the status page would show its error only between the two.
+                        error_info=None if old is None else old.error_info,
+                    )
+                    accepted = accepts(acceptable, host, executor_id)
+                    if accepted:
+                        self._tracking_infos[stream_id] = info
+                        self._controls[stream_id] = control
+                    break
+            executors = self.runner.executors()
+        if not accepted:
+            logger.info(
+                "Refused receiver %d from %s/%s: scheduled on %s",
                 stream_id,
-                ReceiverState.ACTIVE,
-                running_executor=ExecutorCacheTaskLocation(host, executor_id),
-                name=f"{receiver_type}-{stream_id}",
-                # Kept (Spark drops it): a receiver failing at every start registers before each
-                # failure, and the status page would show its error only between the two.
-                error_info=None if old is None else old.error_info,
+                host,
+                executor_id,
+                ", ".join(map(str, acceptable)),
             )
-            self._tracking_infos[stream_id] = info
-            self._controls[stream_id] = control
+            return False
         self._post(StreamingListenerReceiverStarted(_receiver_info(info)))
         logger.info("Registered receiver for stream %d from %s/%s", stream_id, host, executor_id)
         return True
 
     def add_block(self, info: ReceivedBlockInfo) -> bool:
-        if self._failure_streaks and info.stream_id in self._failure_streaks:
-            with self._lock:
-                self._failure_streaks.pop(info.stream_id, None)
-                self._reported_launches.pop(info.stream_id, None)
-            self._failure_log(info.stream_id).succeeded()
         replica = info.block_store_result.replica
-        if replica is not None:
-            with self._lock:
+        # The streak is read and ended under the lock: checked outside it, two blocks could both
+        # end it, or a block end a streak that a failure had just begun.
+        with self._lock:
+            streak_ended = self._failure_streaks.pop(info.stream_id, None) is not None
+            if streak_ended:
+                self._reported_launches.pop(info.stream_id, None)
+            if replica is not None:
                 self._replica_holders[info.block_id] = (replica.host, replica.executor_id)
+        if streak_ended:
+            self._failure_log(info.stream_id).succeeded()
         return self.received_block_tracker.add_block(info)
 
     def failure_streak(self, stream_id: int) -> int:
@@ -656,8 +672,9 @@ class ReceiverTracker:
 
     def reschedule(self, stream_id: int) -> list[TaskLocation]:
         """Spark's ``rescheduleReceiver``; registration then checks against these locations."""
+        executors = self.runner.executors()  # outside the lock: py4j round trips on executors
         with self._lock:
-            locations = self._reschedule(stream_id)
+            locations = self._reschedule(stream_id, executors)
             old = self._tracking_infos.get(stream_id)
             self._tracking_infos[stream_id] = ReceiverTrackingInfo(
                 stream_id,
@@ -667,14 +684,13 @@ class ReceiverTracker:
             )
         return locations
 
-    def _reschedule(self, stream_id: int) -> list[TaskLocation]:
-        with self._lock:
-            return self.scheduling_policy.reschedule_receiver(
-                stream_id,
-                self._preferred_locations.get(stream_id),
-                self._tracking_infos,
-                self.runner.executors(),
-            )
+    def _reschedule(
+        self, stream_id: int, executors: Sequence[ExecutorCacheTaskLocation]
+    ) -> list[TaskLocation]:
+        """Candidates for the receiver among ``executors``. Under the lock."""
+        return self.scheduling_policy.reschedule_receiver(
+            stream_id, self._preferred_locations.get(stream_id), self._tracking_infos, executors
+        )
 
     def _post(self, event: object) -> None:
         try:

@@ -313,3 +313,48 @@ def test_a_stop_while_waiting_out_a_stale_registration_ends_at_once(zk_params, a
     finally:
         close_zookeeper(held_by)
         close_zookeeper(zk)
+
+
+def test_a_stop_with_a_deadline_waits_for_a_stuck_rebalance_thread_at_most_that_long(
+    zk_params, admin
+) -> None:
+    """A caller's deadline (the consumer connector's shutdown) shortens the join of a rebalance
+    thread stuck in the listener; the claims are then left to end with the session."""
+    group, topic = unique_name("deadline"), unique_name("t")
+    fake_topic(admin, topic, 1)
+    entered, release = threading.Event(), threading.Event()
+
+    class StuckListener(RecordingListener):
+        def on_partitions_assigned(self, partitions: Mapping[TP, str]) -> None:
+            entered.set()
+            assert release.wait(60)
+            super().on_partitions_assigned(partitions)
+
+    zk = connect_zookeeper(zk_params)
+    params = ConsumerGroupParams(group_id=group, rebalance_backoff_ms=200)
+    member = ZookeeperConsumerGroup(zk, params, {topic: 1}, StuckListener(), session_timeout_ms=6000)
+    failures: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            member.start()
+        except BaseException as exc:
+            failures.append(exc)
+
+    starting = threading.Thread(target=start, name="test-start")
+    try:
+        starting.start()
+        assert entered.wait(20)
+        started = time.monotonic()
+        member.stop(timeout_s=0.5)
+        # Its own bound is the session timeout + backoff + 10 s (16.2 s here).
+        assert time.monotonic() - started < 10.0
+        assert member._thread is not None and member._thread.is_alive()
+        starting.join(20)
+        assert len(failures) == 1 and "stopped while starting" in str(failures[0])
+    finally:
+        release.set()
+        starting.join(20)
+        if member._thread is not None:
+            member._thread.join(20)
+        close_zookeeper(zk)

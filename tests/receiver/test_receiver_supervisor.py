@@ -438,3 +438,83 @@ def test_a_store_failure_stopping_the_receiver_during_a_restart_does_not_deadloc
     assert listener.pushed_records() == ["last"]
     assert receiver.is_stopped() and receiver.generator.is_stopped()
     assert tracker.event_names() == ["register", "deregister"]
+
+
+class BlockingRegistrationTracker(FakeTracker):
+    """Holds register_receiver (a round trip to the driver) until released."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.registering = threading.Event()
+        self.release = threading.Event()
+
+    def register_receiver(self, *args: Any) -> bool:
+        self.registering.set()
+        assert self.release.wait(30)
+        return super().register_receiver(*args)
+
+
+def test_a_stop_during_registration_is_seen_at_once_and_on_start_never_runs() -> None:
+    receiver = ThreadedReceiver()
+    tracker = BlockingRegistrationTracker()
+    supervisor, _, _ = supervise(receiver, tracker)
+    starter = threading.Thread(target=supervisor.start, name="test-starter")
+    starter.start()
+    assert tracker.registering.wait(5)
+    stopper = threading.Thread(target=supervisor.stop, args=("stop while registering",), name="test-stopper")
+    stopper.start()
+    # Not behind the registration: the lifecycle lock is not held across it.
+    wait_until(supervisor.is_stop_requested, what="the stop to be seen during the registration")
+    tracker.release.set()
+    starter.join(5)
+    stopper.join(5)
+    assert supervisor.await_termination(5)
+    assert receiver.starts == 0 and receiver.stops == 0
+    assert tracker.event_names() == ["register", "deregister"]  # the start path undid its register
+
+
+def test_a_stop_during_on_start_is_seen_at_once_and_on_stop_runs_after_on_start_returned() -> None:
+    entered, release = threading.Event(), threading.Event()
+    calls: list[str] = []
+
+    class SlowStart(ThreadedReceiver):
+        def on_start(self) -> None:
+            entered.set()
+            assert release.wait(30)
+            super().on_start()
+            calls.append("on_start returned")
+
+        def on_stop(self) -> None:
+            calls.append("on_stop")
+            super().on_stop()
+
+    receiver = SlowStart()
+    supervisor, tracker, _ = supervise(receiver)
+    starter = threading.Thread(target=supervisor.start, name="test-starter")
+    starter.start()
+    assert entered.wait(5)
+    stopper = threading.Thread(target=supervisor.stop, args=("stop while starting",), name="test-stopper")
+    stopper.start()
+    wait_until(supervisor.is_stop_requested, what="the stop to be seen during on_start")
+    receiver.restart("asked meanwhile")  # dropped: the supervisor is stopping
+    release.set()
+    starter.join(5)
+    stopper.join(5)
+    assert supervisor.await_termination(5)
+    assert calls == ["on_start returned", "on_stop"]
+    assert tracker.event_names() == ["register", "deregister"]
+    assert receiver.starts == 1
+
+
+def test_on_start_may_stop_its_own_receiver() -> None:
+    class GivesUp(ThreadedReceiver):
+        def on_start(self) -> None:
+            super().on_start()
+            self.stop("nothing to read")
+
+    receiver = GivesUp()
+    supervisor, tracker, _ = supervise(receiver)
+    supervisor.start()
+    assert supervisor.await_termination(5)
+    assert receiver.stops == 1
+    assert tracker.event_names() == ["register", "deregister"]

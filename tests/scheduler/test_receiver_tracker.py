@@ -452,3 +452,68 @@ def test_a_removed_blocks_second_copy_is_removed_by_the_receivers_on_the_executo
     # Removed once: a second removal of the same block asks nothing of the replica's executor.
     tracker.remove_blocks([replicated.block_id])
     assert controls[1].removed == [replicated.block_id.name]
+
+
+class SlowExecutorsRunner(DriverReceiverRunner):
+    """As in executor placement, where asking for the executors is py4j round trips: held until
+    released."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.asking = threading.Event()
+        self.release = threading.Event()
+
+    def executors(self) -> list[ExecutorCacheTaskLocation]:
+        self.asking.set()
+        assert self.release.wait(30)
+        return super().executors()
+
+
+def test_a_registration_asks_for_the_executors_outside_the_trackers_lock() -> None:
+    here = ExecutorCacheTaskLocation("host-a", "1")
+    ssc = FakeStreamingContext(counter_streams(2), quick_settings())
+    tracker = ReceiverTracker(ssc, skip_receiver_launch=True, executors=[here])
+    runner = SlowExecutorsRunner(tracker, tracker.block_store, tracker.settings, None, [here])
+    tracker.runner = runner
+    tracker.start()
+    results: list[bool] = []
+    registering = threading.Thread(
+        target=lambda: results.append(
+            tracker.register_receiver(0, "CounterReceiver", "host-a", "1", object())
+        ),
+        name="test-register",
+    )
+    registering.start()
+    assert runner.asking.wait(5)
+    # While the executors are asked, the tracker answers everyone else: the status page, a
+    # block report, another receiver's deregistration.
+    done = threading.Event()
+
+    def others() -> None:
+        tracker.receiver_tracking_infos()
+        tracker.add_block(block_info(1))
+        tracker.deregister_receiver(1, "stopped", "")
+        done.set()
+
+    other = threading.Thread(target=others, name="test-others")
+    other.start()
+    assert done.wait(5), "the tracker's lock was held across the executors' round trips"
+    runner.release.set()
+    registering.join(5)
+    other.join(5)
+    assert results == [True]
+    assert tracker.receiver_tracking_infos()[0].state is ReceiverState.ACTIVE
+    tracker.stop(graceful=False)
+
+
+def test_a_registration_refused_after_asking_for_the_executors_is_still_refused() -> None:
+    here = ExecutorCacheTaskLocation("host-a", "1")
+    ssc = FakeStreamingContext(counter_streams(1), quick_settings())
+    tracker = ReceiverTracker(ssc, skip_receiver_launch=True, executors=[here])
+    runner = SlowExecutorsRunner(tracker, tracker.block_store, tracker.settings, None, [here])
+    runner.release.set()
+    tracker.runner = runner
+    tracker.start()
+    assert not tracker.register_receiver(0, "CounterReceiver", "host-b", "9", object())
+    assert tracker.register_receiver(0, "CounterReceiver", "host-a", "1", object())
+    tracker.stop(graceful=False)

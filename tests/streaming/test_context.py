@@ -287,3 +287,32 @@ def test_settings_given_to_the_context_override_only_their_fields_of_the_spark_c
     assert ssc.settings.wal.enable is True  # from the SparkConf
     assert ssc.settings.ui.port == 4061  # given: over the SparkConf's 4070
     assert ssc.settings.receiver.block_interval_ms == 200  # neither: Spark's default
+
+
+def test_a_second_stop_meanwhile_leaves_the_stopping_mark_with_the_first(make_run, monkeypatch) -> None:
+    # What a SIGTERM waits for: the stop under way, marked once, until that stop is over.
+    ssc = make_run().ssc
+    ssc.queueStream([[1]]).foreachRDD(lambda rdd: None)
+    ssc.start()
+    in_scheduler_stop, release = threading.Event(), threading.Event()
+    scheduler_stop = ssc.scheduler.stop
+
+    def held_stop(graceful: bool) -> None:
+        in_scheduler_stop.set()
+        assert release.wait(30)
+        scheduler_stop(graceful)
+
+    monkeypatch.setattr(ssc.scheduler, "stop", held_stop)
+    first = threading.Thread(target=ssc.stop, kwargs={"stopSparkContext": False}, name="test-first-stop")
+    first.start()
+    assert in_scheduler_stop.wait(5)
+    second = threading.Thread(target=ssc.stop, kwargs={"stopSparkContext": False}, name="test-second-stop")
+    second.start()
+    assert ssc._stopping_thread is first
+    assert not ssc._mark_stopping()  # a stop under way: nobody else takes the mark
+    assert not ssc._stop_finished.is_set()
+    release.set()
+    first.join(10)
+    second.join(10)
+    assert ssc._stopping_thread is None and ssc._stop_finished.is_set()
+    assert ssc.getState() is StreamingContextState.STOPPED

@@ -10,6 +10,30 @@ after ``rebalance.backoff.ms``, up to ``rebalance.max.retries`` times.
 
 Unlike 0.8, partitions this member keeps are not released and re-claimed: their consumer
 threads keep running, so a rebalance does not make them re-read uncommitted data.
+
+State machine. Rebalances run one at a time on the member's own rebalance thread; requests that
+arrive meanwhile (watches, session events, stop) fold into one more. Kazoo's connection thread
+only records session changes and asks for a rebalance: it must never block.
+
+    idle ---------request--------> rebalancing
+    rebalancing: drop void claims (listener first), register (waiting out a stale registration
+                 of an earlier session), range-assign, release what moved away (listener
+                 first, then the claim, then the owner node), claim the rest all or none,
+                 tell the listener what was claimed; then idle
+    rebalancing --a partition still owned elsewhere, or a ZooKeeper error--> back off
+                 rebalance.backoff.ms and try again, rebalance.max.retries times in all
+    rebalancing --retries used up--> release everything; the first rebalance fails start(),
+                 a later one reaches the listener as on_rebalance_failed
+    any ---------SUSPENDED-------> consumers paused; claims kept (the session may come back)
+    suspended ---CONNECTED-------> same session: consumers resumed; rebalance
+    any ---------LOST------------> generation bumped: every claim is void at once (the offset
+                                   store refuses their commits); the next rebalance stops their
+                                   consumers and registers in the new session
+    any ---------stop()----------> a start() still waiting fails; the rebalance thread is woken
+                                   and joined (bounded, within the caller's deadline); then
+                                   release everything, delete the owner nodes, deregister. A
+                                   rebalance thread still running keeps its claims, which end
+                                   with the session: releasing beside it would race its claims
 """
 
 from __future__ import annotations
@@ -190,8 +214,12 @@ class ZookeeperConsumerGroup:
             self.stop()
             raise error
 
-    def stop(self) -> None:
-        """Give up every partition (listener first), then leave the group. Idempotent."""
+    def stop(self, timeout_s: float | None = None) -> None:
+        """Give up every partition (listener first), then leave the group. Idempotent.
+
+        ``timeout_s`` (a caller's deadline) shortens the wait for the rebalance thread, which
+        is otherwise bounded by the session timeout and the rebalance backoff.
+        """
         if self._stopping.is_set():
             return
         self._stopping.set()
@@ -201,7 +229,8 @@ class ZookeeperConsumerGroup:
         self._request_rebalance()
         if self._thread is not None and self._thread is not threading.current_thread():
             # A rebalance blocked on an unreachable ZooKeeper must not hold the stop for ever.
-            self._thread.join(self._session_timeout_s + self._group.rebalance_backoff_ms / 1000.0 + 10.0)
+            bound_s = self._session_timeout_s + self._group.rebalance_backoff_ms / 1000.0 + 10.0
+            self._thread.join(bound_s if timeout_s is None else min(bound_s, timeout_s))
             if self._thread.is_alive():
                 # Releasing now would race its claims: they go with the session (ephemeral nodes).
                 logger.warning(

@@ -1,0 +1,57 @@
+"""ConsumerConnector.shutdown: the waits for the partition consumers and for leaving the group
+share one deadline (no broker: the consumers and the group are stand-ins)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from reliable_kafka.kafka.consumer_connector import ConsumerConnector
+from reliable_kafka.kafka.params import parse_kafka_params
+from reliable_kafka.kafka.topic_partition import TopicAndPartition
+
+
+class StuckConsumer:
+    """A partition consumer whose thread never ends: every join waits out its timeout."""
+
+    def __init__(self, tp: TopicAndPartition) -> None:
+        self.tp = tp
+        self.next_offset = None
+        self.joined_with: list[float | None] = []
+        self._never = threading.Event()
+
+    def stop(self) -> None:
+        pass
+
+    def join(self, timeout_s: float | None = None) -> bool:
+        self.joined_with.append(timeout_s)
+        self._never.wait(timeout_s)
+        return False
+
+
+class RecordingGroup:
+    def __init__(self) -> None:
+        self.stopped_with: list[float] = []
+
+    def stop(self, timeout_s: float) -> None:
+        self.stopped_with.append(timeout_s)
+
+
+def test_a_shutdown_waits_once_for_consumers_and_group_together() -> None:
+    params = parse_kafka_params({}, zookeeper_connect="zk:2181", group_id="g")
+    connector = ConsumerConnector(params, {"events": 2}, sink=lambda *a: None, on_failure=lambda m, e: None)
+    consumers = [StuckConsumer(TopicAndPartition("events", p)) for p in range(2)]
+    group = RecordingGroup()
+    connector._consumers = {c.tp: c for c in consumers}  # type: ignore[assignment]
+    connector._group = group  # type: ignore[assignment]
+
+    started = time.monotonic()
+    connector.shutdown(timeout_s=1.0)
+    took = time.monotonic() - started
+
+    # The first stuck consumer used up the deadline; the second got what was left (nothing),
+    # not a bound of its own, and so did leaving the group.
+    assert consumers[0].joined_with[0] is not None and consumers[0].joined_with[0] <= 1.0
+    assert consumers[1].joined_with == [0.0]
+    assert group.stopped_with == [0.0]
+    assert took < 5.0  # one deadline (1 s), not one per consumer plus one for the group
