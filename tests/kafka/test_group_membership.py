@@ -292,16 +292,7 @@ def test_a_stop_while_waiting_out_a_stale_registration_ends_at_once(zk_params, a
         # Our registration, held by another live session (as a stale one is until it expires).
         held_by.create(f"/consumers/{group}/ids/{group}_fixed", b"{}", ephemeral=True, makepath=True)
         member = ZookeeperConsumerGroup(zk, params, {topic: 1}, RecordingListener())
-        failures: list[BaseException] = []
-
-        def start() -> None:
-            try:
-                member.start()
-            except BaseException as exc:
-                failures.append(exc)
-
-        starting = threading.Thread(target=start)
-        starting.start()
+        starting, failures = _start_in_a_thread(member)
         wait_for(
             lambda: member._thread is not None and member._thread.is_alive(), what="its rebalance thread"
         )
@@ -333,17 +324,8 @@ def test_a_stop_with_a_deadline_waits_for_a_stuck_rebalance_thread_at_most_that_
     zk = connect_zookeeper(zk_params)
     params = ConsumerGroupParams(group_id=group, rebalance_backoff_ms=200)
     member = ZookeeperConsumerGroup(zk, params, {topic: 1}, StuckListener(), session_timeout_ms=6000)
-    failures: list[BaseException] = []
-
-    def start() -> None:
-        try:
-            member.start()
-        except BaseException as exc:
-            failures.append(exc)
-
-    starting = threading.Thread(target=start, name="test-start")
+    starting, failures = _start_in_a_thread(member)
     try:
-        starting.start()
         assert entered.wait(20)
         started = time.monotonic()
         member.stop(timeout_s=0.5)
@@ -358,3 +340,18 @@ def test_a_stop_with_a_deadline_waits_for_a_stuck_rebalance_thread_at_most_that_
         if member._thread is not None:
             member._thread.join(20)
         close_zookeeper(zk)
+
+
+def _start_in_a_thread(member: ZookeeperConsumerGroup) -> tuple[threading.Thread, list[BaseException]]:
+    """``member.start()`` on a thread of its own, started; what it raised lands in the list."""
+    failures: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            member.start()
+        except BaseException as exc:
+            failures.append(exc)
+
+    starting = threading.Thread(target=start, name="test-start")
+    starting.start()
+    return starting, failures
