@@ -116,9 +116,8 @@ class ReceiverSupervisor:
         self._receiver_state = ReceiverState.INITIALIZED
         # Guards the state only, never a call out: register_receiver is a round trip to the
         # driver and on_start may take a minute (a ZooKeeper connect and first rebalance), and a
-        # stop must not wait behind them to be seen. ``_lifecycle`` tells when a start is over.
-        self._lifecycle_lock = threading.RLock()
-        self._lifecycle = threading.Condition(self._lifecycle_lock)
+        # stop must not wait behind them to be seen. Its condition tells when a start is over.
+        self._lifecycle = threading.Condition(threading.RLock())
         self._starting_thread: threading.Thread | None = None  # registering or in on_start
         self._restart_threads_lock = threading.Lock()
         self._one_restart_at_a_time = threading.Lock()
@@ -282,7 +281,7 @@ class ReceiverSupervisor:
     # -- life cycle --------------------------------------------------------------------------
 
     def start(self) -> None:
-        with self._lifecycle_lock:
+        with self._lifecycle:
             if self._started or self._stop_requested.is_set():
                 raise RuntimeError(f"receiver supervisor {self.stream_id} was already started or stopped")
             self._started = True
@@ -297,7 +296,7 @@ class ReceiverSupervisor:
         runs on a thread of its own and this call returns at once: a restart running meanwhile
         waits in ``on_stop`` for that very push thread, and this stop waits for the restart.
         """
-        with self._lifecycle_lock:
+        with self._lifecycle:
             if self._stop_requested.is_set():
                 logger.info("Receiver supervisor %d is already stopping: %s", self.stream_id, message)
                 return
@@ -364,7 +363,7 @@ class ReceiverSupervisor:
     def _register_and_start(self) -> tuple[str, BaseException | None] | None:
         """Register and call on_start, neither under the lifecycle lock; the reason to stop
         when that fails, else None. A stop requested while registering skips on_start."""
-        with self._lifecycle_lock:
+        with self._lifecycle:
             if self._stop_requested.is_set():
                 return None
             self._starting_thread = threading.current_thread()
@@ -385,7 +384,7 @@ class ReceiverSupervisor:
             return f"Error starting receiver {sid}", exc
         if not registered:
             return f"Registered unsuccessfully because Driver refused to start receiver {sid}", None
-        with self._lifecycle_lock:
+        with self._lifecycle:
             stopped_meanwhile = self._stop_requested.is_set()
             if not stopped_meanwhile:
                 self._receiver_state = ReceiverState.STARTED
