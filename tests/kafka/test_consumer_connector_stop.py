@@ -4,7 +4,6 @@ share one deadline (no broker: the consumers and the group are stand-ins)."""
 from __future__ import annotations
 
 import threading
-import time
 
 from reliable_kafka.kafka.consumer_connector import ConsumerConnector
 from reliable_kafka.kafka.params import parse_kafka_params
@@ -45,13 +44,14 @@ def test_a_shutdown_waits_once_for_consumers_and_group_together() -> None:
     connector._consumers = {c.tp: c for c in consumers}  # type: ignore[assignment]
     connector._group = group  # type: ignore[assignment]
 
-    started = time.monotonic()
     connector.shutdown(timeout_s=1.0)
-    took = time.monotonic() - started
 
     # The first stuck consumer used up the deadline; the second got what was left (nothing),
     # not a bound of its own, and so did leaving the group.
     assert consumers[0].joined_with[0] is not None and consumers[0].joined_with[0] <= 1.0
     assert consumers[1].joined_with == [0.0]
     assert group.stopped_with == [0.0]
-    assert took < 5.0  # one deadline (1 s), not one per consumer plus one for the group
+    # One deadline (1 s) in all, not one per consumer plus one for the group: stated on the waits
+    # the connector asked for, not on the wall clock.
+    waits = [w for c in consumers for w in c.joined_with] + group.stopped_with
+    assert sum(w for w in waits if w is not None) <= 1.0
