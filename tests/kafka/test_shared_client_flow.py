@@ -13,7 +13,8 @@ from collections.abc import Iterable
 
 from confluent_kafka import Message, TopicPartition
 
-from reliable_kafka.kafka.shared_client import SharedFetchClient, prefetch_config
+from reliable_kafka.kafka.fetch_admission import FetchAdmission
+from reliable_kafka.kafka.shared_client import SharedFetchClient, fetch_plan, prefetch_config
 from reliable_kafka.kafka.topic_partition import TopicAndPartition
 
 PARTITIONS = 16
@@ -34,9 +35,11 @@ class SharedQueueConsumer:
         self.pause_threads: set[str] = set()
         self.pauses = 0
         self.resumes = 0
+        self.most_fetching = 0  # the most partitions a consume served from at once
 
     def consume(self, num_messages: int, timeout: float) -> list[Message]:
         with self.lock:
+            self.most_fetching = max(self.most_fetching, len(self.assigned - self.paused))
             batch = []
             for partition, offset in self.next_offset.items():
                 if partition not in self.assigned or partition in self.paused or offset >= self.records:
@@ -51,6 +54,10 @@ class SharedQueueConsumer:
     def incremental_assign(self, partitions: Iterable[TopicPartition]) -> None:
         with self.lock:
             self.assigned |= {tp.partition for tp in partitions}
+
+    def incremental_unassign(self, partitions: Iterable[TopicPartition]) -> None:
+        with self.lock:
+            self.assigned -= {tp.partition for tp in partitions}
 
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
         with self.lock:
@@ -68,10 +75,8 @@ class SharedQueueConsumer:
         pass
 
 
-def test_full_partitions_pause_and_resume_from_the_dispatcher_only_and_nothing_is_lost() -> None:
-    consumer = SharedQueueConsumer(PARTITIONS, RECORDS)
-    # Room for 20 records per partition: every partition pauses many times over its 400.
-    client = SharedFetchClient(consumer, {}, packed_fetch=False, handoff_bytes=20 * len(VALUE))  # type: ignore[arg-type]
+def read_all(client: SharedFetchClient) -> dict[int, list[int]]:
+    """Every partition read by its own thread until it has all its records."""
     readers = {p: client.attach(TopicAndPartition("t", p)) for p in range(PARTITIONS)}
     client.assign({TopicAndPartition("t", p): 0 for p in range(PARTITIONS)})
     received: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
@@ -81,6 +86,7 @@ def test_full_partitions_pause_and_resume_from_the_dispatcher_only_and_nothing_i
             batch = readers[partition].fetch(7, 0.05)
             if batch.chunk is not None:
                 received[partition] += list(range(batch.first_offset, batch.last_offset + 1))
+        client.unassign([TopicAndPartition("t", partition)])  # as a partition thread ends
 
     threads = [threading.Thread(target=read, args=(p,), name=f"kafka-t-{p}") for p in range(PARTITIONS)]
     for thread in threads:
@@ -89,10 +95,27 @@ def test_full_partitions_pause_and_resume_from_the_dispatcher_only_and_nothing_i
     for thread in threads:
         thread.join(max(0.0, deadline - time.monotonic()))
     client.close()
-
     assert not any(thread.is_alive() for thread in threads), {p: len(r) for p, r in received.items()}
-    assert received == {p: list(range(RECORDS)) for p in range(PARTITIONS)}
+    return received
+
+
+def test_full_partitions_pause_and_resume_from_the_dispatcher_only_and_nothing_is_lost() -> None:
+    consumer = SharedQueueConsumer(PARTITIONS, RECORDS)
+    # Room for 20 records per partition: every partition pauses many times over its 400.
+    client = SharedFetchClient(consumer, {}, packed_fetch=False, handoff_bytes=20 * len(VALUE))  # type: ignore[arg-type]
+    assert read_all(client) == {p: list(range(RECORDS)) for p in range(PARTITIONS)}
     assert consumer.pauses > 0 and consumer.resumes > 0
+    assert consumer.pause_threads == {"kafka-fetch-dispatcher"}
+
+
+def test_beyond_its_slots_partitions_wait_paused_and_take_turns_and_nothing_is_lost() -> None:
+    consumer = SharedQueueConsumer(PARTITIONS, RECORDS)
+    admission = FetchAdmission(3, quantum_bytes=60 * len(VALUE))
+    client = SharedFetchClient(  # type: ignore[arg-type]
+        consumer, {}, packed_fetch=False, handoff_bytes=20 * len(VALUE), admission=admission
+    )
+    assert read_all(client) == {p: list(range(RECORDS)) for p in range(PARTITIONS)}
+    assert consumer.most_fetching <= 3
     assert consumer.pause_threads == {"kafka-fetch-dispatcher"}
 
 
@@ -100,8 +123,9 @@ def test_the_prefetch_budget_splits_per_partition_queue_or_for_the_shared_one() 
     budget, partitions = 64 << 20, 256
     own_queues = prefetch_config(budget, partitions, {})
     shared = prefetch_config(budget, partitions, {}, shared_queue=True)
-    # Each partition's own queue: half its share of a quarter of the budget.
-    assert own_queues["queued.max.messages.kbytes"] == budget // 4 // partitions // 2 // 1024
+    # Each admitted partition's own queue: a quarter of the budget over the slots, less a fetch.
+    plan = fetch_plan(budget, partitions)
+    assert own_queues["queued.max.messages.kbytes"] == (budget // 4 // plan.slots - plan.fetch_bytes) // 1024
     # librdkafka compares the shared queue's size for every partition: the whole quarter.
     assert shared["queued.max.messages.kbytes"] == budget // 4 // 1024
     assert shared["max.partition.fetch.bytes"] == own_queues["max.partition.fetch.bytes"]
