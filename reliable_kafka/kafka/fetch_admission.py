@@ -10,8 +10,9 @@ State machine of one partition (:class:`FetchAdmission` keeps it; the shared cli
 each :class:`Change` to librdkafka):
 
 - *admitted* (fetching) -> (others wait, its thread is back for more holding nothing, and it
-  either took at least ``quantum_bytes`` since admitted, or found its queue empty after taking
-  records, or found it empty ``idle_polls`` times in a row) -> *waiting*, paused;
+  either took at least ``quantum_bytes`` since admitted, or took the last record the broker
+  held at its latest fetch (caught up), or found its queue empty after taking records, or
+  found it empty ``idle_polls`` times in a row) -> *waiting*, paused;
 - *waiting* -> (a slot frees: a partition yields, or ends) -> *admitted*, resumed; waiting
   partitions are admitted in the order they began to wait (round robin: none starves).
 
@@ -104,15 +105,16 @@ class FetchAdmission:
         with self._lock:
             return len(self._waiting)
 
-    def took(self, tp: TopicAndPartition, size: int) -> Change:
-        """``tp``'s thread took ``size`` bytes and comes back holding none of them."""
+    def took(self, tp: TopicAndPartition, size: int, *, caught_up: bool = False) -> Change:
+        """``tp``'s thread took ``size`` bytes and comes back holding none of them; ``caught_up``:
+        they reached the end of the log as the broker last told (nothing more to fetch now)."""
         with self._lock:
             turn = self._admitted.get(tp)
             if turn is None:
                 return Change()  # fetched before its pause took effect: its turn comes later
             turn.taken_bytes += size
             turn.empty_polls = 0
-            if turn.taken_bytes < self._quantum:
+            if turn.taken_bytes < self._quantum and not caught_up:
                 return Change()
             return self._yield(tp)
 

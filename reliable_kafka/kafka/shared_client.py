@@ -50,6 +50,11 @@ logger = logging.getLogger(__name__)
 _QUEUED_KBYTES = "queued.max.messages.kbytes"
 _FETCH_MAX_BYTES = "fetch.max.bytes"
 _PARTITION_FETCH_BYTES = "max.partition.fetch.bytes"
+_FETCH_WAIT_MAX_MS = "fetch.wait.max.ms"
+# While partitions take turns: a broker holds a fetch of partitions at their log end this long
+# (librdkafka's default 500 ms), and librdkafka sends a broker no other fetch meanwhile, so the
+# partitions admitted after caught-up ones waited that long for their first fetch.
+_TURN_FETCH_WAIT_MS = 10
 # Below this a queue would make every fetch a round trip for a few records.
 _MIN_SHARE_BYTES = 16 << 10
 # A fetch takes at most this much of a partition: librdkafka's default, the size of librdkafka
@@ -57,8 +62,12 @@ _MIN_SHARE_BYTES = 16 << 10
 # returns a larger batch only for the first partition of a response (KIP-74), so a fetch much
 # smaller than the batches brings about one batch per round trip.
 _PARTITION_FETCH_BYTES_DEFAULT = 1 << 20
-# An admitted partition yields its slot to a waiting one after taking this many fetches' worth.
-_QUANTUM_FETCHES = 4
+# An admitted partition's queue holds at least this fraction of a fetch (librdkafka fetches again
+# once it holds less): more partitions fetch at once than with a whole fetch each.
+_QUEUE_FETCH_RATIO = 4
+# An admitted partition yields its slot to a waiting one after taking this many fetches' worth:
+# a yield drops what its queue holds (fetched again on its next turn), at most two fetches.
+_QUANTUM_FETCHES = 16
 # How often the client's logs and errors are served off the consumer queue (packed fetch).
 _EVENT_SERVE_INTERVAL_S = 0.1
 _DISPATCH_BATCH = 500
@@ -107,7 +116,7 @@ def fetch_plan(
     config = client_config or {}
     fetch = int(config.get(_PARTITION_FETCH_BYTES, _PARTITION_FETCH_BYTES_DEFAULT))
     quarter = max(_MIN_SHARE_BYTES, budget_bytes // 4)
-    slots = max(1, min(max(1, partitions), quarter // (2 * fetch)))
+    slots = max(1, min(max(1, partitions), quarter // (fetch + fetch // _QUEUE_FETCH_RATIO)))
     queue = max(_MIN_SHARE_BYTES, quarter // slots - fetch)
     return FetchPlan(slots=slots, queue_bytes=queue, fetch_bytes=fetch, response_bytes=quarter)
 
@@ -135,6 +144,8 @@ def prefetch_config(
         _PARTITION_FETCH_BYTES: plan.fetch_bytes,
         _FETCH_MAX_BYTES: plan.response_bytes,
     }
+    if plan.slots < partitions:
+        wanted[_FETCH_WAIT_MAX_MS] = _TURN_FETCH_WAIT_MS
     return {key: value for key, value in wanted.items() if key not in client_config}
 
 
@@ -303,6 +314,23 @@ class SharedFetchClient:
             logger.debug("unassigning %s: %r", partitions, exc)
         self.admission_changed(self.admission.remove(partitions))  # their slots to waiting ones
 
+    def took(self, tp: TopicAndPartition, size: int, last_offset: int) -> None:
+        """``tp``'s thread is back for more after handing on ``size`` bytes up to ``last_offset``.
+        While others wait, whether that was the log's end as of the latest fetch response
+        (librdkafka's cached high watermark: no request) lets a caught-up partition yield at
+        once, not after a poll's timeout of finding its queue empty."""
+        admission = self.admission
+        caught_up = False
+        if admission.waiting():
+            try:
+                _, high = self.consumer.get_watermark_offsets(
+                    TopicPartition(tp.topic, tp.partition), cached=True
+                )
+            except (KafkaException, RuntimeError):
+                high = -1
+            caught_up = 0 <= high <= last_offset + 1
+        self.admission_changed(admission.took(tp, size, caught_up=caught_up))
+
     def admission_changed(self, change: Change) -> None:
         """Tell librdkafka which partitions admission paused or resumed: the Python path's through
         its dispatcher (see :meth:`flow_changed`), packed fetch's now."""
@@ -442,19 +470,21 @@ class PackedReader:
         self._client = client
         self._packed = packed
         self._tp = tp
-        self._taken = 0  # the size of the batch last fetched, reported once its thread is back
+        # The size and last offset of the batch last fetched, reported once its thread is back.
+        self._taken = 0
+        self._last = -1
 
     def fetch(self, max_messages: int, timeout_s: float) -> FetchedBatch:
         client = self._client
         if self._taken:  # back for more: the batch before is handed on
-            client.admission_changed(client.admission.took(self._tp, self._taken))
+            client.took(self._tp, self._taken, self._last)
             self._taken = 0
         events = client.serve_events()
         batch = self._packed.fetch(max_messages, timeout_s)
         if batch.chunk is None:
             client.admission_changed(client.admission.empty(self._tp))
         else:
-            self._taken = len(batch.chunk.data)
+            self._taken, self._last = len(batch.chunk.data), batch.last_offset
         return batch._replace(errors=events + batch.errors) if events else batch
 
     @property
@@ -483,7 +513,9 @@ class PartitionHandoff:
         self._errors: list[KafkaError] = []
         self._bytes = 0
         self._paused = False
-        self._taken = 0  # the size of the batch last fetched; this partition's thread only
+        # The size and last offset of the batch last fetched; this partition's thread only.
+        self._taken = 0
+        self._last = -1
         # What librdkafka was told last; read and written by the dispatcher only.
         self.client_paused = False
         self._failure: BaseException | None = None
@@ -519,7 +551,7 @@ class PartitionHandoff:
     def fetch(self, max_messages: int, timeout_s: float) -> FetchedBatch:
         admission = self._client.admission
         if self._taken:  # back for more: the batch before is handed on
-            self._client.admission_changed(admission.took(self.tp, self._taken))
+            self._client.took(self.tp, self._taken, self._last)
             self._taken = 0
         resume = False
         with self._cond:
@@ -531,6 +563,8 @@ class PartitionHandoff:
             taken = [self._messages.popleft() for _ in range(min(max_messages, len(self._messages)))]
             self._taken = _size(taken)
             self._bytes -= self._taken
+            if taken:
+                self._last = taken[-1].offset()
             if self._paused and self._bytes <= self._max_bytes // 2:
                 self._paused, resume = False, True
         if resume:

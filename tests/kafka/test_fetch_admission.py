@@ -94,17 +94,21 @@ def test_every_waiting_partition_gets_a_turn_whatever_the_admitted_ones_do() -> 
     assert min(turns.values()) >= 3
 
 
-def test_the_plan_admits_as_many_partitions_as_two_fetches_each_fit_in_a_quarter_of_the_budget() -> None:
+def test_the_plan_admits_as_many_partitions_as_a_fetch_and_a_quarter_each_fit_in_the_quarter() -> None:
     plan = fetch_plan(64 << 20, 256)
-    assert (plan.slots, plan.fetch_bytes, plan.queue_bytes) == (8, 1 << 20, 1 << 20)
-    assert fetch_plan(16 << 20, 256).slots == 2
+    assert (plan.slots, plan.fetch_bytes) == (12, 1 << 20)
+    assert plan.slots * plan.slot_bytes <= 16 << 20 and plan.queue_bytes >= (1 << 20) // 4
+    assert fetch_plan(16 << 20, 256).slots == 3
     few = fetch_plan(64 << 20, 4)  # fewer partitions than slots: their queues grow instead
     assert few.slots == 4 and few.slot_bytes == 4 << 20
     assert fetch_plan(1 << 20, 256).slots == 1
     # A fetch size set in kafkaParams is kept, and sizes the slots.
-    assert fetch_plan(64 << 20, 256, {"max.partition.fetch.bytes": 256 << 10}).slots == 32
+    assert fetch_plan(64 << 20, 256, {"max.partition.fetch.bytes": 256 << 10}).slots == 51
     config = prefetch_config(64 << 20, 256, {})
-    assert config["max.partition.fetch.bytes"] == 1 << 20 and config["queued.max.messages.kbytes"] == 1024
+    assert config["max.partition.fetch.bytes"] == 1 << 20
+    assert config["queued.max.messages.kbytes"] == plan.queue_bytes // 1024
+    assert config["fetch.wait.max.ms"] == 10  # turns: no 500 ms long poll of caught-up partitions
+    assert "fetch.wait.max.ms" not in prefetch_config(64 << 20, 4, {})
 
 
 def test_the_memory_bound_does_not_grow_with_the_partitions_beyond_their_fixed_cost() -> None:
@@ -112,3 +116,10 @@ def test_the_memory_bound_does_not_grow_with_the_partitions_beyond_their_fixed_c
         return receiver_memory_bound(16 << 20, 8 << 20, brokers=1, partitions=partitions, record_bytes=1000)
 
     assert bound(512) - bound(256) == 256 * (64 << 10)
+
+
+def test_a_partition_that_took_the_logs_last_record_yields_at_once() -> None:
+    adm = admission(quantum=1000)
+    adm.add(TPS)
+    assert not adm.took(TPS[0], 10)
+    assert adm.took(TPS[0], 10, caught_up=True) == Change(pause=[TPS[0]], resume=[TPS[2]])
