@@ -111,8 +111,9 @@ def fetch_plan(
     """A quarter of the budget for the admitted partitions' queues (as much again for the batches
     their threads hold), a quarter for one fetch response per broker. Each admitted partition
     fetches up to ``max.partition.fetch.bytes`` (1 MiB unless set) and keeps a queue of at least
-    as much, so as many partitions are admitted as two fetches each fit in the quarter (8 for the
-    default 64 MiB), at most all of them; with fewer partitions each one's queue grows instead."""
+    a quarter of that, so as many partitions are admitted as a fetch and a quarter each fit in
+    the quarter (12 for the default 64 MiB), at most all of them; with fewer partitions each
+    one's queue grows instead."""
     config = client_config or {}
     fetch = int(config.get(_PARTITION_FETCH_BYTES, _PARTITION_FETCH_BYTES_DEFAULT))
     quarter = max(_MIN_SHARE_BYTES, budget_bytes // 4)
@@ -321,13 +322,17 @@ class SharedFetchClient:
         once, not after a poll's timeout of finding its queue empty."""
         admission = self.admission
         caught_up = False
-        if admission.waiting():
+        # Only between two of the dispatcher's polls, and not waiting for one: called while it
+        # polled, get_watermark_offsets waited for ever (as resume did, see flow_changed).
+        if admission.waiting() and self._poll_lock.acquire(blocking=False):
             try:
                 _, high = self.consumer.get_watermark_offsets(
                     TopicPartition(tp.topic, tp.partition), cached=True
                 )
             except (KafkaException, RuntimeError):
                 high = -1
+            finally:
+                self._poll_lock.release()
             caught_up = 0 <= high <= last_offset + 1
         self.admission_changed(admission.took(tp, size, caught_up=caught_up))
 
