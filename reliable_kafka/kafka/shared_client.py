@@ -33,7 +33,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
 
 from reliable_kafka.kafka.client import create_consumer
 from reliable_kafka.kafka.fetch_admission import Change, FetchAdmission
@@ -68,6 +76,11 @@ _QUEUE_FETCH_RATIO = 4
 # An admitted partition yields its slot to a waiting one after taking this many fetches' worth:
 # a yield drops what its queue holds (fetched again on its next turn), at most two fetches.
 _QUANTUM_FETCHES = 16
+# How often the broker is asked for the log end offsets of idle partitions (one ListOffsets
+# request per broker for all of them): a record written to an idle partition waits this long,
+# at most, to be seen, and then for a slot.
+_IDLE_WATCH_INTERVAL_S = 0.2
+_LIST_OFFSETS_TIMEOUT_S = 2.0
 # How often the client's logs and errors are served off the consumer queue (packed fetch).
 _EVENT_SERVE_INTERVAL_S = 0.1
 _DISPATCH_BATCH = 500
@@ -234,6 +247,8 @@ class SharedFetchClient:
         self._dispatcher: threading.Thread | None = None
         self._closing = threading.Event()
         self._events_due = 0.0
+        self._idle_watch_lock = threading.Lock()
+        self._idle_watch_due = 0.0
 
     @classmethod
     def create(
@@ -292,6 +307,8 @@ class SharedFetchClient:
     def assign(self, offsets: Mapping[TopicAndPartition, int]) -> None:
         """Start fetching these partitions, in one assignment change (librdkafka serves each
         change on its own: one per partition of a 256-partition rebalance took seconds)."""
+        if self.admission.limited(adding=len(offsets)):
+            offsets = self._resolve_logical(offsets)
         assignment = [TopicPartition(tp.topic, tp.partition, offset) for tp, offset in offsets.items()]
         with self._poll_lock:
             self.consumer.incremental_assign(assignment)
@@ -299,6 +316,27 @@ class SharedFetchClient:
             # completes (what it brought is dropped: they start at the assigned offset).
             change = self.admission.add(offsets)
             self._admit(change, self._hand_to_dispatcher(change))
+
+    def _resolve_logical(self, offsets: Mapping[TopicAndPartition, int]) -> dict[TopicAndPartition, int]:
+        """Partitions that will take turns start at concrete offsets: the log's start or end now,
+        as librdkafka would resolve them at its first fetch, so that admission knows each one's
+        next offset and can leave it idle until its log grows. Those the broker cannot resolve
+        now keep their logical offset (and take turns, never idle, until they take a record)."""
+        logical = {OFFSET_BEGINNING, OFFSET_END}
+        wanted = [TopicPartition(tp.topic, tp.partition, o) for tp, o in offsets.items() if o in logical]
+        if not wanted:
+            return dict(offsets)
+        resolved = dict(offsets)
+        try:
+            with self._poll_lock:
+                answered = self.consumer.offsets_for_times(wanted, timeout=_LIST_OFFSETS_TIMEOUT_S)
+        except (KafkaException, RuntimeError) as exc:
+            logger.debug("start offsets of %d partitions left to librdkafka: %r", len(wanted), exc)
+            return resolved
+        for tp in answered:
+            if tp.error is None and tp.offset >= 0:
+                resolved[TopicAndPartition(tp.topic, tp.partition)] = tp.offset
+        return resolved
 
     def unassign(self, partitions: Iterable[TopicAndPartition]) -> None:
         """Stop fetching these partitions (their threads have ended), in one change."""
@@ -334,7 +372,39 @@ class SharedFetchClient:
             finally:
                 self._poll_lock.release()
             caught_up = 0 <= high <= last_offset + 1
-        self.admission_changed(admission.took(tp, size, caught_up=caught_up))
+        self.admission_changed(admission.took(tp, size, next_offset=last_offset + 1, caught_up=caught_up))
+
+    def watch_idle(self) -> None:
+        """Ready the idle partitions whose logs grew (:meth:`FetchAdmission.log_ends`): asked of
+        the brokers at most every 200 ms, by one partition thread at a time, from a fetch that
+        found nothing (the others go on reading)."""
+        now = time.monotonic()
+        if now < self._idle_watch_due or not self._idle_watch_lock.acquire(blocking=False):
+            return
+        try:
+            self._idle_watch_due = now + _IDLE_WATCH_INTERVAL_S
+            idle = self.admission.idle_positions()
+            if idle:
+                self.admission_changed(self.admission.log_ends(self._log_ends(idle)))
+        finally:
+            self._idle_watch_lock.release()
+
+    def _log_ends(self, partitions: Iterable[TopicAndPartition]) -> dict[TopicAndPartition, int | None]:
+        """Each partition's log end offset (one ListOffsets request per broker); ``None`` where
+        the broker could not tell."""
+        ends: dict[TopicAndPartition, int | None] = dict.fromkeys(partitions)
+        query = [TopicPartition(tp.topic, tp.partition, OFFSET_END) for tp in ends]
+        try:
+            # Between two of the dispatcher's polls, as every other call of the client's.
+            with self._poll_lock:
+                answered = self.consumer.offsets_for_times(query, timeout=_LIST_OFFSETS_TIMEOUT_S)
+        except (KafkaException, RuntimeError) as exc:
+            logger.debug("log end offsets of %d idle partitions: %r; they take turns", len(ends), exc)
+            return ends
+        for tp in answered:
+            if tp.error is None and tp.offset >= 0:
+                ends[TopicAndPartition(tp.topic, tp.partition)] = tp.offset
+        return ends
 
     def admission_changed(self, change: Change) -> None:
         """Tell librdkafka which partitions admission paused or resumed: the Python path's through
@@ -488,6 +558,7 @@ class PackedReader:
         batch = self._packed.fetch(max_messages, timeout_s)
         if batch.chunk is None:
             client.admission_changed(client.admission.empty(self._tp))
+            client.watch_idle()
         else:
             self._taken, self._last = len(batch.chunk.data), batch.last_offset
         return batch._replace(errors=events + batch.errors) if events else batch
@@ -576,6 +647,7 @@ class PartitionHandoff:
             self._client.flow_changed(self)
         if not taken:
             self._client.admission_changed(admission.empty(self.tp))
+            self._client.watch_idle()
             return FetchedBatch(None, -1, -1, errors)
         # Maps over the client's C accessors: no bytecode per message.
         offsets = list(map(_message_offset, taken))

@@ -16,6 +16,7 @@ from confluent_kafka import Message, TopicPartition
 from reliable_kafka.kafka.fetch_admission import FetchAdmission
 from reliable_kafka.kafka.shared_client import SharedFetchClient, fetch_plan, prefetch_config
 from reliable_kafka.kafka.topic_partition import TopicAndPartition
+from tests.kafka.harness import wait_for
 
 PARTITIONS = 16
 RECORDS = 400
@@ -36,6 +37,7 @@ class SharedQueueConsumer:
         self.pauses = 0
         self.resumes = 0
         self.most_fetching = 0  # the most partitions a consume served from at once
+        self.list_offsets = 0
 
     def consume(self, num_messages: int, timeout: float) -> list[Message]:
         with self.lock:
@@ -57,6 +59,11 @@ class SharedQueueConsumer:
 
     def get_watermark_offsets(self, tp: TopicPartition, cached: bool = False) -> tuple[int, int]:
         return 0, self.records
+
+    def offsets_for_times(self, partitions: list[TopicPartition], timeout: float) -> list[TopicPartition]:
+        with self.lock:
+            self.list_offsets += 1
+            return [TopicPartition(tp.topic, tp.partition, self.records) for tp in partitions]
 
     def incremental_unassign(self, partitions: Iterable[TopicPartition]) -> None:
         with self.lock:
@@ -120,6 +127,43 @@ def test_beyond_its_slots_partitions_wait_paused_and_take_turns_and_nothing_is_l
     assert read_all(client) == {p: list(range(RECORDS)) for p in range(PARTITIONS)}
     assert consumer.most_fetching <= 3
     assert consumer.pause_threads == {"kafka-fetch-dispatcher"}
+
+
+def test_idle_partitions_wait_out_of_turn_until_their_logs_grow_and_then_nothing_is_lost() -> None:
+    consumer = SharedQueueConsumer(PARTITIONS, 0)  # every log empty
+    admission = FetchAdmission(3, quantum_bytes=60 * len(VALUE), idle_polls=1)
+    client = SharedFetchClient(  # type: ignore[arg-type]
+        consumer, {}, packed_fetch=False, handoff_bytes=20 * len(VALUE), admission=admission
+    )
+    readers = {p: client.attach(TopicAndPartition("t", p)) for p in range(PARTITIONS)}
+    client.assign({TopicAndPartition("t", p): 0 for p in range(PARTITIONS)})
+    received: dict[int, list[int]] = {p: [] for p in range(PARTITIONS)}
+    done = threading.Event()
+
+    def read(partition: int) -> None:
+        while not done.is_set():
+            batch = readers[partition].fetch(7, 0.02)
+            if batch.chunk is not None:
+                received[partition] += list(range(batch.first_offset, batch.last_offset + 1))
+
+    threads = [threading.Thread(target=read, args=(p,), name=f"kafka-t-{p}") for p in range(PARTITIONS)]
+    for thread in threads:
+        thread.start()
+    try:
+        # All but the admitted ones go idle: nothing to fetch, they take no turns.
+        wait_for(lambda: len(admission.idle_positions()) == PARTITIONS - 3, 30, "idle partitions")
+        asked = consumer.list_offsets
+        with consumer.lock:
+            consumer.records = 40  # the logs grow: the watch readies the idle partitions
+        wait_for(lambda: all(len(r) == 40 for r in received.values()), 30, "the new records")
+        assert consumer.list_offsets > asked
+    finally:
+        done.set()
+        for thread in threads:
+            thread.join(10)
+        client.close()
+    assert received == {p: list(range(40)) for p in range(PARTITIONS)}
+    assert consumer.most_fetching <= 3
 
 
 def test_the_prefetch_budget_splits_per_partition_queue_or_for_the_shared_one() -> None:
