@@ -488,7 +488,11 @@ class SharedFetchClient:
             try:
                 with self._poll_lock:
                     self._apply_flow()
-                    messages = self.consumer.consume(_DISPATCH_BATCH, _DISPATCH_TIMEOUT_S)
+                    # What is there now, else the first message to come: librdkafka's batch
+                    # consume waits for a whole batch or the timeout (see PackedFetch.fetch).
+                    messages = self.consumer.consume(_DISPATCH_BATCH, 0)
+                    if not messages:
+                        messages = self.consumer.consume(1, _DISPATCH_TIMEOUT_S)
             except (KafkaException, RuntimeError) as exc:
                 if self._closing.is_set():
                     return
