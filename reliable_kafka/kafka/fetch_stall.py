@@ -135,6 +135,11 @@ class FetchWatch:
             self._stalled = False
             self._monitor.fetching(self._tp)
 
+    def held(self) -> None:
+        """No records because the receiver holds the partition back (fetch admission: it waits
+        for its turn): its quiet time starts over, as after a fetch."""
+        self.fetched()
+
     def quiet(self) -> None:
         """A poll returned no record; probes the partition once per probe interval of quiet."""
         now = self._clock()

@@ -225,7 +225,17 @@ class PackedFetch:
         return cls(consumer, tp, librdkafka, queue)
 
     def fetch(self, max_messages: int, timeout_s: float) -> FetchedBatch:
-        """Waits up to ``timeout_s`` for records, and takes up to ``max_messages``."""
+        """Takes up to ``max_messages`` of what the queue holds now; when it holds nothing, waits
+        up to ``timeout_s`` for the first record and takes that one (the rest, at once, on the
+        next call). librdkafka's batch consume waits for a *whole* batch or the timeout: a
+        partition with less than a batch left, as each one at the end of its fetch turn, sat out
+        the whole poll timeout (0.2 s) every time."""
+        batch = self._take(max_messages, 0)
+        if batch.chunk is None and not batch.errors and timeout_s > 0:
+            batch = self._take(1, timeout_s)
+        return batch
+
+    def _take(self, max_messages: int, timeout_s: float) -> FetchedBatch:
         if self._queue is None:
             raise RuntimeError(f"packed fetch of {self._topic} [{self._partition}] is closed")
         data, records, first, last, errors = self._fetch(

@@ -215,7 +215,9 @@ class PartitionConsumer:
             for error in batch.errors:
                 self._on_error(error)
             if batch.chunk is None:
-                if watch is not None:
+                if watch is not None and reader.held:
+                    watch.held()  # quiet by choice: waiting for its turn to fetch
+                elif watch is not None:
                     watch.quiet()
                 continue
             if not running.is_set():

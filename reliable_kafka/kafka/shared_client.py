@@ -17,7 +17,10 @@ partition, in order:
   its share of the prefetch budget is paused in librdkafka (which then stops fetching it) until
   its thread catches up. Packing stays on the partition threads, as with packed fetch.
 
-Prefetch is bounded per receiver, not per partition (:func:`prefetch_config`).
+Prefetch is bounded per receiver, not per partition (:func:`fetch_plan`): fetches keep a size
+that takes the producers' record batches whole, and at most :attr:`FetchPlan.slots` partitions
+fetch at once, the others paused in librdkafka until their turn
+(:mod:`reliable_kafka.kafka.fetch_admission`).
 """
 
 from __future__ import annotations
@@ -27,11 +30,21 @@ import logging
 import threading
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    OFFSET_END,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
 
 from reliable_kafka.kafka.client import create_consumer
+from reliable_kafka.kafka.fetch_admission import Change, FetchAdmission
 from reliable_kafka.kafka.packed_fetch import FetchedBatch, PackedFetch, serve_events
 from reliable_kafka.kafka.packed_fetch import available as packed_fetch_available
 from reliable_kafka.kafka.params import DEFAULT_PREFETCH_BYTES
@@ -45,9 +58,29 @@ logger = logging.getLogger(__name__)
 _QUEUED_KBYTES = "queued.max.messages.kbytes"
 _FETCH_MAX_BYTES = "fetch.max.bytes"
 _PARTITION_FETCH_BYTES = "max.partition.fetch.bytes"
-# Below this a partition's share would make every fetch a round trip for a few records.
+_FETCH_WAIT_MAX_MS = "fetch.wait.max.ms"
+# While partitions take turns: a broker holds a fetch of partitions at their log end this long
+# (librdkafka's default 500 ms), and librdkafka sends a broker no other fetch meanwhile, so the
+# partitions admitted after caught-up ones waited that long for their first fetch.
+_TURN_FETCH_WAIT_MS = 10
+# Below this a queue would make every fetch a round trip for a few records.
 _MIN_SHARE_BYTES = 16 << 10
-_MAX_PARTITION_FETCH_BYTES = 1 << 20
+# A fetch takes at most this much of a partition: librdkafka's default, the size of librdkafka
+# producers' record batches (batch.size, 1,000,000) and of brokers' message.max.bytes. A broker
+# returns a larger batch only for the first partition of a response (KIP-74), so a fetch much
+# smaller than the batches brings about one batch per round trip.
+_PARTITION_FETCH_BYTES_DEFAULT = 1 << 20
+# An admitted partition's queue holds at least this fraction of a fetch (librdkafka fetches again
+# once it holds less): more partitions fetch at once than with a whole fetch each.
+_QUEUE_FETCH_RATIO = 4
+# An admitted partition yields its slot to a waiting one after taking this many fetches' worth:
+# a yield drops what its queue holds (fetched again on its next turn), at most two fetches.
+_QUANTUM_FETCHES = 16
+# How often the broker is asked for the log end offsets of idle partitions (one ListOffsets
+# request per broker for all of them): a record written to an idle partition waits this long,
+# at most, to be seen, and then for a slot.
+_IDLE_WATCH_INTERVAL_S = 0.2
+_LIST_OFFSETS_TIMEOUT_S = 2.0
 # How often the client's logs and errors are served off the consumer queue (packed fetch).
 _EVENT_SERVE_INTERVAL_S = 0.1
 _DISPATCH_BATCH = 500
@@ -68,37 +101,65 @@ def _size(messages: list[Message]) -> int:
     )
 
 
-def partition_share(budget_bytes: int, partitions: int) -> int:
-    """A partition's share of the prefetch budget: a quarter of it split between the partitions."""
-    return max(_MIN_SHARE_BYTES, budget_bytes // 4 // max(1, partitions))
+@dataclass(frozen=True)
+class FetchPlan:
+    """How a receiver's prefetch budget is spent: ``slots`` partitions fetch at once, each up to
+    ``fetch_bytes`` a fetch while its queue holds less than ``queue_bytes``."""
+
+    slots: int
+    queue_bytes: int
+    fetch_bytes: int
+    response_bytes: int
+
+    @property
+    def slot_bytes(self) -> int:
+        """What one admitted partition holds at most: its queue, filled up to ``queue_bytes`` and
+        then by one more fetch; the batch its thread holds was taken out of it."""
+        return self.queue_bytes + self.fetch_bytes
+
+
+def fetch_plan(
+    budget_bytes: int, partitions: int, client_config: Mapping[str, Any] | None = None
+) -> FetchPlan:
+    """A quarter of the budget for the admitted partitions' queues (as much again for the batches
+    their threads hold), a quarter for one fetch response per broker. Each admitted partition
+    fetches up to ``max.partition.fetch.bytes`` (1 MiB unless set) and keeps a queue of at least
+    a quarter of that, so as many partitions are admitted as a fetch and a quarter each fit in
+    the quarter (12 for the default 64 MiB), at most all of them; with fewer partitions each
+    one's queue grows instead."""
+    config = client_config or {}
+    fetch = int(config.get(_PARTITION_FETCH_BYTES, _PARTITION_FETCH_BYTES_DEFAULT))
+    quarter = max(_MIN_SHARE_BYTES, budget_bytes // 4)
+    slots = max(1, min(max(1, partitions), quarter // (fetch + fetch // _QUEUE_FETCH_RATIO)))
+    queue = max(_MIN_SHARE_BYTES, quarter // slots - fetch)
+    return FetchPlan(slots=slots, queue_bytes=queue, fetch_bytes=fetch, response_bytes=quarter)
 
 
 def prefetch_config(
     budget_bytes: int, partitions: int, client_config: Mapping[str, Any], *, shared_queue: bool = False
 ) -> dict[str, Any]:
     """librdkafka settings that keep a receiver's prefetch within ``budget_bytes`` whatever its
-    partition count (see :func:`receiver_memory_bound`). Each partition gets a share of a quarter
-    of the budget: librdkafka fetches a partition while its queue holds less than
-    ``queued.max.messages.kbytes`` (half the share), and a fetch adds at most
-    ``max.partition.fetch.bytes`` (the other half, at most librdkafka's default of 1 MiB), so a
-    queue holds at most its share, and the batch its thread holds (taken from the queue) at
-    most as much again. One fetch response of at most a quarter of the budget is in flight per
+    partition count, with at most :func:`fetch_plan`'s slots fetching (see
+    :func:`receiver_memory_bound`): librdkafka fetches a partition while its queue holds less
+    than ``queued.max.messages.kbytes``, up to ``max.partition.fetch.bytes`` a fetch, and one
+    fetch response of at most ``fetch.max.bytes`` (a quarter of the budget) is in flight per
     broker. Keys already in ``client_config`` are left as the user set them.
 
     With ``shared_queue`` (the Python path: every partition's queue forwarded to the client's)
     librdkafka compares the *shared* queue's size with ``queued.max.messages.kbytes`` for each
     partition (measured: 2,520 messages, 246 KB shown for every one of 256 partitions), so
-    there it is the whole receiver's quarter, not a partition's half share, which would let
+    there it is the whole receiver's quarter, not an admitted partition's queue, which would let
     one partition's worth through for all (9k records/s at 256 partitions); the partitions'
-    handoffs hold the shares instead (:class:`PartitionHandoff`)."""
-    share = partition_share(budget_bytes, partitions)
-    fetch_max = max(_MIN_SHARE_BYTES, budget_bytes // 4)
-    queued = fetch_max if shared_queue else share // 2
+    handoffs hold the slots' queues instead (:class:`PartitionHandoff`)."""
+    plan = fetch_plan(budget_bytes, partitions, client_config)
+    queued = plan.response_bytes if shared_queue else plan.queue_bytes
     wanted = {
         _QUEUED_KBYTES: max(1, queued // 1024),
-        _PARTITION_FETCH_BYTES: min(_MAX_PARTITION_FETCH_BYTES, share // 2),
-        _FETCH_MAX_BYTES: fetch_max,
+        _PARTITION_FETCH_BYTES: plan.fetch_bytes,
+        _FETCH_MAX_BYTES: plan.response_bytes,
     }
+    if plan.slots < partitions:
+        wanted[_FETCH_WAIT_MAX_MS] = _TURN_FETCH_WAIT_MS
     return {key: value for key, value in wanted.items() if key not in client_config}
 
 
@@ -123,18 +184,19 @@ def receiver_memory_bound(
     records of about ``record_bytes`` written in record batches of at most
     ``producer_batch_bytes`` (the producers' ``batch.size``; Java's default is 16 KiB):
 
-    - prefetch: each partition's queue and the batch its thread holds, at most its share each,
-      but at least one record batch each (a broker answers a fetch with whole record batches,
-      however small ``max.partition.fetch.bytes``), plus librdkafka's bookkeeping of those
-      records, plus one fetch response (a quarter of the budget) per broker;
+    - prefetch: only the admitted partitions (:func:`fetch_plan`'s slots) hold records: each
+      its queue and the batch its thread holds, at most a slot's bytes each (a fetch brings
+      whole record batches: at least one, however large), plus librdkafka's bookkeeping of
+      those records, plus one fetch response (a quarter of the budget) per broker;
     - the blocks received and not yet stored (``spark.streaming.receiver.maxBufferedBytes``),
       the one being stored counted twice (its chunks and its joined copy);
     - a fixed cost per partition (:data:`PER_PARTITION_BYTES`).
     """
-    share = max(partition_share(prefetch_bytes, partitions), producer_batch_bytes)
-    held = 2 * share * partitions
+    plan = fetch_plan(prefetch_bytes, partitions)
+    slot = plan.queue_bytes + max(plan.fetch_bytes, producer_batch_bytes)
+    held = 2 * slot * plan.slots
     held += held // max(1, record_bytes) * PER_RECORD_BYTES
-    prefetch = held + brokers * max(_MIN_SHARE_BYTES, prefetch_bytes // 4)
+    prefetch = held + brokers * plan.response_bytes
     return prefetch + 2 * max_buffered_bytes + partitions * PER_PARTITION_BYTES
 
 
@@ -142,6 +204,11 @@ class PartitionReader(Protocol):
     """What a partition thread reads its records through."""
 
     def fetch(self, max_messages: int, timeout_s: float) -> FetchedBatch: ...
+
+    @property
+    def held(self) -> bool:
+        """Whether the partition waits for its turn to fetch (quiet by choice, not stalled)."""
+        ...
 
     def close(self) -> None: ...
 
@@ -157,6 +224,7 @@ class SharedFetchClient:
         *,
         packed_fetch: bool,
         handoff_bytes: int,
+        admission: FetchAdmission | None = None,
     ) -> None:
         self.consumer = consumer
         # Plain data only (no callbacks): what the fetch-stall report names (bootstrap.servers).
@@ -169,12 +237,18 @@ class SharedFetchClient:
         # changes take it between two polls.
         self._poll_lock = threading.Lock()
         self._handoffs: dict[TopicAndPartition, PartitionHandoff] = {}
+        # Without a plan, every partition fetches at once.
+        self.admission = admission or FetchAdmission(1 << 30, quantum_bytes=1 << 62)
+        # What librdkafka was last told to pause for admission (packed fetch; under _poll_lock).
+        self._admission_paused: set[TopicAndPartition] = set()
         # Handoffs whose wanted pause state may differ from librdkafka's, applied by the
         # dispatcher between two polls (under _lock).
         self._flow_changed: set[PartitionHandoff] = set()
         self._dispatcher: threading.Thread | None = None
         self._closing = threading.Event()
         self._events_due = 0.0
+        self._idle_watch_lock = threading.Lock()
+        self._idle_watch_due = 0.0
 
     @classmethod
     def create(
@@ -191,9 +265,14 @@ class SharedFetchClient:
         tune_malloc_for_receivers()  # before any partition thread allocates (util/malloc_tuning.py)
         shared_queue = not (packed_fetch and packed_fetch_available())
         tuned = {**config, **prefetch_config(prefetch_bytes, partitions, config, shared_queue=shared_queue)}
-        handoff_bytes = partition_share(prefetch_bytes, partitions) // 2
+        plan = fetch_plan(prefetch_bytes, partitions, config)
+        admission = FetchAdmission(plan.slots, quantum_bytes=_QUANTUM_FETCHES * plan.fetch_bytes)
         return cls(
-            create_consumer(tuned, name), tuned, packed_fetch=packed_fetch, handoff_bytes=handoff_bytes
+            create_consumer(tuned, name),
+            tuned,
+            packed_fetch=packed_fetch,
+            handoff_bytes=plan.queue_bytes,
+            admission=admission,
         )
 
     # ------------------------------------------------------------ partitions
@@ -203,7 +282,7 @@ class SharedFetchClient:
         if self._packed_fetch:
             packed = PackedFetch.attach(self.consumer, tp)
             if packed is not None:
-                return PackedReader(self, packed)
+                return PackedReader(self, packed, tp)
         handoff = PartitionHandoff(self, tp, self._handoff_bytes)
         with self._lock:
             self._handoffs[tp] = handoff
@@ -228,9 +307,36 @@ class SharedFetchClient:
     def assign(self, offsets: Mapping[TopicAndPartition, int]) -> None:
         """Start fetching these partitions, in one assignment change (librdkafka serves each
         change on its own: one per partition of a 256-partition rebalance took seconds)."""
+        if self.admission.limited(adding=len(offsets)):
+            offsets = self._resolve_logical(offsets)
         assignment = [TopicPartition(tp.topic, tp.partition, offset) for tp, offset in offsets.items()]
         with self._poll_lock:
             self.consumer.incremental_assign(assignment)
+            # Those beyond the free slots wait for their turn, paused before their first fetch
+            # completes (what it brought is dropped: they start at the assigned offset).
+            change = self.admission.add(offsets)
+            self._admit(change, self._hand_to_dispatcher(change))
+
+    def _resolve_logical(self, offsets: Mapping[TopicAndPartition, int]) -> dict[TopicAndPartition, int]:
+        """Partitions that will take turns start at concrete offsets: the log's start or end now,
+        as librdkafka would resolve them at its first fetch, so that admission knows each one's
+        next offset and can leave it idle until its log grows. Those the broker cannot resolve
+        now keep their logical offset (and take turns, never idle, until they take a record)."""
+        logical = {OFFSET_BEGINNING, OFFSET_END}
+        wanted = [TopicPartition(tp.topic, tp.partition, o) for tp, o in offsets.items() if o in logical]
+        if not wanted:
+            return dict(offsets)
+        resolved = dict(offsets)
+        try:
+            with self._poll_lock:
+                answered = self.consumer.offsets_for_times(wanted, timeout=_LIST_OFFSETS_TIMEOUT_S)
+        except (KafkaException, RuntimeError) as exc:
+            logger.debug("start offsets of %d partitions left to librdkafka: %r", len(wanted), exc)
+            return resolved
+        for tp in answered:
+            if tp.error is None and tp.offset >= 0:
+                resolved[TopicAndPartition(tp.topic, tp.partition)] = tp.offset
+        return resolved
 
     def unassign(self, partitions: Iterable[TopicAndPartition]) -> None:
         """Stop fetching these partitions (their threads have ended), in one change."""
@@ -245,6 +351,97 @@ class SharedFetchClient:
                 )
         except (KafkaException, RuntimeError) as exc:
             logger.debug("unassigning %s: %r", partitions, exc)
+        self.admission_changed(self.admission.remove(partitions))  # their slots to waiting ones
+
+    def took(self, tp: TopicAndPartition, size: int, last_offset: int) -> None:
+        """``tp``'s thread is back for more after handing on ``size`` bytes up to ``last_offset``.
+        While others wait, whether that was the log's end as of the latest fetch response
+        (librdkafka's cached high watermark: no request) lets a caught-up partition yield at
+        once, not after a poll's timeout of finding its queue empty."""
+        admission = self.admission
+        caught_up = False
+        # Only between two of the dispatcher's polls, and not waiting for one: called while it
+        # polled, get_watermark_offsets waited for ever (as resume did, see flow_changed).
+        if admission.waiting() and self._poll_lock.acquire(blocking=False):
+            try:
+                _, high = self.consumer.get_watermark_offsets(
+                    TopicPartition(tp.topic, tp.partition), cached=True
+                )
+            except (KafkaException, RuntimeError):
+                high = -1
+            finally:
+                self._poll_lock.release()
+            caught_up = 0 <= high <= last_offset + 1
+        self.admission_changed(admission.took(tp, size, next_offset=last_offset + 1, caught_up=caught_up))
+
+    def watch_idle(self) -> None:
+        """Ready the idle partitions whose logs grew (:meth:`FetchAdmission.log_ends`): asked of
+        the brokers at most every 200 ms, by one partition thread at a time, from a fetch that
+        found nothing (the others go on reading)."""
+        now = time.monotonic()
+        if now < self._idle_watch_due or not self._idle_watch_lock.acquire(blocking=False):
+            return
+        try:
+            self._idle_watch_due = now + _IDLE_WATCH_INTERVAL_S
+            idle = self.admission.idle_positions()
+            if idle:
+                self.admission_changed(self.admission.log_ends(self._log_ends(idle)))
+        finally:
+            self._idle_watch_lock.release()
+
+    def _log_ends(self, partitions: Iterable[TopicAndPartition]) -> dict[TopicAndPartition, int | None]:
+        """Each partition's log end offset (one ListOffsets request per broker); ``None`` where
+        the broker could not tell."""
+        ends: dict[TopicAndPartition, int | None] = dict.fromkeys(partitions)
+        query = [TopicPartition(tp.topic, tp.partition, OFFSET_END) for tp in ends]
+        try:
+            # Between two of the dispatcher's polls, as every other call of the client's.
+            with self._poll_lock:
+                answered = self.consumer.offsets_for_times(query, timeout=_LIST_OFFSETS_TIMEOUT_S)
+        except (KafkaException, RuntimeError) as exc:
+            logger.debug("log end offsets of %d idle partitions: %r; they take turns", len(ends), exc)
+            return ends
+        for tp in answered:
+            if tp.error is None and tp.offset >= 0:
+                ends[TopicAndPartition(tp.topic, tp.partition)] = tp.offset
+        return ends
+
+    def admission_changed(self, change: Change) -> None:
+        """Tell librdkafka which partitions admission paused or resumed: the Python path's through
+        its dispatcher (see :meth:`flow_changed`), packed fetch's now."""
+        if not change:
+            return
+        handed = self._hand_to_dispatcher(change)
+        if self._packed_fetch and len(handed) < len(change.pause) + len(change.resume):
+            with self._poll_lock:
+                self._admit(change, handed)
+
+    def _hand_to_dispatcher(self, change: Change) -> set[TopicAndPartition]:
+        """The Python path's partitions of ``change``, marked for the dispatcher."""
+        with self._lock:
+            handoffs = [self._handoffs[tp] for tp in (*change.pause, *change.resume) if tp in self._handoffs]
+            self._flow_changed.update(handoffs)
+        return {handoff.tp for handoff in handoffs}
+
+    def _admit(self, change: Change, handed: set[TopicAndPartition]) -> None:
+        """Packed fetch, under _poll_lock: pause and resume as admission wants *now* (two threads'
+        changes may come here in either order; the last one sees the latest state)."""
+        pause, resume = [], []
+        for tp in dict.fromkeys((*change.pause, *change.resume)):
+            if tp in handed or not self.admission.knows(tp):
+                continue  # the dispatcher's, or unassigned meanwhile
+            admitted = self.admission.admitted(tp)
+            if not admitted and tp not in self._admission_paused:
+                self._admission_paused.add(tp)
+                pause.append(TopicPartition(tp.topic, tp.partition))
+            elif admitted and tp in self._admission_paused:
+                # Kept after unassign too: a partition assigned again may still be paused there.
+                self._admission_paused.discard(tp)
+                resume.append(TopicPartition(tp.topic, tp.partition))
+        if pause:
+            self.consumer.pause(pause)
+        if resume:
+            self.consumer.resume(resume)
 
     def flow_changed(self, handoff: PartitionHandoff) -> None:
         """``handoff`` wants to be paused or resumed: the dispatcher does it before its next poll.
@@ -261,7 +458,7 @@ class SharedFetchClient:
         pause: list[TopicPartition] = []
         resume: list[TopicPartition] = []
         for handoff in changed:
-            wanted = handoff.wants_pause()
+            wanted = handoff.wants_pause() or not self.admission.admitted(handoff.tp)
             if wanted != handoff.client_paused:
                 handoff.client_paused = wanted
                 (pause if wanted else resume).append(TopicPartition(handoff.tp.topic, handoff.tp.partition))
@@ -291,7 +488,11 @@ class SharedFetchClient:
             try:
                 with self._poll_lock:
                     self._apply_flow()
-                    messages = self.consumer.consume(_DISPATCH_BATCH, _DISPATCH_TIMEOUT_S)
+                    # What is there now, else the first message to come: librdkafka's batch
+                    # consume waits for a whole batch or the timeout (see PackedFetch.fetch).
+                    messages = self.consumer.consume(_DISPATCH_BATCH, 0)
+                    if not messages:
+                        messages = self.consumer.consume(1, _DISPATCH_TIMEOUT_S)
             except (KafkaException, RuntimeError) as exc:
                 if self._closing.is_set():
                     return
@@ -344,14 +545,31 @@ class SharedFetchClient:
 class PackedReader:
     """A partition's queue read by the C extension, plus the client's events now and then."""
 
-    def __init__(self, client: SharedFetchClient, packed: PackedFetch) -> None:
+    def __init__(self, client: SharedFetchClient, packed: PackedFetch, tp: TopicAndPartition) -> None:
         self._client = client
         self._packed = packed
+        self._tp = tp
+        # The size and last offset of the batch last fetched, reported once its thread is back.
+        self._taken = 0
+        self._last = -1
 
     def fetch(self, max_messages: int, timeout_s: float) -> FetchedBatch:
-        events = self._client.serve_events()
+        client = self._client
+        if self._taken:  # back for more: the batch before is handed on
+            client.took(self._tp, self._taken, self._last)
+            self._taken = 0
+        events = client.serve_events()
         batch = self._packed.fetch(max_messages, timeout_s)
+        if batch.chunk is None:
+            client.admission_changed(client.admission.empty(self._tp))
+            client.watch_idle()
+        else:
+            self._taken, self._last = len(batch.chunk.data), batch.last_offset
         return batch._replace(errors=events + batch.errors) if events else batch
+
+    @property
+    def held(self) -> bool:
+        return not self._client.admission.admitted(self._tp)
 
     def close(self) -> None:
         self._packed.close()
@@ -375,6 +593,9 @@ class PartitionHandoff:
         self._errors: list[KafkaError] = []
         self._bytes = 0
         self._paused = False
+        # The size and last offset of the batch last fetched; this partition's thread only.
+        self._taken = 0
+        self._last = -1
         # What librdkafka was told last; read and written by the dispatcher only.
         self.client_paused = False
         self._failure: BaseException | None = None
@@ -408,6 +629,10 @@ class PartitionHandoff:
             self._cond.notify_all()
 
     def fetch(self, max_messages: int, timeout_s: float) -> FetchedBatch:
+        admission = self._client.admission
+        if self._taken:  # back for more: the batch before is handed on
+            self._client.took(self.tp, self._taken, self._last)
+            self._taken = 0
         resume = False
         with self._cond:
             if not self._messages and not self._errors and self._failure is None:
@@ -416,12 +641,17 @@ class PartitionHandoff:
                 raise self._failure
             errors, self._errors = self._errors, []
             taken = [self._messages.popleft() for _ in range(min(max_messages, len(self._messages)))]
-            self._bytes -= _size(taken)
+            self._taken = _size(taken)
+            self._bytes -= self._taken
+            if taken:
+                self._last = taken[-1].offset()
             if self._paused and self._bytes <= self._max_bytes // 2:
                 self._paused, resume = False, True
         if resume:
             self._client.flow_changed(self)
         if not taken:
+            self._client.admission_changed(admission.empty(self.tp))
+            self._client.watch_idle()
             return FetchedBatch(None, -1, -1, errors)
         # Maps over the client's C accessors: no bytecode per message.
         offsets = list(map(_message_offset, taken))
@@ -437,6 +667,10 @@ class PartitionHandoff:
     def wants_pause(self) -> bool:
         with self._cond:
             return self._paused
+
+    @property
+    def held(self) -> bool:
+        return not self._client.admission.admitted(self.tp)
 
     def close(self) -> None:
         pass  # the client forgets it on unassign

@@ -77,3 +77,25 @@ def test_the_receiver_recovers_only_when_every_stalled_partition_does() -> None:
     assert monitor.reported  # t-1 still cannot fetch
     watches[1].fetched()
     assert not monitor.reported
+
+
+def test_a_partition_waiting_for_its_fetch_turn_is_not_stalled_and_its_quiet_time_starts_over() -> None:
+    clock = Clock()
+    reports: list[tuple[str, BaseException]] = []
+    monitor = FetchStallMonitor(4000, lambda m, e: reports.append((m, e)), clock=clock)
+    probes: list[str | None] = []
+    watch = monitor.watch(TP("t", 0), "b:9092", lambda: probes.pop(0))
+    for _ in range(100):  # held by fetch admission for 100 s: no probe, no report
+        clock.now += 1.0
+        watch.held()
+    assert not reports
+    # Admitted, quiet again, probes failing: a stall takes its whole timeout (4 s) from the hold,
+    # not from the last fetch 100 s ago.
+    probes.extend(["records past the position never arrive"] * 4)
+    for _ in range(3):
+        clock.now += 1.0
+        watch.quiet()
+    assert not reports and len(probes) == 1
+    clock.now += 1.0
+    watch.quiet()
+    assert len(reports) == 1

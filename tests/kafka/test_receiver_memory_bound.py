@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -167,3 +168,41 @@ def test_the_bound_holds_through_a_write_ahead_log_stall(
 ) -> None:
     running, topic = child
     run(local_cluster, running, topic, stall=True)
+
+
+# Records written one at a time to partitions spread over the topic, once every partition is idle.
+LATENCY_PROBES = 16
+# Far below a round of turns through idle partitions (256 / 3 slots x 0.6 s: ~50 s, before idle
+# partitions waited out of turn), far above the ~0.5 s expected (the 0.2 s watch, a slot, a
+# 200 ms block, the write-ahead log).
+LATENCY_BOUND_S = 5.0
+
+
+def test_a_record_on_an_idle_partition_does_not_wait_for_a_round_of_turns(
+    local_cluster: LocalCluster, child: tuple[Child, str]
+) -> None:
+    running, topic = child
+    reader = threading.Thread(target=running.read, daemon=True)
+    reader.start()
+    producer = Producer(local_cluster.client_config(**{"linger.ms": 0}))
+    for partition in range(PARTITIONS):  # every partition read once: all of them caught up after
+        producer.produce(topic, value=b"first", partition=partition)
+    assert producer.flush(30) == 0
+    wait_for(lambda: running.received() >= PARTITIONS, 120, "a record of every partition")
+    latencies = []
+    for probe in range(LATENCY_PROBES):
+        partition = (probe * 97 + 13) % PARTITIONS  # spread over the topic
+        expected = running.received() + 1
+        started = time.monotonic()
+        producer.produce(topic, value=b"probe", partition=partition)
+        assert producer.flush(30) == 0
+        wait_for(lambda n=expected: running.received() >= n, 60, f"the probe on partition {partition}")
+        latencies.append(time.monotonic() - started)
+    running.process.send_signal(signal.SIGTERM)
+    assert running.process.wait(120) == 0
+    reader.join(10)
+    median = sorted(latencies)[len(latencies) // 2]
+    print(f"probe latencies: median {median:.2f} s, max {max(latencies):.2f} s")
+    spans = {(p, start, until) for _, p, start, until in running.ranges()}
+    assert sum(until - start for _, start, until in spans) == PARTITIONS + LATENCY_PROBES  # each once
+    assert max(latencies) < LATENCY_BOUND_S, latencies
