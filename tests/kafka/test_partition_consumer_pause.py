@@ -14,7 +14,8 @@ from reliable_kafka.kafka.topic_partition import TopicAndPartition
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.storage.block_format import PackedChunk
 from tests.cluster_backends import unique_name
-from tests.kafka.harness import produce, wait_for
+from tests.kafka.harness import produce
+from tests.support import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -52,7 +53,7 @@ def test_a_paused_consumer_hands_nothing_over_and_resumes_at_the_next_offset(
     )
     consumer.start()
     try:
-        wait_for(lambda: last_handed() == 99, 60, "the first 100 records")
+        wait_until(lambda: last_handed() == 99, timeout_s=60, what="the first 100 records")
         consumer.pause()
         produce(local_cluster.client_config(), topic, 1, 100, start=100)
         # Long enough for an unpaused consumer to take some of them (it polls every 0.2 s); a
@@ -61,7 +62,7 @@ def test_a_paused_consumer_hands_nothing_over_and_resumes_at_the_next_offset(
         assert last_handed() == 99, "records were handed over while paused"
         assert consumer.paused
         consumer.resume()
-        wait_for(lambda: last_handed() == 199, 60, "the records produced during the pause")
+        wait_until(lambda: last_handed() == 199, timeout_s=60, what="the records produced during the pause")
     finally:
         consumer.stop()
         consumer.join(30)

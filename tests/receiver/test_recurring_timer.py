@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from reliable_kafka.receiver import ManualClock, RecurringTimer, SystemClock
-from tests.receiver.fakes import wait_until
+from tests.support import wait_until
 
 
 def test_ticks_are_aligned_to_multiples_of_the_period() -> None:

@@ -54,14 +54,6 @@ class FakeClock:
         self.now_ms += delta_ms
 
 
-def wait_until(predicate: Callable[[], bool], timeout_s: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.01)
-
-
 class RecordingBus:
     def __init__(self) -> None:
         self.lock = threading.Lock()

@@ -42,8 +42,8 @@ from tests.scheduler.fakes import (
     FakeStreamingContext,
     block_info,
     quick_settings,
-    wait_until,
 )
+from tests.support import wait_until
 from wal import RecordHandle
 
 

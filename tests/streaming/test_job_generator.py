@@ -9,7 +9,8 @@ from datetime import datetime
 from reliable_kafka.scheduler.listener import StreamingListener, StreamingListenerBatchCompleted
 from reliable_kafka.settings import StreamingSettings
 from tests.streaming.conftest import BATCH_MS, ManualRun
-from tests.streaming.fakes import FakeReceiverInputStream, batch_ms, processed, wait_until
+from tests.streaming.fakes import FakeReceiverInputStream, batch_ms, processed
+from tests.support import wait_until
 
 
 def concurrent(jobs: int) -> StreamingSettings:
