@@ -37,6 +37,8 @@ _BROKER_OF_TEST: dict[str, str] = {}
 _TEMP_ROOTS = (Path(tempfile.gettempdir()), Path("/dev/shm"))
 _WATCHED_PREFIXES = ("reliable-kafka-", "kafka-wordcount-", "spark-", "blockmgr-")
 _TEMP_BEFORE: set[Path] = set()
+# The session's own temporary directory (see _own_the_temporary_directory); removed at its end.
+_SESSION_TEMP: list[Path] = []
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -114,7 +116,33 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     _TEMP_BEFORE.update(_watched_temp_entries())
 
 
+def _own_the_temporary_directory() -> None:
+    """Give the session a temporary directory of its own (0o700) and make it everyone's: this
+    process's ``tempfile``, and through ``TMPDIR`` and ``SPARK_LOCAL_DIRS`` every child process, the
+    Spark JVM (started later, with a copy of this environment) and its executors, whose
+    ``spark-*``/``blockmgr-*`` scratch directories land there. Removed at the session's end, so a
+    run leaves nothing behind in the system's temporary directory, killed children's files included.
+
+    pytest's own ``tmp_path`` root stays where it was: its retention keeps failed tests' files."""
+    os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
+    session_dir = Path(tempfile.mkdtemp(prefix="reliable-kafka-tests-"))
+    _SESSION_TEMP.append(session_dir)
+    os.environ["TMPDIR"] = os.environ["SPARK_LOCAL_DIRS"] = str(session_dir)
+    tempfile.tempdir = str(session_dir)
+    # A Spark driver's JVM (this process's, or a child's spark-submit) takes its java.io.tmpdir
+    # from here: spark-submit's own spark-* directory and lz4's native library land there too.
+    submit_opts = os.environ.get("SPARK_SUBMIT_OPTS", "")
+    os.environ["SPARK_SUBMIT_OPTS"] = f"{submit_opts} -Djava.io.tmpdir={session_dir}".strip()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    for session_dir in _SESSION_TEMP:
+        shutil.rmtree(session_dir, ignore_errors=True)
+    _SESSION_TEMP.clear()
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    _own_the_temporary_directory()
     config.addinivalue_line(
         "markers",
         "brokers(*kinds): the Kafka brokers (3.9, 4, 0.9) a broker test supports; unmarked broker "

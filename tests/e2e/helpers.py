@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
@@ -13,16 +12,6 @@ from kazoo.exceptions import NoNodeError
 from reliable_kafka.kafka.topic_partition import TopicAndPartition
 from reliable_kafka.kafka.zk.paths import offset_path
 from tests.cluster_backends import ClusterUnderTest
-
-
-def wait_until(condition: Callable[[], bool], timeout_s: float = 120.0, what: str = "condition") -> None:
-    """Generous by default: the machine is small and other suites run beside this one."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.1)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
 
 
 def produce(

@@ -15,9 +15,10 @@ from typing import Any
 
 from reliable_kafka.local import LocalCluster
 from tests.cluster_backends import unique_name
-from tests.e2e.helpers import group_params, wait_until
+from tests.e2e.helpers import group_params
 from tests.e2e.kill_harness import ChildApp, RecordingProducer
 from tests.spark_backends import SparkBackend, local_cluster_backend
+from tests.support import wait_until
 
 PARTITIONS = 2
 RELAUNCH_BOUND_S = 30.0
@@ -100,7 +101,9 @@ def await_relaunch(output: Path, stream_id: int, killed_at: float) -> dict[str, 
 
 def records_keep_coming(output: Path, more: int = 30) -> None:
     before = len(received(read_output(output)))
-    wait_until(lambda: len(received(read_output(output))) > before + more, what=f"{more} more records")
+    wait_until(
+        lambda: len(received(read_output(output))) > before + more, timeout_s=120, what=f"{more} more records"
+    )
 
 
 def assert_duplicates_within_one_block(

@@ -22,8 +22,8 @@ from typing import IO, Any
 
 import pytest
 
-from tests.e2e.helpers import wait_until
 from tests.e2e.processes import cmdline, describe, session_processes
+from tests.support import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -18,7 +18,8 @@ from reliable_kafka.kafka.decode_errors import DEAD_LETTERED_KEY, SKIPPED_KEY
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.scheduler.listener import StreamingListener, StreamingListenerBatchCompleted
 from tests.cluster_backends import unique_name
-from tests.e2e.helpers import produce, wait_until
+from tests.e2e.helpers import produce
+from tests.support import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -90,13 +91,17 @@ def test_by_default_the_batch_fails_with_the_records_location(
     local_cluster: LocalCluster, make_ssc: Any
 ) -> None:
     topic, _, batches = run_stream(local_cluster, make_ssc)
-    wait_until(lambda: batches.failures(), what="the batch with the poison record to fail")
+    wait_until(lambda: batches.failures(), timeout_s=120, what="the batch with the poison record to fail")
     assert f"cannot decode the record at {topic}/0 offset 3" in batches.failures()[0]
 
 
 def test_skip_leaves_the_record_out_and_counts_it(local_cluster: LocalCluster, make_ssc: Any) -> None:
     _, received, batches = run_stream(local_cluster, make_ssc, decodeErrors="skip")
-    wait_until(lambda: len(received) >= len(GOOD) and batches.counted(SKIPPED_KEY) == 1, what="good records")
+    wait_until(
+        lambda: len(received) >= len(GOOD) and batches.counted(SKIPPED_KEY) == 1,
+        timeout_s=120,
+        what="good records",
+    )
     assert sorted(received) == sorted(v.decode() for v in GOOD)
     assert batches.failures() == []
 
@@ -110,7 +115,9 @@ def test_deadletter_writes_the_raw_record_to_the_topic_and_counts_it(
         local_cluster, make_ssc, decodeErrors="deadletter", deadLetterTopic=dead
     )
     wait_until(
-        lambda: len(received) >= len(GOOD) and batches.counted(DEAD_LETTERED_KEY) == 1, what="good records"
+        lambda: len(received) >= len(GOOD) and batches.counted(DEAD_LETTERED_KEY) == 1,
+        timeout_s=120,
+        what="good records",
     )
     assert sorted(received) == sorted(v.decode() for v in GOOD)
     consumer = Consumer({**local_cluster.client_config(), "group.id": unique_name("reader")})

@@ -13,8 +13,9 @@ from reliable_kafka import KafkaUtils, OffsetRange, StreamingContext
 from reliable_kafka.settings import BackpressureSettings
 from tests.cluster_backends import ClusterUnderTest, unique_name
 from tests.e2e.conftest import BATCH_S, e2e_settings
-from tests.e2e.helpers import produce, wait_until
+from tests.e2e.helpers import produce
 from tests.e2e.test_direct_stream import contiguous, covered, direct_params
+from tests.support import wait_until
 
 INITIAL_RATE = 200
 BACKLOG = {0: 1500, 1: 500}
@@ -58,12 +59,12 @@ def test_backpressure_bounds_each_batch_and_shares_the_rate_by_lag(
     try:
         wait_until(
             lambda: sum(r.count() for batch in batches for r in batch) >= sum(BACKLOG.values()),
-            what="the backlog read under backpressure",
             timeout_s=180,
+            what="the backlog read under backpressure",
         )
         # Batches can run well behind their generation on a loaded machine, so the controller
         # may learn of the batches with records only after the last of them ran.
-        wait_until(lambda: bool(published), what="a rate from the rate controller", timeout_s=60)
+        wait_until(lambda: bool(published), timeout_s=60, what="a rate from the rate controller")
     finally:
         ssc.stop(stopSparkContext=False, stopGraceFully=False)
 

@@ -18,9 +18,10 @@ from reliable_kafka.settings import DirectKafkaSettings, UISettings
 from reliable_kafka.ui.status_ui import StatusUI
 from tests.cluster_backends import unique_name
 from tests.e2e.conftest import BATCH_S, e2e_settings
-from tests.e2e.helpers import produce, wait_until
+from tests.e2e.helpers import produce
 from tests.e2e.test_direct_stream import direct_params
 from tests.kafka.kafka_tools import describe_group
+from tests.support import wait_until
 from tests.ui.test_lag_cli import console_script
 from tests.ui.test_lag_status_page import page_rows
 
@@ -75,9 +76,12 @@ def test_after_a_graceful_stop_the_groups_lag_is_zero(
     caught_up = {(group, topic, p): {"committed": str(PER_PARTITION), "log-end": str(PER_PARTITION),
                                      "lag": "0", "owner": "none"} for p in range(PARTITIONS)}  # fmt: skip
     try:
-        wait_until(lambda: sum(counted) >= PARTITIONS * PER_PARTITION, what="every record counted")
+        wait_until(
+            lambda: sum(counted) >= PARTITIONS * PER_PARTITION, timeout_s=120, what="every record counted"
+        )
         wait_until(
             lambda: page_rows(ui.handle("/", {}).body.decode()) == caught_up,
+            timeout_s=120,
             what="the status page showing lag 0",
         )
     finally:
@@ -115,11 +119,11 @@ def test_a_failed_batch_stops_the_commits_where_they_were(
     stream.foreachRDD(output)
     ssc.start()
     try:
-        wait_until(lambda: sum(batches) >= 10, what="the first 10 records")
+        wait_until(lambda: sum(batches) >= 10, timeout_s=120, what="the first 10 records")
         produce(local_cluster, topic, [(None, b"y", 0) for _ in range(5)])  # the batch that fails
-        wait_until(lambda: sum(batches) >= 15, what="the failing batch")
+        wait_until(lambda: sum(batches) >= 15, timeout_s=120, what="the failing batch")
         produce(local_cluster, topic, [(None, b"z", 0) for _ in range(5)])  # one after it
-        wait_until(lambda: sum(batches) >= 20, what="a batch after the failed one")
+        wait_until(lambda: sum(batches) >= 20, timeout_s=120, what="a batch after the failed one")
     finally:
         ssc.stop(stopSparkContext=False, stopGraceFully=True)
     described = describe_group(local_cluster, group)

@@ -22,10 +22,11 @@ import pytest
 
 from reliable_kafka.local import LocalCluster
 from tests.cluster_backends import unique_name
-from tests.e2e.helpers import produce, wait_until
+from tests.e2e.helpers import produce
 from tests.e2e.kill_harness import ChildApp, RecordingProducer
 from tests.e2e.processes import executor_jvm_above, kill_tree
 from tests.e2e.test_kill_recovery import kill_seed
+from tests.support import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.brokers("3.9")]
 
@@ -188,6 +189,7 @@ def test_an_executor_killed_while_it_reads_a_range_loses_nothing(
         child.wait_started()
         wait_until(
             lambda: child.check_alive() and marker.exists() and marker.read_text(),
+            timeout_s=120,
             what="a task held at 0:1500",
         )
         worker = int(marker.read_text())

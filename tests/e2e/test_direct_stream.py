@@ -19,7 +19,8 @@ from reliable_kafka.scheduler.listener import StreamingListener
 from reliable_kafka.settings import DirectKafkaSettings
 from tests.cluster_backends import ClusterUnderTest, unique_name
 from tests.e2e.conftest import BATCH_S, e2e_settings
-from tests.e2e.helpers import produce, wait_until
+from tests.e2e.helpers import produce
+from tests.support import wait_until
 
 
 def direct_params(cluster: ClusterUnderTest, **more: Any) -> dict[str, Any]:
@@ -78,9 +79,9 @@ def test_offset_ranges_pattern_of_the_guide(local_cluster: ClusterUnderTest, mak
         ranges = [r for _, batch in list(own) for r in batch]
         return all(covered(ranges, p) and covered(ranges, p)[-1][1] == end for p in (0, 1))
 
-    wait_until(lambda: reached(30), what="the 60 records sent before the start")
+    wait_until(lambda: reached(30), timeout_s=120, what="the 60 records sent before the start")
     produce(local_cluster, topic, [(None, f"n{i}".encode(), i % 2) for i in range(20)])
-    wait_until(lambda: reached(40), what="the 20 records sent after the start")
+    wait_until(lambda: reached(40), timeout_s=120, what="the 20 records sent after the start")
     ssc.stop(stopSparkContext=False, stopGraceFully=True)
 
     times = [time for time, _ in own]
@@ -130,7 +131,7 @@ def test_direct_kafka_wordcount(local_cluster: ClusterUnderTest, make_ssc: Any) 
     ssc.start()
     sent = ["a b a", "b c", "a"] * 10
     produce(local_cluster, topic, [(None, line.encode(), 0) for line in sent])
-    wait_until(lambda: sum(total.values()) >= 60, what="every word counted")
+    wait_until(lambda: sum(total.values()) >= 60, timeout_s=120, what="every word counted")
     ssc.stop(stopSparkContext=False, stopGraceFully=True)
     assert dict(total) == {"a": 30, "b": 20, "c": 10}
 
@@ -160,7 +161,7 @@ def test_max_rate_per_partition_bounds_each_batch(local_cluster: ClusterUnderTes
     ssc.start()
     try:
         wait_until(
-            lambda: sum(n for _, n in batches) >= 120, what="120 records at 15/s per partition", timeout_s=180
+            lambda: sum(n for _, n in batches) >= 120, timeout_s=180, what="120 records at 15/s per partition"
         )
     finally:
         ssc.stop(stopSparkContext=False, stopGraceFully=False)
@@ -210,7 +211,9 @@ def test_get_or_create_reruns_a_pending_batch_with_its_ranges(
     first.start()
     try:
         wait_until(
-            lambda: sum(len(records) for *_, records in seen) >= 80, what="80 records in the first run"
+            lambda: sum(len(records) for *_, records in seen) >= 80,
+            timeout_s=120,
+            what="80 records in the first run",
         )
     finally:
         first.stop(stopSparkContext=False, stopGraceFully=False)
@@ -232,8 +235,8 @@ def test_get_or_create_reruns_a_pending_batch_with_its_ranges(
     try:
         wait_until(
             lambda: {o for r, *_, records in seen for o in records} >= {(i % 2, i // 2) for i in range(200)},
-            what="all 200 records",
             timeout_s=180,
+            what="all 200 records",
         )
     finally:
         second.stop(stopSparkContext=False, stopGraceFully=False)

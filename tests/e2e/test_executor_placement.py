@@ -18,7 +18,7 @@ import pytest
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.rpc import AuthenticationError, connect, new_secret
 from tests.cluster_backends import unique_name
-from tests.e2e.helpers import committed_offsets, delete_records, log_end_offsets, wait_until
+from tests.e2e.helpers import committed_offsets, delete_records, log_end_offsets
 from tests.e2e.kill_harness import ChildApp
 from tests.e2e.placement_app import (
     PARTITIONS,
@@ -35,6 +35,7 @@ from tests.e2e.placement_app import (
 )
 from tests.e2e.processes import session_processes
 from tests.spark_backends import SparkBackend
+from tests.support import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -82,7 +83,11 @@ def test_receivers_on_executors_with_the_wal(
     session = child.process.pid
     try:
         # 1. Both receivers registered, from two different executors, and records flow.
-        wait_until(lambda: len(of_kind(read_output(output), "receiver_started")) >= 2, what="two receivers")
+        wait_until(
+            lambda: len(of_kind(read_output(output), "receiver_started")) >= 2,
+            timeout_s=120,
+            what="two receivers",
+        )
         started = of_kind(read_output(output), "receiver_started")
         executors = {e["stream"]: e["executor_id"] for e in started}
         hosts = {e["stream"]: e["host"] for e in started}
@@ -90,13 +95,19 @@ def test_receivers_on_executors_with_the_wal(
         assert "driver" not in executors.values(), started
         if spark_backend.hosts is not None:  # one executor per host: the receivers spread over hosts
             assert len(set(hosts.values())) == 2, started
-        wait_until(lambda: len(received(read_output(output))) > 30, what="records from both streams")
+        wait_until(
+            lambda: len(received(read_output(output))) > 30, timeout_s=120, what="records from both streams"
+        )
 
         # 2. A hostile client cannot disturb the receivers.
         (tracker,) = of_kind(read_output(output), "tracker")
         before = len(received(read_output(output)))
         abuse_tracker_socket(tracker["host"], tracker["port"])
-        wait_until(lambda: len(received(read_output(output))) > before + 30, what="records after the abuse")
+        wait_until(
+            lambda: len(received(read_output(output))) > before + 30,
+            timeout_s=120,
+            what="records after the abuse",
+        )
         assert not of_kind(read_output(output), "receiver_stopped"), "a receiver stopped: bad connections"
         # Exactly once so far: no fault has happened yet.
         assert max(received(read_output(output)).values()) == 1
@@ -163,18 +174,24 @@ def test_receivers_on_executors_without_the_wal(
     producers = start_producers(local_cluster, topics)
     session = child.process.pid
     try:
-        wait_until(lambda: len(of_kind(read_output(output), "receiver_started")) >= 2, what="two receivers")
+        wait_until(
+            lambda: len(of_kind(read_output(output), "receiver_started")) >= 2,
+            timeout_s=120,
+            what="two receivers",
+        )
         started = of_kind(read_output(output), "receiver_started")
         executors = {e["stream"]: e["executor_id"] for e in started}
         hosts = {e["stream"]: e["host"] for e in started}
         assert len(set(executors.values())) == 2, executors
         # A batch task on the executor that does not hold the block, with no file to read, fetches it.
-        wait_until(lambda: bool(of_kind(read_output(output), "forced_fetch")), what="the forced fetch")
+        wait_until(
+            lambda: bool(of_kind(read_output(output), "forced_fetch")), timeout_s=120, what="the forced fetch"
+        )
         (fetch,) = of_kind(read_output(output), "forced_fetch")
         assert fetch["ran_on"] != fetch["holder"] and fetch["records"] == fetch["expected"] > 0, fetch
         # Through the holder's block server (no file of another host), counted in the driver's metrics.
         assert fetch["served_reported"] >= 1, fetch
-        wait_until(lambda: len(received(read_output(output))) > 60, what="records")
+        wait_until(lambda: len(received(read_output(output))) > 60, timeout_s=120, what="records")
         assert not of_kind(read_output(output), "job_error")
         # Exactly once while nothing fails: read locally or fetched, no record twice.
         assert max(received(read_output(output)).values()) == 1
@@ -222,8 +239,16 @@ def test_records_kafka_no_longer_has_fail_their_batch_naming_them(
     producers = start_producers(local_cluster, topics)
     session = child.process.pid
     try:
-        wait_until(lambda: len(of_kind(read_output(output), "receiver_started")) >= 2, what="two receivers")
-        wait_until(lambda: bool(of_kind(read_output(output), "held")), what="a batch held before its reads")
+        wait_until(
+            lambda: len(of_kind(read_output(output), "receiver_started")) >= 2,
+            timeout_s=120,
+            what="two receivers",
+        )
+        wait_until(
+            lambda: bool(of_kind(read_output(output), "held")),
+            timeout_s=120,
+            what="a batch held before its reads",
+        )
         entries = read_output(output)
         (held,) = of_kind(entries, "held")
         (begin,) = [e for e in of_kind(entries, "begin") if e["batch"] == held["batch"]]
@@ -241,6 +266,7 @@ def test_records_kafka_no_longer_has_fail_their_batch_naming_them(
         release.touch()
         wait_until(
             lambda: any(e["batch"] == held["batch"] for e in of_kind(read_output(output), "job_error")),
+            timeout_s=120,
             what="the held batch's failure",
         )
     finally:
@@ -281,7 +307,11 @@ def test_replicated_blocks_without_the_wal_survive_the_loss_of_a_receivers_host(
     producers = start_producers(local_cluster, topics)
     session = child.process.pid
     try:
-        wait_until(lambda: len(of_kind(read_output(output), "receiver_started")) >= 2, what="two receivers")
+        wait_until(
+            lambda: len(of_kind(read_output(output), "receiver_started")) >= 2,
+            timeout_s=120,
+            what="two receivers",
+        )
         started = of_kind(read_output(output), "receiver_started")
         executors = {e["stream"]: e["executor_id"] for e in started}
         hosts = {e["stream"]: e["host"] for e in started}
@@ -299,10 +329,10 @@ def test_replicated_blocks_without_the_wal_survive_the_loss_of_a_receivers_host(
             ]
 
         # Both receivers' blocks get their second copy on the other receiver's executor.
-        wait_until(lambda: replicated(0) and replicated(1), what="blocks with a second copy")
+        wait_until(lambda: replicated(0) and replicated(1), timeout_s=120, what="blocks with a second copy")
         assert all(block["replica"] == executors[1] for block in replicated(0)), replicated(0)[:3]
         assert all(block["replica"] == executors[0] for block in replicated(1)), replicated(1)[:3]
-        wait_until(lambda: len(received(read_output(output))) > 60, what="records")
+        wait_until(lambda: len(received(read_output(output))) > 60, timeout_s=120, what="records")
         assert max(received(read_output(output)).values()) == 1  # no fault yet: exactly once
 
         (tracker,) = of_kind(read_output(output), "tracker")

@@ -13,7 +13,8 @@ from confluent_kafka import Producer
 from reliable_kafka import KafkaUtils, StreamingContext
 from reliable_kafka.local import LocalCluster
 from tests.cluster_backends import unique_name
-from tests.e2e.helpers import committed_offsets, log_end_offsets, wait_until
+from tests.e2e.helpers import committed_offsets, log_end_offsets
+from tests.support import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -92,7 +93,7 @@ def test_graceful_stop_loses_nothing_and_commits_to_the_log_end(
     try:
         # Run 1: stopped gracefully while messages are still flowing in.
         first = run_stream(make_ssc(wal=True), local_cluster, topic, group)
-        wait_until(lambda: len(first) >= 300, what="the first run to process 300 records")
+        wait_until(lambda: len(first) >= 300, timeout_s=120, what="the first run to process 300 records")
         StreamingContext.getActive().stop(stopSparkContext=False, stopGraceFully=True)  # type: ignore[union-attr]
         after_first = committed_offsets(local_cluster, group, topic, PARTITIONS)
         assert_exactly_offsets(first, {}, after_first)
@@ -102,7 +103,9 @@ def test_graceful_stop_loses_nothing_and_commits_to_the_log_end(
 
     # Run 2: same group, picks up at the committed offsets and drains the topic.
     second = run_stream(make_ssc(wal=True), local_cluster, topic, group)
-    wait_until(lambda: len(first) + len(second) >= producer.sent, what="every record processed")
+    wait_until(
+        lambda: len(first) + len(second) >= producer.sent, timeout_s=120, what="every record processed"
+    )
     StreamingContext.getActive().stop(stopSparkContext=False, stopGraceFully=True)  # type: ignore[union-attr]
 
     assert_exactly_offsets(second, after_first, log_end_offsets(local_cluster, topic, PARTITIONS))

@@ -13,7 +13,8 @@ import pytest
 from reliable_kafka import KafkaUtils
 from reliable_kafka.kafka import KafkaMessageAndMetadata
 from tests.cluster_backends import ClusterUnderTest, unique_name
-from tests.e2e.helpers import committed_offsets, produce, wait_until
+from tests.e2e.helpers import committed_offsets, produce
+from tests.support import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -45,7 +46,9 @@ def test_kafka_stream(kafka_cluster: ClusterUnderTest, make_ssc: Any, wal: bool)
 
     stream.map(lambda kv: kv[1]).countByValue().foreachRDD(add)
     ssc.start()
-    wait_until(lambda: sum(result.values()) >= sum(send_data.values()), what="every message counted")
+    wait_until(
+        lambda: sum(result.values()) >= sum(send_data.values()), timeout_s=120, what="every message counted"
+    )
     ssc.stop(stopSparkContext=False, stopGraceFully=True)
 
     assert dict(result) == send_data
@@ -84,7 +87,7 @@ def test_decoders_run_on_executors_and_batches_expose_offset_ranges(
 
     stream.foreachRDD(keep)
     ssc.start()
-    wait_until(lambda: len(records) >= 200, what="200 records")
+    wait_until(lambda: len(records) >= 200, timeout_s=120, what="200 records")
     ssc.stop(stopSparkContext=False, stopGraceFully=True)
 
     assert sorted(key for key, _ in records) == list(range(200))
@@ -119,7 +122,7 @@ def test_message_handler_sees_topic_partition_offset(local_cluster: ClusterUnder
     seen: list[tuple[str, int, int, str, str]] = []
     stream.foreachRDD(lambda rdd: seen.extend(rdd.collect()))
     ssc.start()
-    wait_until(lambda: len(seen) >= 20, what="20 records")
+    wait_until(lambda: len(seen) >= 20, timeout_s=120, what="20 records")
     ssc.stop(stopSparkContext=False, stopGraceFully=True)
 
     expected = {(topic, i % 2, i // 2, "k", f"m{i}") for i in range(20)}

@@ -21,9 +21,10 @@ import pytest
 
 from reliable_kafka.local import LocalCluster
 from tests.cluster_backends import unique_name
-from tests.e2e.helpers import committed_offsets, group_params, log_end_offsets, wait_until
+from tests.e2e.helpers import committed_offsets, group_params, log_end_offsets
 from tests.e2e.kill_harness import ChildApp, Output, RecordingProducer, blocks_to_cover
 from tests.e2e.processes import describe, zookeeper_processes
+from tests.support import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -15,7 +15,8 @@ from reliable_kafka.kafka.zk.broker_discovery import legacy_protocol_config
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.scheduler.listener import StreamingListener, StreamingListenerReceiverError
 from tests.cluster_backends import unique_name
-from tests.e2e.helpers import produce, wait_until
+from tests.e2e.helpers import produce
+from tests.support import wait_until
 
 pytestmark = pytest.mark.integration
 

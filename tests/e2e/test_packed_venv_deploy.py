@@ -31,9 +31,10 @@ from reliable_kafka.local.ports import free_port
 from reliable_kafka.local.spark_hosts import LocalSparkHosts, spark_home
 from tests.cluster_backends import unique_name
 from tests.conftest import selected_spark
-from tests.e2e.helpers import committed_offsets, log_end_offsets, produce, wait_until
+from tests.e2e.helpers import committed_offsets, log_end_offsets, produce
 from tests.e2e.packed_venv import PackedVenv, build_packed_venv
 from tests.e2e.processes import descendants, describe, session_processes
+from tests.support import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.brokers("3.9")]
 

@@ -16,7 +16,7 @@ import pytest
 
 from reliable_kafka.local import LocalCluster
 from tests.cluster_backends import unique_name
-from tests.e2e.helpers import committed_offsets, log_end_offsets, wait_until
+from tests.e2e.helpers import committed_offsets, log_end_offsets
 from tests.e2e.kill_harness import ChildApp
 from tests.e2e.placement_app import (
     PARTITIONS,
@@ -30,6 +30,7 @@ from tests.e2e.placement_app import (
 )
 from tests.e2e.remote_stores import STORES, RemoteStore, remote_store
 from tests.spark_backends import SparkBackend
+from tests.support import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -63,10 +64,12 @@ def test_a_lost_hosts_blocks_are_read_from_the_remote_wal(
     producers = start_producers(local_cluster, [topic])
     session = child.process.pid
     try:
-        wait_until(lambda: bool(of_kind(read_output(output), "receiver_started")), what="the receiver")
+        wait_until(
+            lambda: bool(of_kind(read_output(output), "receiver_started")), timeout_s=120, what="the receiver"
+        )
         (first,) = of_kind(read_output(output), "receiver_started")
         assert first["executor_id"] != "driver", first
-        wait_until(lambda: len(received(read_output(output))) > 30, what="records")
+        wait_until(lambda: len(received(read_output(output))) > 30, timeout_s=120, what="records")
         (tracker,) = of_kind(read_output(output), "tracker")
         killed_at = lose_receivers_host(
             host_loss_backend, session, first["executor_id"], first["host"], tracker["app_id"], output

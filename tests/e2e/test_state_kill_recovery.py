@@ -19,10 +19,11 @@ import pytest
 
 from reliable_kafka.local import LocalCluster
 from tests.cluster_backends import unique_name
-from tests.e2e.helpers import group_params, wait_until
+from tests.e2e.helpers import group_params
 from tests.e2e.kill_harness import ChildApp, RecordingProducer
 from tests.e2e.state_kill_child import word_of
 from tests.e2e.test_kill_recovery import SEED_VARIABLE, kill_seed
+from tests.support import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -135,7 +136,6 @@ def test_running_totals_survive_driver_kills(
             lambda: (
                 final.check_alive() and set(producer.acked) <= WordCountOutput.read(output_path).offsets()
             ),
-            # It first re-runs every batch the kills left pending.
             timeout_s=300,
             what="the final run to read every produced message",
         )

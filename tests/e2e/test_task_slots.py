@@ -20,9 +20,9 @@ import pytest
 
 from reliable_kafka.local import LocalCluster
 from tests.cluster_backends import unique_name
-from tests.e2e.helpers import wait_until
 from tests.e2e.kill_harness import ChildApp
 from tests.e2e.test_executor_placement import acked, of_kind, read_output, received, start_producers
+from tests.support import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -57,7 +57,11 @@ def test_three_streams_on_local_2_deliver_every_record(local_cluster: LocalClust
     try:
         child.wait_started()
         output = tmp_path / "output.jsonl"
-        wait_until(lambda: child.check_alive() and len(received(read_output(output))) > 90, what="records")
+        wait_until(
+            lambda: child.check_alive() and len(received(read_output(output))) > 90,
+            timeout_s=120,
+            what="records",
+        )
         for producer in producers.values():
             producer.finish()
         expected = acked(producers)

@@ -27,8 +27,8 @@ from reliable_kafka.storage.block_format import encode_chunks, pack_chunk
 from reliable_kafka.storage.block_id import StreamBlockId
 from tests.cluster_backends import unique_name
 from tests.e2e.conftest import e2e_settings
-from tests.e2e.helpers import wait_until
 from tests.kafka.harness import produce
+from tests.support import wait_until
 from wal import FileBasedWriteAheadLog, RecordHandle, WriteAheadLogError
 
 # On 4.x (KRaft) with no ZooKeeper: the group coordinator keeps the group, and a damaged block is

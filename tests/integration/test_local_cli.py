@@ -18,8 +18,8 @@ from confluent_kafka.admin import AdminClient
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.local.cli import build_parser
 from reliable_kafka.local.ports import free_port
-from tests.e2e.helpers import wait_until
 from tests.e2e.kill_harness import REPO_ROOT
+from tests.support import wait_until
 
 
 def test_up_takes_repeated_topics_and_fixed_ports() -> None:

@@ -23,7 +23,8 @@ from reliable_kafka.local.ports import free_port
 from reliable_kafka.local.zookeeper import LocalZooKeeper, four_letter_word
 from reliable_kafka.storage import StorageLevel
 from tests.cluster_backends import ClusterUnderTest, unique_name
-from tests.kafka.harness import RunningReceiver, offsets_reach, produce, wait_for
+from tests.kafka.harness import RunningReceiver, offsets_reach, produce
+from tests.support import wait_until
 
 # The docker half (--docker) runs all of these: they check the compose clusters themselves.
 pytestmark = [pytest.mark.integration, pytest.mark.docker_half]
@@ -415,7 +416,9 @@ def test_discovery_picks_the_reachable_listener_of_a_broker_with_two(
         )
         running = RunningReceiver(receiver, tmp_path / "checkpoint")
         try:
-            wait_for(offsets_reach(zk, group, {(topic, 0): 21}), 60, "offset 21 in ZooKeeper")
+            wait_until(
+                offsets_reach(zk, group, {(topic, 0): 21}), timeout_s=60, what="offset 21 in ZooKeeper"
+            )
         finally:
             running.stop()
         assert [record[1] for record in running.records()] == [b"through EXTERNAL", *sent[0]]

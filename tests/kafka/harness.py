@@ -7,7 +7,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -23,6 +22,7 @@ from reliable_kafka.receiver.received_block_handler import ReceivedBlockHandler
 from reliable_kafka.receiver.wal_block_handler import receiver_log_directory
 from reliable_kafka.settings import ReceiverSettings, StreamingSettings, WriteAheadLogSettings
 from reliable_kafka.storage import BlockManager, decode_block
+from tests.support import wait_until
 from wal import FileBasedWriteAheadLog
 
 KafkaRecord = tuple[Any, ...]  # key, value, topic, partition, offset
@@ -63,13 +63,8 @@ def start_receiver_child(
     return child
 
 
-def wait_for(condition: Callable[[], bool], timeout_s: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+# The name tests/kafka/test_receiver_memory_bound.py imports; new tests use wait_until.
+wait_for = wait_until
 
 
 class RecordingTracker:

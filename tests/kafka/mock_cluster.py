@@ -55,6 +55,15 @@ def _bundled_librdkafka() -> ctypes.CDLL:
         ctypes.c_int32,
     ]
     lib.rd_kafka_mock_coordinator_set.restype = ctypes.c_int
+    lib.rd_kafka_mock_start_request_tracking.argtypes = [ctypes.c_void_p]
+    lib.rd_kafka_mock_clear_requests.argtypes = [ctypes.c_void_p]
+    lib.rd_kafka_mock_get_requests.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)]
+    lib.rd_kafka_mock_get_requests.restype = ctypes.POINTER(ctypes.c_void_p)
+    lib.rd_kafka_mock_request_id.argtypes = [ctypes.c_void_p]
+    lib.rd_kafka_mock_request_id.restype = ctypes.c_int32
+    lib.rd_kafka_mock_request_api_key.argtypes = [ctypes.c_void_p]
+    lib.rd_kafka_mock_request_api_key.restype = ctypes.c_int16
+    lib.rd_kafka_mock_request_destroy_array.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t]
     return lib
 
 
@@ -97,6 +106,29 @@ class MockCluster:
             self._lib.rd_kafka_mock_coordinator_set(self._cluster, b"group", group_id.encode(), broker_id),
             "setting the coordinator",
         )
+
+    def track_requests(self) -> None:
+        """Record every request the brokers receive from now on (and forget those recorded so
+        far): what a client did is then an observed fact, see :meth:`requests`."""
+        self._lib.rd_kafka_mock_start_request_tracking(self._cluster)
+        self._lib.rd_kafka_mock_clear_requests(self._cluster)
+
+    def requests(self) -> list[tuple[int, int]]:
+        """(broker id, API key) of each request recorded since :meth:`track_requests`, in order."""
+        count = ctypes.c_size_t()
+        recorded = self._lib.rd_kafka_mock_get_requests(self._cluster, ctypes.byref(count))
+        if not count.value:
+            return []
+        try:
+            return [
+                (
+                    self._lib.rd_kafka_mock_request_id(recorded[i]),
+                    self._lib.rd_kafka_mock_request_api_key(recorded[i]),
+                )
+                for i in range(count.value)
+            ]
+        finally:
+            self._lib.rd_kafka_mock_request_destroy_array(recorded, count.value)
 
     def close(self) -> None:
         if self._cluster:

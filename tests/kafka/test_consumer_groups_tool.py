@@ -12,8 +12,9 @@ from reliable_kafka.kafka import ReliableKafkaReceiver
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.storage import StorageLevel
 from tests.cluster_backends import unique_name
-from tests.kafka.harness import STORE_PARAMS, CommittedOffsets, RunningReceiver, produce, wait_for
+from tests.kafka.harness import STORE_PARAMS, CommittedOffsets, RunningReceiver, produce
 from tests.kafka.kafka_tools import describe_group
+from tests.support import wait_until
 
 # ZooKeeper membership, so not 4.x (no ZooKeeper there): Kafka-native membership brings that.
 pytestmark = [pytest.mark.integration, pytest.mark.brokers("3.9")]
@@ -43,7 +44,9 @@ def test_kafka_consumer_groups_describes_the_committed_offsets_with_lag_zero_aft
     )
     running = RunningReceiver(receiver, None)
     try:
-        wait_for(committed.reach(ends), 60, "every partition committed to its log end in Kafka")
+        wait_until(
+            committed.reach(ends), timeout_s=60, what="every partition committed to its log end in Kafka"
+        )
     finally:
         running.stop()
         committed.close()

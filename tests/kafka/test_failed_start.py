@@ -19,8 +19,9 @@ from reliable_kafka.scheduler.receiver_tracker import ReceiverTracker
 from reliable_kafka.settings import ReceiverSettings, StreamingSettings, WriteAheadLogSettings
 from reliable_kafka.storage import StorageLevel
 from tests.cluster_backends import unique_name
-from tests.kafka.harness import RunningReceiver, wait_for
+from tests.kafka.harness import RunningReceiver
 from tests.scheduler.fakes import FakeStream, FakeStreamingContext
+from tests.support import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -89,7 +90,9 @@ def test_a_failed_start_stops_the_supervisor_with_its_error_and_every_call_retur
     run = holder[0]
     try:
         # The supervisor ends by itself, with the start's error, so that its launcher restarts it.
-        wait_for(run.supervisor.is_terminated, 60, "the supervisor of a failed start to terminate")
+        wait_until(
+            run.supervisor.is_terminated, timeout_s=60, what="the supervisor of a failed start to terminate"
+        )
         with pytest.raises(Exception, match=mark):
             run.supervisor.await_termination(0)
         with run.tracker.lock:
@@ -116,7 +119,9 @@ def test_a_receiver_that_fails_to_start_is_restarted_after_the_delay_with_its_er
                 if mark in event.receiver_info.last_error
             ]
 
-        wait_for(lambda: len(failures_reported()) >= 3, 90, "three failed starts, each reported")
+        wait_until(
+            lambda: len(failures_reported()) >= 3, timeout_s=90, what="three failed starts, each reported"
+        )
         assert tracker.launch_count(0) >= 3
         times = [event.receiver_info.last_error_time_ms for event in failures_reported()]
         # Each attempt waits the restart delay after the last one failed (wall clock, no upper bound).

@@ -6,7 +6,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 
 import pytest
 from kazoo.client import KazooClient
@@ -22,6 +22,7 @@ from reliable_kafka.kafka.zk.offset_store import ZooKeeperOffsetStore
 from reliable_kafka.local import LocalCluster
 from tests.cluster_backends import unique_name
 from tests.kafka.harness import expire_session
+from tests.support import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -53,15 +54,6 @@ class RecordingListener:
 
     def on_session_resumed(self) -> None:
         self.resumptions += 1
-
-
-def wait_for(condition: Callable[[], bool], timeout_s: float = 20.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def fake_topic(zk: KazooClient, topic: str, partitions: int) -> None:
@@ -125,7 +117,7 @@ def test_members_register_split_by_range_and_the_survivor_takes_everything(zk_pa
 
         second = Member(zk_params, group, {topic: 1}).start()
         ordered = sorted([first, second], key=lambda m: m.group.consumer_id)
-        wait_for(lambda: partitions_of(ordered[0]) == [0, 1, 2] and partitions_of(ordered[1]) == [3, 4])
+        wait_until(lambda: partitions_of(ordered[0]) == [0, 1, 2] and partitions_of(ordered[1]) == [3, 4])
         for p in range(5):
             holder = ordered[0] if p < 3 else ordered[1]
             value = admin.get(f"/consumers/{group}/owners/{topic}/{p}")[0].decode()
@@ -137,7 +129,7 @@ def test_members_register_split_by_range_and_the_survivor_takes_everything(zk_pa
         assert admin.get(f"/consumers/{group}/offsets/{topic}/0")[0] == b"10"
 
         ordered[1].close()
-        wait_for(lambda: partitions_of(ordered[0]) == [0, 1, 2, 3, 4], what="the survivor to own all")
+        wait_until(lambda: partitions_of(ordered[0]) == [0, 1, 2, 3, 4], what="the survivor to own all")
         assert not ordered[0].listener.failures
         # Partitions the survivor kept were never revoked: no needless re-reads.
         assert all(tp.partition >= 3 for revoked in ordered[0].listener.revoked for tp in revoked)
@@ -160,7 +152,7 @@ def test_new_partitions_of_a_topic_are_picked_up(zk_params, admin) -> None:
             TP(topic, 1): f"{member.group.consumer_id}-1",
         }
         fake_topic(admin, topic, 4)
-        wait_for(lambda: partitions_of(member) == [0, 1, 2, 3], what="partitions 2 and 3")
+        wait_until(lambda: partitions_of(member) == [0, 1, 2, 3], what="partitions 2 and 3")
     finally:
         member.close()
 
@@ -194,7 +186,7 @@ def test_zookeeper_restart_keeps_or_restores_membership_and_ownership(
     try:
         assert member.offsets.commit({TP(topic, 0): 5})[TP(topic, 0)] is CommitResult.COMMITTED
         local_cluster.restart_zookeeper()
-        wait_for(lambda: member.zk.connected, 30, "the member to reconnect")
+        wait_until(lambda: member.zk.connected, timeout_s=30, what="the member to reconnect")
 
         def registered_and_owning() -> bool:
             try:
@@ -206,15 +198,15 @@ def test_zookeeper_restart_keeps_or_restores_membership_and_ownership(
             except Exception:
                 return False
 
-        wait_for(registered_and_owning, 30, "registration and ownership after the restart")
+        wait_until(registered_and_owning, timeout_s=30, what="registration and ownership after the restart")
         # The outage paused the consumers; they resumed if the session survived it, else (a
         # slow restart) its partitions were revoked and claimed afresh.
         assert member.listener.suspensions >= 1
         assert (member.listener.resumptions >= 1) != (member.group.generation > 0)
-        wait_for(
+        wait_until(
             lambda: member.offsets.commit({TP(topic, 0): 7})[TP(topic, 0)] is CommitResult.COMMITTED,
-            30,
-            "a commit after the restart",
+            timeout_s=30,
+            what="a commit after the restart",
         )
         assert member.offsets.read(TP(topic, 0)) == 7
     finally:
@@ -229,9 +221,15 @@ def test_session_expiry_voids_claims_then_reregisters_and_reclaims(zk_params, ad
         old_session = member.zk.client_id[0]
         generation = member.group.generation
         expire_session(zk_params.connect, member.zk)
-        wait_for(lambda: member.group.generation > generation, 20, "the session loss to be seen")
+        wait_until(
+            lambda: member.group.generation > generation, timeout_s=20, what="the session loss to be seen"
+        )
         # Claims of the dead session can no longer commit, whatever the timing of the rebalance.
-        wait_for(lambda: bool(member.listener.revoked), 20, "consumers of the lost session to be stopped")
+        wait_until(
+            lambda: bool(member.listener.revoked),
+            timeout_s=20,
+            what="consumers of the lost session to be stopped",
+        )
 
         def owning_again() -> bool:
             client_id = member.zk.client_id
@@ -241,7 +239,7 @@ def test_session_expiry_voids_claims_then_reregisters_and_reclaims(zk_params, ad
             registered = admin.exists(f"/consumers/{group}/ids/{member.group.consumer_id}")
             return stat.ephemeralOwner == client_id[0] and registered is not None
 
-        wait_for(owning_again, 30, "re-registration and re-claim in the new session")
+        wait_until(owning_again, timeout_s=30, what="re-registration and re-claim in the new session")
         # A lost session's partitions are revoked and claimed afresh, never resumed.
         assert member.listener.resumptions == 0
         assert member.offsets.commit({TP(topic, 1): 3})[TP(topic, 1)] is CommitResult.COMMITTED
@@ -293,7 +291,7 @@ def test_a_stop_while_waiting_out_a_stale_registration_ends_at_once(zk_params, a
         held_by.create(f"/consumers/{group}/ids/{group}_fixed", b"{}", ephemeral=True, makepath=True)
         member = ZookeeperConsumerGroup(zk, params, {topic: 1}, RecordingListener())
         starting, failures = _start_in_a_thread(member)
-        wait_for(
+        wait_until(
             lambda: member._thread is not None and member._thread.is_alive(), what="its rebalance thread"
         )
         member.stop()

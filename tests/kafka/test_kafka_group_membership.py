@@ -15,7 +15,8 @@ from reliable_kafka.kafka.offset_store import CommitResult
 from reliable_kafka.kafka.topic_partition import TopicAndPartition as TP
 from reliable_kafka.local import LocalCluster
 from tests.cluster_backends import unique_name
-from tests.kafka.harness import produce, wait_for
+from tests.kafka.harness import produce
+from tests.support import wait_until
 
 PARTITIONS = 4
 
@@ -87,7 +88,11 @@ def test_members_split_partitions_and_the_survivor_takes_all(
     produce(local_cluster.client_config(), topic, PARTITIONS, per_partition=5)
     a, a_listener = join(local_cluster, group, topic, strategy)
     members.append(a)
-    wait_for(lambda: len(a_listener.owned) == PARTITIONS, 60, "the first member to own every partition")
+    wait_until(
+        lambda: len(a_listener.owned) == PARTITIONS,
+        timeout_s=60,
+        what="the first member to own every partition",
+    )
     b, b_listener = join(local_cluster, group, topic, strategy)
     members.append(b)
 
@@ -96,7 +101,7 @@ def test_members_split_partitions_and_the_survivor_takes_all(
             mine, theirs = set(a_listener.owned), set(b_listener.owned)
         return len(mine) == len(theirs) == PARTITIONS // 2 and not mine & theirs
 
-    wait_for(split, 60, "the two members to split the partitions")
+    wait_until(split, timeout_s=60, what="the two members to split the partitions")
     assert set(a.owned_partitions()) == set(a_listener.owned)
     assert set(b.owned_partitions()) == set(b_listener.owned)
 
@@ -105,7 +110,9 @@ def test_members_split_partitions_and_the_survivor_takes_all(
     assert sorted(tp for revoked in b_listener.revoked for tp in revoked) == sorted(
         TP(topic, p) for p in range(PARTITIONS) if TP(topic, p) not in a_listener.owned
     )
-    wait_for(lambda: len(a_listener.owned) == PARTITIONS, 60, "the survivor to own every partition")
+    wait_until(
+        lambda: len(a_listener.owned) == PARTITIONS, timeout_s=60, what="the survivor to own every partition"
+    )
     # Every revoke ran while the partitions were still owned (their last blocks commit then).
     assert all(a_listener.owned_while_revoking + b_listener.owned_while_revoking)
     assert not a_listener.failures and not b_listener.failures
@@ -159,10 +166,14 @@ def test_a_commit_from_another_thread_completes_within_the_revoke(
     group = unique_name("group")
     a, listener = join(local_cluster, group, topic, "range", CommittingListener())
     members.append(a)
-    wait_for(lambda: len(listener.owned) == PARTITIONS, 60, "the first member to own every partition")
+    wait_until(
+        lambda: len(listener.owned) == PARTITIONS,
+        timeout_s=60,
+        what="the first member to own every partition",
+    )
     b, _ = join(local_cluster, group, topic, "range")
     members.append(b)
-    wait_for(lambda: bool(listener.revoked), 60, "the first member's revoke")
+    wait_until(lambda: bool(listener.revoked), timeout_s=60, what="the first member's revoke")
     assert isinstance(listener, CommittingListener)
     assert listener.commit_results[0] == {TP(topic, p): CommitResult.COMMITTED for p in range(PARTITIONS)}
     reader = KafkaOffsetStore.standalone(local_cluster.client_config(), group, owns=lambda _: False)

@@ -15,7 +15,7 @@ from confluent_kafka import KafkaError, TopicPartition
 from reliable_kafka.kafka.group import membership
 from reliable_kafka.kafka.group.membership import GroupJoinFailedError, KafkaGroupMembership
 from reliable_kafka.kafka.topic_partition import TopicAndPartition as TP
-from tests.kafka.harness import wait_for
+from tests.support import wait_until
 
 Callback = Callable[[Any, list[TopicPartition]], None]
 
@@ -146,7 +146,7 @@ def test_revoked_partitions_stay_owned_until_the_listener_returns(scripted: list
         step(consumer, listener, ("on_revoke", tps(0, 1)))
         assert listener.log[-1] == ("revoked", [TP("t", 0), TP("t", 1)], [True, True])
         # The listener runs on a helper thread; the callback disowns and unassigns once it returned.
-        wait_for(lambda: consumer.calls[-1] == ("unassign", []), what="the unassign")
+        wait_until(lambda: consumer.calls[-1] == ("unassign", []), what="the unassign")
         assert not member.owned_partitions()
     finally:
         member.stop()
@@ -159,7 +159,7 @@ def test_lost_partitions_are_disowned_before_the_listener_hears(scripted: list[S
         step(consumer, listener, ("on_lost", tps(1)))
         assert listener.log[-1] == ("revoked", [TP("t", 1)], [False])
         assert set(member.owned_partitions()) == {TP("t", 0)}
-        wait_for(lambda: consumer.calls[-1] == ("incremental_unassign", [("t", 1)]), what="the unassign")
+        wait_until(lambda: consumer.calls[-1] == ("incremental_unassign", [("t", 1)]), what="the unassign")
     finally:
         member.stop()
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,7 +15,14 @@ from confluent_kafka import KafkaError, KafkaException
 from reliable_kafka.kafka.group.offset_store import KafkaOffsetStore
 from reliable_kafka.kafka.offset_store import CommitResult
 from reliable_kafka.kafka.topic_partition import TopicAndPartition
-from tests.kafka.mock_cluster import API_OFFSET_COMMIT, API_OFFSET_FETCH, MockCluster, mock_cluster
+from tests.kafka.mock_cluster import (
+    API_FIND_COORDINATOR,
+    API_OFFSET_COMMIT,
+    API_OFFSET_FETCH,
+    MockCluster,
+    mock_cluster,
+)
+from tests.support import wait_until
 
 GROUP = "faults"
 TOPIC = "t"
@@ -90,9 +96,16 @@ def test_a_commit_waits_for_a_coordinator_that_is_down_then_up(
     assert offsets.commit(dict.fromkeys(TPS, 5)) == dict.fromkeys(TPS, CommitResult.COMMITTED)
     cluster.broker_down(COORDINATOR)
     results: dict[TopicAndPartition, CommitResult] = {}
+    cluster.track_requests()
     committing = threading.Thread(target=lambda: results.update(offsets.commit(dict.fromkeys(TPS, 9))))
     committing.start()
-    time.sleep(1.0)  # ordering only: let the commit meet the dead coordinator first
+    # The client has met the dead coordinator and looks for it again (FindCoordinator, to a live
+    # broker), while the commit waits: nothing committed, nothing refused.
+    wait_until(
+        lambda: any(api == API_FIND_COORDINATOR for _, api in cluster.requests()),
+        what="a FindCoordinator request after the coordinator went down",
+    )
+    assert committing.is_alive() and results == {}
     cluster.broker_up(COORDINATOR)
     committing.join(60)
     assert not committing.is_alive()

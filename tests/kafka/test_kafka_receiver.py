@@ -10,14 +10,8 @@ import pytest
 from reliable_kafka.kafka import KafkaReceiver, ReliableKafkaReceiver
 from reliable_kafka.storage import StorageLevel
 from tests.cluster_backends import ClusterUnderTest, unique_name
-from tests.kafka.harness import (
-    RunningReceiver,
-    assert_exactly_once,
-    committed_offset,
-    offsets_reach,
-    produce,
-    wait_for,
-)
+from tests.kafka.harness import RunningReceiver, assert_exactly_once, committed_offset, offsets_reach, produce
+from tests.support import wait_until
 
 # The ZooKeeper receiver protocol on the legacy broker too (the 4.x broker has no ZooKeeper).
 pytestmark = pytest.mark.brokers("3.9", "0.9")
@@ -41,7 +35,9 @@ def test_records_are_stored_and_offsets_auto_committed_every_interval(
     zk = kafka_cluster.zookeeper_client()
     try:
         # The timer commits while the receiver runs, not only on stop.
-        wait_for(offsets_reach(zk, group, {(topic, 0): 500, (topic, 1): 500}), 30, "auto commit")
+        wait_until(
+            offsets_reach(zk, group, {(topic, 0): 500, (topic, 1): 500}), timeout_s=30, what="auto commit"
+        )
     finally:
         running.stop()
         zk.stop()
@@ -63,7 +59,7 @@ def test_without_auto_commit_nothing_is_committed(kafka_cluster: ClusterUnderTes
     )
     running = RunningReceiver(receiver, None)
     try:
-        wait_for(lambda: running.tracker.record_count() == 100, 30, "100 records stored")
+        wait_until(lambda: running.tracker.record_count() == 100, timeout_s=30, what="100 records stored")
     finally:
         running.stop()
     zk = kafka_cluster.zookeeper_client()

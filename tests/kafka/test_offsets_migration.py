@@ -22,8 +22,8 @@ from tests.kafka.harness import (
     RunningReceiver,
     produce,
     streaming_settings,
-    wait_for,
 )
+from tests.support import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -67,7 +67,11 @@ def test_zookeeper_then_dual_then_kafka_skips_nothing_and_rereads_at_most_a_bloc
         )
         try:
             target = int(total * share)
-            wait_for(committed_at_least(committed, topic, target), 60, f"{store} to commit {target} records")
+            wait_until(
+                committed_at_least(committed, topic, target),
+                timeout_s=60,
+                what=f"{store} to commit {target} records",
+            )
         finally:
             running.stop()
         runs.append(blocks_of(running))

@@ -21,8 +21,8 @@ from tests.kafka.harness import (
     RunningReceiver,
     committed_offset,
     produce,
-    wait_for,
 )
+from tests.support import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -67,7 +67,7 @@ def test_an_offset_beyond_the_log_end_is_replaced_by_the_smallest_offset_and_com
     caplog.set_level(logging.WARNING, logger="reliable_kafka.kafka")
     run = start(local_cluster, group, topic, "smallest", store)
     try:
-        wait_for(committed.reach({(topic, 0): 10}), 60, "commits past the reset")
+        wait_until(committed.reach({(topic, 0): 10}), timeout_s=60, what="commits past the reset")
         assert [r[1] for r in run.records()] == sent[0]
     finally:
         run.stop()
@@ -86,14 +86,22 @@ def test_with_largest_the_reset_offset_is_committed_so_a_restart_skips_nothing_t
     admin_zk.create(f"/consumers/{group}/offsets/{topic}/0", str(BEYOND_THE_LOG).encode(), makepath=True)
     run = start(local_cluster, group, topic, "largest")
     try:
-        wait_for(lambda: committed_offset(admin_zk, group, topic, 0) == 5, 60, "the reset offset committed")
+        wait_until(
+            lambda: committed_offset(admin_zk, group, topic, 0) == 5,
+            timeout_s=60,
+            what="the reset offset committed",
+        )
     finally:
         run.stop()
     # Produced while no receiver runs: a restart must read them from the repaired offset.
     sent = produce(local_cluster.client_config(), topic, 1, 3, start=5)
     run = start(local_cluster, group, topic, "largest")
     try:
-        wait_for(lambda: committed_offset(admin_zk, group, topic, 0) == 8, 60, "the records of the downtime")
+        wait_until(
+            lambda: committed_offset(admin_zk, group, topic, 0) == 8,
+            timeout_s=60,
+            what="the records of the downtime",
+        )
         assert [r[1] for r in run.records()] == sent[0]
     finally:
         run.stop()

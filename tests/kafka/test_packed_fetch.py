@@ -22,7 +22,7 @@ from reliable_kafka.kafka.topic_partition import TopicAndPartition
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.storage.block_format import PackedChunk, decode_block, encode_chunks, pack_chunk
 from tests.cluster_backends import unique_name
-from tests.kafka.harness import wait_for
+from tests.support import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -138,7 +138,7 @@ def test_a_partition_consumer_hands_the_sink_the_same_chunks_either_way(
     )
     consumer.start()
     try:
-        wait_for(lambda: received() >= len(records), 60, "every record")
+        wait_until(lambda: received() >= len(records), timeout_s=60, what="every record")
         assert consumer.packed_fetch is packed
     finally:
         consumer.stop()
@@ -203,10 +203,10 @@ def test_the_clients_logs_are_still_served(
                 break
             batch = fetch.fetch(10, 0.1)
         assert batch.chunk is not None and batch.chunk.num_records == 1
-        wait_for(
+        wait_until(
             lambda: bool(fetch.serve_events() == [] and any(topic in r.getMessage() for r in caplog.records)),
-            30,
-            "a librdkafka log line about the topic",
+            timeout_s=30,
+            what="a librdkafka log line about the topic",
         )
     finally:
         fetch.close()

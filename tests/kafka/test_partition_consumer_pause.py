@@ -4,17 +4,18 @@ and on resume goes on from the next offset: nothing skipped, nothing read twice.
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
+from reliable_kafka.kafka.packed_fetch import FetchedBatch
 from reliable_kafka.kafka.partition_consumer import PartitionConsumer
-from reliable_kafka.kafka.shared_client import SharedFetchClient
+from reliable_kafka.kafka.shared_client import PartitionReader, SharedFetchClient
 from reliable_kafka.kafka.topic_partition import TopicAndPartition
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.storage.block_format import PackedChunk
 from tests.cluster_backends import unique_name
-from tests.kafka.harness import produce, wait_for
+from tests.kafka.harness import produce
+from tests.support import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -40,6 +41,29 @@ def test_a_paused_consumer_hands_nothing_over_and_resumes_at_the_next_offset(
     client = SharedFetchClient.create(
         local_cluster.client_config(**{"group.id": unique_name("g")}), "test", packed_fetch=packed
     )
+    fetched: list[int] = []  # the last offset of each batch the consumer's reader fetched
+    attach = client.attach
+
+    def attach_watched(tp: TopicAndPartition) -> PartitionReader:
+        reader = attach(tp)
+        fetch = reader.fetch
+
+        def fetch_watched(max_messages: int, timeout_s: float) -> FetchedBatch:
+            batch = fetch(max_messages, timeout_s)
+            if batch.chunk is not None:
+                with lock:
+                    fetched.append(batch.last_offset)
+            return batch
+
+        reader.fetch = fetch_watched  # type: ignore[method-assign]
+        return reader
+
+    client.attach = attach_watched  # type: ignore[method-assign]
+
+    def last_fetched() -> int:
+        with lock:
+            return fetched[-1] if fetched else -1
+
     consumer = PartitionConsumer(
         TopicAndPartition(topic, 0),
         "thread-0",
@@ -52,16 +76,15 @@ def test_a_paused_consumer_hands_nothing_over_and_resumes_at_the_next_offset(
     )
     consumer.start()
     try:
-        wait_for(lambda: last_handed() == 99, 60, "the first 100 records")
+        wait_until(lambda: last_handed() == 99, timeout_s=60, what="the first 100 records")
         consumer.pause()
         produce(local_cluster.client_config(), topic, 1, 100, start=100)
-        # Long enough for an unpaused consumer to take some of them (it polls every 0.2 s); a
-        # slow machine can only make this miss a bug, never fail a correct consumer.
-        time.sleep(2.0)
+        # The consumer has the new records in hand: an unpaused one would hand them over now.
+        wait_until(lambda: last_fetched() > 99, timeout_s=60, what="a batch of the new records fetched")
         assert last_handed() == 99, "records were handed over while paused"
         assert consumer.paused
         consumer.resume()
-        wait_for(lambda: last_handed() == 199, 60, "the records produced during the pause")
+        wait_until(lambda: last_handed() == 199, timeout_s=60, what="the records produced during the pause")
     finally:
         consumer.stop()
         consumer.join(30)

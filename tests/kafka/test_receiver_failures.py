@@ -41,10 +41,10 @@ from tests.kafka.harness import (
     produce,
     start_receiver_child,
     streaming_settings,
-    wait_for,
     wal_blocks,
 )
 from tests.small_disk import resize, small_tmpfs
+from tests.support import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -101,7 +101,7 @@ def test_sigkill_mid_stream_then_a_new_receiver_loses_nothing_and_duplicates_at_
             offsets = [committed.highest(topic, p) or 0 for p in (0, 1)]
             return all(o > 0 for o in offsets) and sum(offsets) >= total // 4
 
-        wait_for(some_committed, 30, "the first receiver to commit a quarter of the data")
+        wait_until(some_committed, timeout_s=30, what="the first receiver to commit a quarter of the data")
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait(10)
@@ -111,7 +111,7 @@ def test_sigkill_mid_stream_then_a_new_receiver_loses_nothing_and_duplicates_at_
     second = start_child(local_cluster, group, topic, tmp_path / "run2", max_rate=0, extra=store_params)
     ends = {(topic, p): len(values) for p, values in sent.items()}
     try:
-        wait_for(committed.reach(ends), 60, "the second receiver to reach the log end")
+        wait_until(committed.reach(ends), timeout_s=60, what="the second receiver to reach the log end")
     finally:
         second.send_signal(signal.SIGTERM)
         assert second.wait(30) == 0
@@ -179,19 +179,25 @@ def test_two_receivers_split_by_range_and_the_survivor_takes_over_without_loss(
                 for run in (a, b)
             )
 
-        wait_for(split, 30, "the range split")
+        wait_until(split, timeout_s=30, what="the range split")
         assert sorted(len(run.receiver.connector.owned_partitions()) for run in (a, b)) == [2, 2]  # type: ignore[attr-defined]
         for tp, thread in want.items():
             assert admin_zk.get(f"/consumers/{group}/owners/{topic}/{tp.partition}")[0].decode() == thread
 
         sent = produce(local_cluster.client_config(), topic, 4, 1000)
-        wait_for(committed.reach({(topic, p): 1000 for p in range(4)}), 30, "first half committed")
+        wait_until(
+            committed.reach({(topic, p): 1000 for p in range(4)}), timeout_s=30, what="first half committed"
+        )
         b.stop()
-        wait_for(
-            lambda: len(a.receiver.connector.owned_partitions()) == 4, 30, "the survivor to own all four"
+        wait_until(
+            lambda: len(a.receiver.connector.owned_partitions()) == 4,
+            timeout_s=30,
+            what="the survivor to own all four",
         )  # type: ignore[attr-defined]
         more = produce(local_cluster.client_config(), topic, 4, 1000, start=1000)
-        wait_for(committed.reach({(topic, p): 2000 for p in range(4)}), 30, "second half committed")
+        wait_until(
+            committed.reach({(topic, p): 2000 for p in range(4)}), timeout_s=30, what="second half committed"
+        )
     finally:
         a.stop()
         b.stop()
@@ -224,14 +230,16 @@ def test_losing_a_partition_in_a_rebalance_stops_its_consumer_thread(local_clust
 
     a = RunningReceiver(receiver(), None, stream_id=0)
     try:
-        wait_for(lambda: owned(a) == {0, 1, 2, 3}, 30, "the first receiver to own all four")
+        wait_until(lambda: owned(a) == {0, 1, 2, 3}, timeout_s=30, what="the first receiver to own all four")
         # One consumer thread per owned partition, named after it.
         threads = {t.name: t for t in threading.enumerate() if t.name.startswith(f"kafka-{topic}-")}
         assert sorted(threads) == [f"kafka-{topic}-{p}" for p in range(4)]
         b = RunningReceiver(receiver(), None, stream_id=1)
         try:
             # b claims a partition only once a released it, i.e. once a's consumer was joined.
-            wait_for(lambda: len(owned(a)) == 2 and len(owned(b)) == 2, 30, "the range split")
+            wait_until(
+                lambda: len(owned(a)) == 2 and len(owned(b)) == 2, timeout_s=30, what="the range split"
+            )
             for p in range(4):
                 thread = threads[f"kafka-{topic}-{p}"]
                 if p in owned(a):
@@ -263,12 +271,20 @@ def test_broker_sigkill_and_restart_mid_stream_the_receiver_recovers_by_itself(
     )
     running = RunningReceiver(receiver, tmp_path, settings=streaming_settings(wal=True, max_rate=4000))
     try:
-        wait_for(lambda: (committed_offset(admin_zk, group, topic, 0) or 0) > 0, 30, "a first commit")
+        wait_until(
+            lambda: (committed_offset(admin_zk, group, topic, 0) or 0) > 0,
+            timeout_s=30,
+            what="a first commit",
+        )
         at_kill = [committed_offset(admin_zk, group, topic, p) or 0 for p in (0, 1)]
         local_cluster.restart_broker()
         more = produce(local_cluster.client_config(), topic, 2, 2000, start=10_000)
         ends = {(topic, p): len(sent[p]) + len(more[p]) for p in (0, 1)}
-        wait_for(offsets_reach(admin_zk, group, ends), 90, "every offset at the log end after the restart")
+        wait_until(
+            offsets_reach(admin_zk, group, ends),
+            timeout_s=90,
+            what="every offset at the log end after the restart",
+        )
     finally:
         running.stop()
     assert sum(at_kill) < sum(len(v) for v in sent.values()) // 2, "the broker was not killed mid-stream"
@@ -290,7 +306,11 @@ def test_zookeeper_restart_mid_stream_commits_resume_and_nothing_is_lost(
     try:
         admin = local_cluster.zookeeper_client()
         try:
-            wait_for(lambda: (committed_offset(admin, group, topic, 0) or 0) > 0, 30, "a first commit")
+            wait_until(
+                lambda: (committed_offset(admin, group, topic, 0) or 0) > 0,
+                timeout_s=30,
+                what="a first commit",
+            )
         finally:
             admin.stop()
             admin.close()
@@ -299,7 +319,11 @@ def test_zookeeper_restart_mid_stream_commits_resume_and_nothing_is_lost(
         admin = local_cluster.zookeeper_client()
         try:
             ends = {(topic, p): len(sent[p]) + len(more[p]) for p in (0, 1)}
-            wait_for(offsets_reach(admin, group, ends), 60, "offsets at the log end after the restart")
+            wait_until(
+                offsets_reach(admin, group, ends),
+                timeout_s=60,
+                what="offsets at the log end after the restart",
+            )
         finally:
             admin.stop()
             admin.close()
@@ -335,7 +359,11 @@ def test_sigkill_while_the_zookeeper_session_is_suspended_duplicates_at_most_one
     sent = produce(local_cluster.client_config(), topic, 2, 20_000)
     first = start_child(local_cluster, group, topic, tmp_path / "run1", max_rate=3000)
     try:
-        wait_for(lambda: (committed_offset(admin_zk, group, topic, 1) or 0) > 0, 30, "a first commit")
+        wait_until(
+            lambda: (committed_offset(admin_zk, group, topic, 1) or 0) > 0,
+            timeout_s=30,
+            what="a first commit",
+        )
         local_cluster.kill_zookeeper()
         # Three times the 10 s a commit retries a lost connection: before the fix the consumers
         # kept reading, and each time a retry gave up the next block was stored uncommitted
@@ -352,7 +380,11 @@ def test_sigkill_while_the_zookeeper_session_is_suspended_duplicates_at_most_one
         second = start_child(local_cluster, group, topic, tmp_path / "run2", max_rate=0)
         try:
             ends = {(topic, p): len(values) for p, values in sent.items()}
-            wait_for(offsets_reach(admin, group, ends), 90, "the second receiver to reach the log end")
+            wait_until(
+                offsets_reach(admin, group, ends),
+                timeout_s=90,
+                what="the second receiver to reach the log end",
+            )
         finally:
             second.send_signal(signal.SIGTERM)
             assert second.wait(30) == 0
@@ -402,9 +434,13 @@ def test_zookeeper_session_loss_mid_stream_duplicates_at_most_one_block_per_part
         tracker=RecordingTracker(expire_mid_stream),
     )
     try:
-        wait_for(expired.is_set, 30, "the session to be expired mid-stream")
+        wait_until(expired.is_set, timeout_s=30, what="the session to be expired mid-stream")
         ends = {(topic, p): len(values) for p, values in sent.items()}
-        wait_for(offsets_reach(admin_zk, group, ends), 60, "offsets at the log end after the session loss")
+        wait_until(
+            offsets_reach(admin_zk, group, ends),
+            timeout_s=60,
+            what="offsets at the log end after the session loss",
+        )
         assert receiver.connector.group.generation >= 1, "the session was not lost"
     finally:
         running.stop()
@@ -458,7 +494,9 @@ def test_full_disk_under_the_wal_stops_the_receiver_and_a_new_one_resumes_withou
         resize(checkpoint, 64 * 1024 * 1024)
         second = RunningReceiver(receiver(), checkpoint, settings=streaming_settings(wal=True))
         try:
-            wait_for(offsets_reach(admin_zk, group, {(topic, 0): len(values)}), 60, "the log end")
+            wait_until(
+                offsets_reach(admin_zk, group, {(topic, 0): len(values)}), timeout_s=60, what="the log end"
+            )
         finally:
             second.stop()
         blocks = wal_blocks(checkpoint)

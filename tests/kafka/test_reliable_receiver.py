@@ -29,8 +29,8 @@ from tests.kafka.harness import (
     offset_ranges_cover,
     offsets_reach,
     produce,
-    wait_for,
 )
+from tests.support import wait_until
 from wal import FileBasedWriteAheadLog, RecordHandle, WriteAheadLog
 
 # The ZooKeeper receiver protocol on the legacy broker too (the 4.x broker has no ZooKeeper).
@@ -73,7 +73,7 @@ def test_thirty_messages_with_the_wal_on_are_stored_once_in_order_and_committed_
     )
     running = RunningReceiver(receiver, tmp_path, tracker=RecordingTracker(before_report))
     try:
-        wait_for(committed.reach({(topic, 0): 30}), 30, f"offset 30 in {store}")
+        wait_until(committed.reach({(topic, 0): 30}), timeout_s=30, what=f"offset 30 in {store}")
     finally:
         running.stop()
     try:
@@ -125,7 +125,9 @@ def test_three_topics_of_four_partitions_every_message_once_every_offset_at_log_
     running = RunningReceiver(receiver, tmp_path)
     try:
         ends = {key: len(values) for key, values in expected.items()}
-        wait_for(offsets_reach(admin_zk, group, ends), 90, "every partition's offset at its log end")
+        wait_until(
+            offsets_reach(admin_zk, group, ends), timeout_s=90, what="every partition's offset at its log end"
+        )
     finally:
         running.stop()
     # The log end as the broker knows it, not only as the test counted what it produced.
@@ -231,7 +233,9 @@ def test_auto_offset_reset_largest_skips_what_was_produced_before_the_start(
             time.sleep(0.2)
         after = produce(config, topic, 1, 100, start=50 + probes)[0]
         end = 50 + probes + 100
-        wait_for(offsets_reach(admin_zk, group, {(topic, 0): end}), 30, "the offset at the log end")
+        wait_until(
+            offsets_reach(admin_zk, group, {(topic, 0): end}), timeout_s=30, what="the offset at the log end"
+        )
     finally:
         running.stop()
     offsets = [r[4] for r in running.records()]

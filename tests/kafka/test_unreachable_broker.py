@@ -24,9 +24,9 @@ from reliable_kafka.settings import ReceiverSettings, StreamingSettings, WriteAh
 from reliable_kafka.storage import StorageLevel
 from reliable_kafka.ui.status_store import StreamingStatusStore
 from tests.cluster_backends import unique_name
-from tests.e2e.helpers import wait_until
 from tests.kafka.harness import FAST_GROUP_PARAMS, produce
 from tests.scheduler.fakes import FakeStream, FakeStreamingContext
+from tests.support import wait_until
 
 # Brokers from ZooKeeper's /brokers/ids: every broker line that has ZooKeeper.
 pytestmark = [pytest.mark.integration, pytest.mark.brokers("3.9", "0.9")]
@@ -104,7 +104,11 @@ def test_an_unreachable_broker_is_logged_and_reported_once_restarts_back_off_and
     tracker = ReceiverTracker(ssc)
     tracker.start()
     try:
-        wait_until(lambda: tracker.failure_streak(0) >= FAILED_STARTS, 120, f"{FAILED_STARTS} failed starts")
+        wait_until(
+            lambda: tracker.failure_streak(0) >= FAILED_STARTS,
+            timeout_s=120,
+            what=f"{FAILED_STARTS} failed starts",
+        )
 
         # The driver: the cause in full once, then one short line per failed start with the count.
         failures = messages(caplog, TRACKER_LOG, logging.WARNING)
@@ -143,7 +147,9 @@ def test_an_unreachable_broker_is_logged_and_reported_once_restarts_back_off_and
         caplog.clear()
         admin_zk.set(chroot + broker_path("0"), registration)
         produce(local_cluster.client_config(), topic, 1, 20)
-        wait_until(lambda: tracker.failure_streak(0) == 0, 120, "the receiver to store a block again")
+        wait_until(
+            lambda: tracker.failure_streak(0) == 0, timeout_s=120, what="the receiver to store a block again"
+        )
         # A start already under way when the broker moved may still fail: only one recovery line.
         lines = messages(caplog, TRACKER_LOG, logging.WARNING)
         assert [line for line in lines if not line.startswith(FAILED_AGAIN)] == [lines[-1]]

@@ -32,10 +32,10 @@ from tests.kafka.harness import (
     assert_resumed_within_one_block,
     produce,
     start_receiver_child,
-    wait_for,
     wal_blocks,
 )
 from tests.kafka.kafka_tools import describe_group
+from tests.support import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.brokers("3.9", "4")]
 
@@ -93,10 +93,10 @@ def test_thirty_messages_with_the_wal_on_through_the_group_coordinator(
     assert receiver.params.zookeeper is None
     running = RunningReceiver(receiver, tmp_path, tracker=RecordingTracker(before_report))
     try:
-        wait_for(
+        wait_until(
             lambda: kafka_committed(kafka_cluster, group, [(topic, 0)]) == {(topic, 0): 30},
-            60,
-            "offset 30 in the group coordinator",
+            timeout_s=60,
+            what="offset 30 in the group coordinator",
         )
     finally:
         running.stop()
@@ -169,7 +169,9 @@ def test_two_receivers_split_the_partitions_and_the_survivor_takes_them_all(
     b_left = False
     try:
         owned = a.receiver.connector.owned_partitions  # type: ignore[attr-defined]
-        wait_for(lambda: len(owned()) == partitions, 60, "the first receiver to own every partition")
+        wait_until(
+            lambda: len(owned()) == partitions, timeout_s=60, what="the first receiver to own every partition"
+        )
         b = RunningReceiver(
             zookeeper_free_receiver(local_cluster, group, {topic: 1}), tmp_path / "b", stream_id=1
         )
@@ -179,24 +181,26 @@ def test_two_receivers_split_the_partitions_and_the_survivor_takes_them_all(
             mine, theirs = set(owned()), set(b_owned())
             return len(mine) == len(theirs) == partitions // 2 and not mine & theirs
 
-        wait_for(split, 60, "the two receivers to split the partitions")
+        wait_until(split, timeout_s=60, what="the two receivers to split the partitions")
         b_store = id(b.receiver.connector.offsets)  # type: ignore[attr-defined]
         more(300)
         b_partitions = set(b_owned())
-        wait_for(
+        wait_until(
             lambda: any(c.store == b_store and c.result is CommitResult.COMMITTED for c in audited_commits),
-            60,
-            "the second receiver to commit",
+            timeout_s=60,
+            what="the second receiver to commit",
         )
         b.stop()
         b_left, b_gone_at = True, time.monotonic()
-        wait_for(lambda: len(owned()) == partitions, 60, "the survivor to own every partition")
+        wait_until(
+            lambda: len(owned()) == partitions, timeout_s=60, what="the survivor to own every partition"
+        )
         more(300)
         ends = {(topic, p): len(values) for p, values in sent.items()}
-        wait_for(
+        wait_until(
             lambda: kafka_committed(local_cluster, group, list(ends)) == ends,
-            90,
-            "every partition committed to its log end by the survivor",
+            timeout_s=90,
+            what="every partition committed to its log end by the survivor",
         )
     finally:
         if b is not None and not b_left:
@@ -231,10 +235,10 @@ def test_kafka_consumer_groups_describes_the_group_with_lag_zero_after_a_gracefu
     ends = {(topic, p): len(values) for p, values in sent.items()}
     running = RunningReceiver(zookeeper_free_receiver(local_cluster, group, {topic: 1}), None)
     try:
-        wait_for(
+        wait_until(
             lambda: kafka_committed(local_cluster, group, list(ends)) == ends,
-            60,
-            "every partition committed to its log end",
+            timeout_s=60,
+            what="every partition committed to its log end",
         )
     finally:
         running.stop()
@@ -272,7 +276,7 @@ def test_receiver_sigkill_mid_stream_then_a_new_member_loses_nothing_and_duplica
             offsets = kafka_committed(local_cluster, group, tps)
             return all(o > 0 for o in offsets.values()) and sum(offsets.values()) >= total // 4
 
-        wait_for(some_committed, 30, "the first receiver to commit a quarter of the data")
+        wait_until(some_committed, timeout_s=30, what="the first receiver to commit a quarter of the data")
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait(10)
@@ -284,7 +288,11 @@ def test_receiver_sigkill_mid_stream_then_a_new_member_loses_nothing_and_duplica
     second = start_child(local_cluster, group, topic, tmp_path / "run2", max_rate=0)
     ends = {(topic, p): len(values) for p, values in sent.items()}
     try:
-        wait_for(lambda: kafka_committed(local_cluster, group, tps) == ends, 90, "the log end, committed")
+        wait_until(
+            lambda: kafka_committed(local_cluster, group, tps) == ends,
+            timeout_s=90,
+            what="the log end, committed",
+        )
     finally:
         second.send_signal(signal.SIGTERM)
         assert second.wait(30) == 0

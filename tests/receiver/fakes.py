@@ -3,20 +3,11 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 from reliable_kafka.receiver import BlockGeneratorListener, ReceivedBlockInfo, Receiver, ReceiverControl
 from reliable_kafka.storage import StreamBlockId
-
-
-def wait_until(predicate: Callable[[], bool], timeout_s: float = 5.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.005)
 
 
 class FakeTracker:

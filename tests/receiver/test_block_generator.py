@@ -17,7 +17,8 @@ from reliable_kafka.receiver import (
     RateLimiter,
 )
 from reliable_kafka.storage import StreamBlockId, StreamBlockIdGenerator
-from tests.receiver.fakes import RecordingListener, wait_until
+from tests.receiver.fakes import RecordingListener
+from tests.support import wait_until
 
 INTERVAL_MS = 200
 

@@ -28,7 +28,7 @@ from reliable_kafka.storage import (
     decode_block,
     encode_block,
 )
-from tests.receiver.fakes import wait_until
+from tests.support import wait_until
 from wal import FileBasedWriteAheadLog, RecordHandle, SegmentNotFoundError, WriteAheadLog
 
 KAFKA_RECORDS = [(f"k{i}".encode(), b"v" * 100, "events", 0, i) for i in range(50)]

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import time
+import threading
 
 from reliable_kafka.receiver import ManualClock, RecurringTimer, SystemClock
-from tests.receiver.fakes import wait_until
+from tests.support import wait_until
 
 
 def test_ticks_are_aligned_to_multiples_of_the_period() -> None:
@@ -24,16 +24,21 @@ def test_ticks_are_aligned_to_multiples_of_the_period() -> None:
 def test_a_graceful_stop_delivers_the_next_tick_and_no_other() -> None:
     clock = SystemClock()
     ticks: list[int] = []
-    timer = RecurringTimer(clock, 50, ticks.append, "test")
+    ticking: set[threading.Thread] = set()
+
+    def tick(time_ms: int) -> None:
+        ticking.add(threading.current_thread())
+        ticks.append(time_ms)
+
+    timer = RecurringTimer(clock, 50, tick, "test")
     timer.start()
     wait_until(lambda: len(ticks) >= 1, what="first tick")
     asked_at = clock.get_time_ms()
     last = timer.stop(interrupt_timer=False)
     # The last tick is the one due after the stop was asked for (or one already running then).
     assert last == ticks[-1] > asked_at - 50
-    count = len(ticks)
-    time.sleep(0.15)
-    assert len(ticks) == count
+    # And no other: the stop returned after the thread that ticks had ended.
+    assert ticking and not any(thread.is_alive() for thread in ticking)
 
 
 def test_an_interrupting_stop_skips_the_pending_tick() -> None:

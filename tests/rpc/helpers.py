@@ -8,8 +8,6 @@ import shutil
 import socket
 import ssl
 import subprocess
-import threading
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,22 +16,10 @@ import pytest
 
 from reliable_kafka.rpc import Connection, RpcServer, connect
 from reliable_kafka.rpc.auth import Secret, client_handshake
+from tests.support import DEFAULT_TIMEOUT_S
 
 # Liveness bound for things that must happen; never a measure of speed.
-PATIENCE_S = 30.0
-
-
-def wait_until(predicate: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + PATIENCE_S
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up after {PATIENCE_S} s waiting for {what}")
-        time.sleep(0.005)
-
-
-def wait_for(event: threading.Event, what: str) -> None:
-    if not event.wait(PATIENCE_S):
-        raise AssertionError(f"gave up after {PATIENCE_S} s waiting for {what}")
+PATIENCE_S = DEFAULT_TIMEOUT_S
 
 
 def echo_handler(connection: Connection, method: str, body: Any) -> Any:

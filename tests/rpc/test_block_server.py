@@ -14,7 +14,8 @@ from reliable_kafka.storage.block_manager import BlockManager
 from reliable_kafka.storage.block_server import BlockFetcher, BlockServer, fetch_block
 from reliable_kafka.storage.storage_level import StorageLevel
 from reliable_kafka.util import instruments
-from tests.rpc.helpers import PATIENCE_S, wait_until
+from tests.rpc.helpers import PATIENCE_S
+from tests.support import wait_until
 
 BIG_BLOCK = os.urandom(20 * 1024 * 1024)
 
@@ -114,7 +115,7 @@ def test_a_pooled_fetcher_reuses_its_connection_and_recovers_from_a_closed_one(
             thread.join(PATIENCE_S)
         assert results == [b"small"] * 8
         # Racing first fetches may each connect; all but one connection are closed at once.
-        wait_until(lambda: len(block_server.connections()) == 1, "one kept connection")
+        wait_until(lambda: len(block_server.connections()) == 1, what="one kept connection")
 
         for connection in block_server.connections():
             connection.close()  # the server side drops the kept connection

@@ -30,10 +30,9 @@ from tests.rpc.helpers import (
     read_until_closed,
     running_server,
     self_signed_tls,
-    wait_for,
-    wait_until,
     warnings_from,
 )
+from tests.support import wait_for_event, wait_until
 
 
 def test_a_remote_exception_comes_back_as_remote_error(secret: bytes) -> None:
@@ -82,7 +81,7 @@ def test_the_server_calls_the_client_and_a_handler_calls_back_over_its_own_conne
         raise LookupError(method)
 
     with running_server(secret, server_handler) as server, connected(server, secret, handler=client_handler):
-        wait_until(lambda: server.connections(), "the server to see the client")
+        wait_until(lambda: server.connections(), what="the server to see the client")
         [to_client] = server.connections()
         assert to_client.call("stop", 3) == "bye 3"
         assert deregistered.is_set()
@@ -110,12 +109,12 @@ def test_a_notification_handler_may_call_back_and_notifications_keep_their_order
             done.set()
 
     with running_server(secret, server_handler) as server, connected(server, secret, handler=client_handler):
-        wait_until(lambda: server.connections(), "the server to see the client")
+        wait_until(lambda: server.connections(), what="the server to see the client")
         [to_client] = server.connections()
         for rate in range(100):
             to_client.notify("rate", rate)
         to_client.notify("stop", "now")
-        wait_for(done, "the stop notification")
+        wait_for_event(done, what="the stop notification")
     assert received == [*range(100), ("stop", True)]
 
 
@@ -135,7 +134,7 @@ def test_a_failing_notification_handler_is_logged_and_the_connection_lives_on(
     with running_server(secret, handler) as server, connected(server, secret) as connection:
         connection.notify("boom", None)
         connection.notify("after", None)
-        wait_for(seen, "the notification after the failing one")
+        wait_for_event(seen, what="the notification after the failing one")
         assert connection.call("echo", 1) == 1
     assert any("boom" in r.getMessage() for r in warnings_from(caplog))
 
@@ -162,7 +161,7 @@ def test_calls_waiting_when_the_connection_closes_fail_with_connection_closed(se
 
         caller = threading.Thread(target=waiting_call)
         caller.start()
-        wait_for(entered, "the call to reach the server")
+        wait_for_event(entered, what="the call to reach the server")
         connection.close()
         caller.join(PATIENCE_S)
         release.set()
@@ -198,9 +197,9 @@ def test_the_server_going_away_fails_calls_and_reports_the_cause(secret: bytes) 
         outcome: list[BaseException] = []
         caller = threading.Thread(target=lambda: _capture(outcome, connection.call, "slow", 1, None))
         caller.start()
-        wait_for(entered, "the call to reach the server")
+        wait_for_event(entered, what="the call to reach the server")
     # Leaving the block stopped the server and closed its end.
-    wait_for(closed, "the client to notice")
+    wait_for_event(closed, what="the client to notice")
     caller.join(PATIENCE_S)
     connection.join(PATIENCE_S)
     assert [type(e) for e in outcome] == [ConnectionClosed]
@@ -274,16 +273,16 @@ def test_a_bad_frame_closes_its_connection_only_and_is_logged_once(
 
         caller = threading.Thread(target=keep_calling)
         caller.start()
-        wait_until(lambda: calls > 10, "the live connection to be busy")
+        wait_until(lambda: calls > 10, what="the live connection to be busy")
         with authenticated_raw_socket(server, secret) as bad:
             if isinstance(frame, bytes):
                 bad.sendall(frame)
             else:
                 write_frame(bad, frame)
             read_until_closed(bad)
-        wait_until(lambda: warnings_from(caplog), "the bad frame to be logged")
+        wait_until(lambda: warnings_from(caplog), what="the bad frame to be logged")
         before = calls
-        wait_until(lambda: calls > before + 10, "more calls on the live connection")
+        wait_until(lambda: calls > before + 10, what="more calls on the live connection")
         stop.set()
         caller.join(PATIENCE_S)
         assert failures == []
@@ -297,10 +296,10 @@ def test_a_bad_frame_closes_its_connection_only_and_is_logged_once(
 def test_a_peer_that_vanishes_mid_frame_closes_that_connection(secret: bytes) -> None:
     with running_server(secret) as server, connected(server, secret) as live:
         bad = authenticated_raw_socket(server, secret)
-        wait_until(lambda: len(server.connections()) == 2, "both connections")
+        wait_until(lambda: len(server.connections()) == 2, what="both connections")
         bad.sendall(struct.pack(">I", 100) + b"\x00" * 10)
         bad.close()
-        wait_until(lambda: len(server.connections()) == 1, "the server to drop the broken one")
+        wait_until(lambda: len(server.connections()) == 1, what="the server to drop the broken one")
         assert live.call("echo", 1) == 1
 
 
@@ -309,10 +308,10 @@ def test_stop_closes_every_connection_and_reports_each(secret: bytes) -> None:
     server = running_server(secret, echo_handler, on_connection_closed=closed.append)
     with server as srv:
         clients = [connect(*srv.address, secret) for _ in range(3)]
-        wait_until(lambda: len(srv.connections()) == 3, "three connections")
+        wait_until(lambda: len(srv.connections()) == 3, what="three connections")
     assert len(closed) == 3
     for client in clients:
-        wait_until(lambda client=client: client.closed, "the client to see the close")
+        wait_until(lambda client=client: client.closed, what="the client to see the close")
         client.join(PATIENCE_S)
 
 

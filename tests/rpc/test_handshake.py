@@ -18,9 +18,9 @@ from tests.rpc.helpers import (
     raw_socket,
     read_until_closed,
     running_server,
-    wait_until,
     warnings_from,
 )
+from tests.support import wait_until
 
 
 def test_new_secrets_are_32_random_bytes() -> None:
@@ -56,7 +56,7 @@ def test_a_client_with_the_secret_gets_in(secret: bytes) -> None:
     with running_server(secret) as server, connected(server, secret) as connection:
         assert connection.call("echo", {"a": [1, 2]}) == {"a": [1, 2]}
         assert not connection.closed
-        wait_until(lambda: len(server.connections()) == 1, "the server to list the connection")
+        wait_until(lambda: len(server.connections()) == 1, what="the server to list the connection")
 
 
 def test_a_client_with_another_secret_is_refused_and_logged_once(
@@ -65,7 +65,7 @@ def test_a_client_with_another_secret_is_refused_and_logged_once(
     with running_server(secret) as server:
         with pytest.raises(AuthenticationError, match="secrets differ"):
             connect(*server.address, new_secret())
-        wait_until(lambda: warnings_from(caplog), "the rejection to be logged")
+        wait_until(lambda: warnings_from(caplog), what="the rejection to be logged")
         assert server.connections() == []
         with connected(server, secret) as connection:  # and the server still serves
             assert connection.call("echo", 1) == 1
@@ -133,7 +133,7 @@ def test_garbage_instead_of_a_handshake_closes_that_socket_only(
         with raw_socket(server) as sock:
             sock.sendall(payload)
             read_until_closed(sock)  # the challenge, then the server hangs up
-        wait_until(lambda: warnings_from(caplog), "the rejection to be logged")
+        wait_until(lambda: warnings_from(caplog), what="the rejection to be logged")
         assert live.call("echo", "still here") == "still here"
     [warning] = warnings_from(caplog)
     assert reason in warning.getMessage()
@@ -147,7 +147,7 @@ def test_a_silent_peer_is_dropped_after_the_handshake_timeout(
     with running_server(secret, handshake_timeout_s=0.2) as server:
         with raw_socket(server) as sock:
             read_until_closed(sock)  # returns only because the server gives up on us
-        wait_until(lambda: warnings_from(caplog), "the timeout to be logged")
+        wait_until(lambda: warnings_from(caplog), what="the timeout to be logged")
         with connected(server, secret) as connection:
             assert connection.call("echo", 2) == 2
     [warning] = warnings_from(caplog)
@@ -187,6 +187,6 @@ def test_a_peer_trickling_bytes_is_dropped_when_the_whole_handshake_times_out(
                 threading.Event().wait(0.02)
         except OSError:
             pass  # the server hung up on us: what this test waits for
-        wait_until(lambda: warnings_from(caplog), "the timeout to be logged")
+        wait_until(lambda: warnings_from(caplog), what="the timeout to be logged")
     [warning] = warnings_from(caplog)
     assert "handshake timed out" in warning.getMessage()

@@ -22,7 +22,8 @@ from reliable_kafka.settings import StreamingSettings
 from reliable_kafka.storage import StreamBlockId
 from reliable_kafka.storage.block_manager import BlockManager
 from tests.receiver.fakes import FakeTracker, ThreadedReceiver
-from tests.rpc.helpers import PATIENCE_S, wait_for, wait_until
+from tests.rpc.helpers import PATIENCE_S
+from tests.support import wait_for_event, wait_until
 from wal import RecordHandle
 
 
@@ -112,7 +113,7 @@ def test_every_call_reaches_the_tracker_and_every_control_message_the_receiver(
         proxy.cleanup_old_blocks(1_700_000_000_000)
         proxy.remove_blocks(["input-1-0", "input-1-1"])
         proxy.stop_receiver("Stopped by driver")
-        wait_until(lambda: len(control.received()) == 4, "four control messages")
+        wait_until(lambda: len(control.received()) == 4, what="four control messages")
         assert control.received() == [
             ("update_rate_limit", 500),
             ("cleanup_old_blocks", 1_700_000_000_000),
@@ -126,7 +127,7 @@ def test_every_call_reaches_the_tracker_and_every_control_message_the_receiver(
     finally:
         endpoint.close()
     endpoint.connection.join(PATIENCE_S)
-    wait_until(lambda: not server.connections(), "the server to drop the connection")
+    wait_until(lambda: not server.connections(), what="the server to drop the connection")
     assert lost_deregistrations(tracker) == []  # it had deregistered itself
     assert lost == []  # closed on purpose
 
@@ -199,8 +200,8 @@ def test_a_lost_receiver_connection_deregisters_once_and_fires_on_lost(
     [driver_side] = server.connections()
     driver_side.close()  # as if the network between them broke
 
-    wait_for(lost, "the executor side to notice")
-    wait_until(lambda: lost_deregistrations(tracker), "the driver side to deregister")
+    wait_for_event(lost, what="the executor side to notice")
+    wait_until(lambda: lost_deregistrations(tracker), what="the driver side to deregister")
     [(stream_id, message, error)] = lost_deregistrations(tracker)
     assert stream_id == 3
     assert message.startswith("Lost connection to the receiver on 127.0.0.1:")
@@ -222,7 +223,7 @@ def test_an_executor_that_goes_away_is_deregistered_by_the_driver(
     assert endpoint.register_receiver(4, "KafkaReceiver", "h", "e", RecordingControl())
     assert endpoint.register_receiver(5, "KafkaReceiver", "h", "e", RecordingControl())
     endpoint.close()  # the executor's process ends without deregistering
-    wait_until(lambda: len(lost_deregistrations(tracker)) == 2, "both receivers to be deregistered")
+    wait_until(lambda: len(lost_deregistrations(tracker)) == 2, what="both receivers to be deregistered")
     assert sorted(sid for sid, _, _ in lost_deregistrations(tracker)) == [4, 5]
 
 
@@ -239,12 +240,12 @@ def test_a_relaunched_receiver_is_not_deregistered_by_its_stale_predecessor(
         old.close()
         old.connection.join(PATIENCE_S)
         assert new.add_block(block_info(6, 1))  # a call after the old connection's close was handled
-        wait_until(lambda: len(server.connections()) == 1, "the server to drop the old connection")
+        wait_until(lambda: len(server.connections()) == 1, what="the server to drop the old connection")
         assert [name for name in tracker.event_names() if name == "deregister"] == []
         assert server.block_server_of(6) == ("new-host", 2)
     finally:
         new.close()
-    wait_until(lambda: lost_deregistrations(tracker), "the new one's loss")
+    wait_until(lambda: lost_deregistrations(tracker), what="the new one's loss")
     assert [sid for sid, _, _ in lost_deregistrations(tracker)] == [6]
 
 
@@ -256,7 +257,7 @@ def test_stopping_the_server_deregisters_nothing_but_tells_the_receiver(
     endpoint = endpoint_to(server, secret, on_lost=lambda cause: lost.set())
     assert endpoint.register_receiver(7, "KafkaReceiver", "h", "e", RecordingControl())
     server.stop()
-    wait_for(lost, "the receiver to learn that the driver is gone")
+    wait_for_event(lost, what="the receiver to learn that the driver is gone")
     endpoint.close()
     endpoint.connection.join(PATIENCE_S)
     assert tracker.event_names() == ["register"]
@@ -285,7 +286,7 @@ def test_a_real_supervisor_runs_over_the_socket_and_stops_on_the_drivers_word(
 
         [control] = tracker.controls
         control.update_rate_limit(1000)
-        wait_until(lambda: supervisor.get_current_rate_limit() == 1000, "the rate update")
+        wait_until(lambda: supervisor.get_current_rate_limit() == 1000, what="the rate update")
         control.stop_receiver("Stopped by driver")
         assert supervisor.await_termination(PATIENCE_S)
         assert tracker.events[-1] == ("deregister", (8, "Stopped by driver", ""))
@@ -314,7 +315,7 @@ def test_a_supervisor_stopped_by_on_lost_ends_and_the_driver_deregisters_it(
         with pytest.raises((ConnectionClosed, OSError)):
             supervisor[0].await_termination(PATIENCE_S)  # re-raises the cause it stopped with
         assert supervisor[0].is_terminated()
-        wait_until(lambda: lost_deregistrations(tracker), "the driver side to deregister")
+        wait_until(lambda: lost_deregistrations(tracker), what="the driver side to deregister")
         assert [sid for sid, _, _ in lost_deregistrations(tracker)] == [9]
     finally:
         supervisor[0].stop("test over")

@@ -1,4 +1,4 @@
-"""Helpers for the driver tests: block infos, a controllable clock, a minimal streaming context."""
+"""Helpers for the driver tests: block infos, a minimal streaming context."""
 
 from __future__ import annotations
 
@@ -36,30 +36,6 @@ def block_info(
 
 def block_ids(infos: list[ReceivedBlockInfo]) -> list[StreamBlockId]:
     return [info.block_id for info in infos]
-
-
-class FakeClock:
-    """Milliseconds that move only when told to."""
-
-    def __init__(self, now_ms: int = 1_000_000) -> None:
-        self.now_ms = now_ms
-
-    def __call__(self) -> int:
-        return self.now_ms
-
-    def get_time_ms(self) -> int:
-        return self.now_ms
-
-    def advance(self, delta_ms: int) -> None:
-        self.now_ms += delta_ms
-
-
-def wait_until(predicate: Callable[[], bool], timeout_s: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.01)
 
 
 class RecordingBus:

@@ -27,7 +27,8 @@ from reliable_kafka.storage.block_format import encode_block
 from reliable_kafka.storage.block_id import StreamBlockId
 from reliable_kafka.storage.block_manager import BlockManager
 from reliable_kafka.storage.storage_level import StorageLevel
-from tests.scheduler.fakes import FakeClock, block_info
+from tests.scheduler.fakes import block_info
+from tests.support import ManualClock
 from wal import RecordHandle
 
 LEVEL = StorageLevel.MEMORY_ONLY_SER
@@ -90,7 +91,7 @@ def test_mixed_when_some_are(spark_context: SparkContext, tmp_path: Path) -> Non
 
 
 def test_recovered_blocks_are_read_from_the_wal(spark_context: SparkContext, tmp_path: Path) -> None:
-    clock = FakeClock()
+    clock = ManualClock(1_000_000)
     settings = WriteAheadLogSettings(enable=True, fsync=False)
     tracker = ReceivedBlockTracker.create([0], str(tmp_path), settings, now_ms=clock)
     for info in store_blocks(tmp_path, BlockManager(), BLOCKS):

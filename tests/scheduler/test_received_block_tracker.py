@@ -24,7 +24,8 @@ from reliable_kafka.scheduler.received_block_tracker import (
     encode_event,
 )
 from reliable_kafka.settings import WriteAheadLogSettings
-from tests.scheduler.fakes import FakeClock, block_ids, block_info
+from tests.scheduler.fakes import block_ids, block_info
+from tests.support import ManualClock
 from wal import FileBasedWriteAheadLog, RecordHandle, WriteAheadLog, WriteAheadLogError
 
 STREAMS = [0, 1]
@@ -36,7 +37,7 @@ def wal_settings(*, batching: bool = True) -> WriteAheadLogSettings:
 
 
 def tracker_on(
-    checkpoint: Path | None, clock: FakeClock, *, recover: bool = True, batching: bool = True
+    checkpoint: Path | None, clock: ManualClock, *, recover: bool = True, batching: bool = True
 ) -> ReceivedBlockTracker:
     return ReceivedBlockTracker.create(
         STREAMS,
@@ -48,12 +49,12 @@ def tracker_on(
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+def clock() -> ManualClock:
+    return ManualClock(1_000_000)
 
 
 @pytest.fixture
-def tracker(tmp_path: Path, clock: FakeClock) -> Iterator[ReceivedBlockTracker]:
+def tracker(tmp_path: Path, clock: ManualClock) -> Iterator[ReceivedBlockTracker]:
     t = tracker_on(tmp_path, clock)
     yield t
     t.stop()
@@ -140,7 +141,7 @@ class FailingAllocationLog(DelegatingLog):
 
 
 def test_failed_allocation_write_leaves_blocks_unallocated_and_the_next_allocation_succeeds(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     log = FailingAllocationLog(FileBasedWriteAheadLog(str(tmp_path / "log"), fsync=False))
     tracker = ReceivedBlockTracker(STREAMS, log, now_ms=clock)
@@ -168,7 +169,7 @@ def test_failed_allocation_write_leaves_blocks_unallocated_and_the_next_allocati
 
 @pytest.mark.parametrize("batching", [True, False], ids=["batched", "unbatched"])
 def test_recovery_restores_unallocated_blocks_allocated_and_pending_batches(
-    tmp_path: Path, clock: FakeClock, batching: bool
+    tmp_path: Path, clock: ManualClock, batching: bool
 ) -> None:
     handle = RecordHandle(str(tmp_path / "receivedData" / "0" / "log-1-2"), 0, 42)
     tracker = tracker_on(tmp_path, clock, batching=batching)
@@ -206,7 +207,7 @@ def test_recovery_restores_unallocated_blocks_allocated_and_pending_batches(
 
 
 def test_recovery_reads_a_log_written_with_the_other_batching_setting(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     tracker = tracker_on(tmp_path, clock, batching=False)
     blocks = [block_info(0) for _ in range(3)]
@@ -224,7 +225,7 @@ def test_recovery_reads_a_log_written_with_the_other_batching_setting(
     again.stop()
 
 
-def test_without_recovery_the_log_is_not_replayed(tmp_path: Path, clock: FakeClock) -> None:
+def test_without_recovery_the_log_is_not_replayed(tmp_path: Path, clock: ManualClock) -> None:
     tracker = tracker_on(tmp_path, clock)
     tracker.add_block(block_info(0))
     tracker.stop()
@@ -239,7 +240,7 @@ def segment_files(checkpoint: Path) -> list[str]:
 
 
 def test_cleanup_drops_old_batches_deletes_old_segments_and_survives_restart(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     tracker = tracker_on(tmp_path, clock)
     for batch_time in (1000, 2000, 3000, 4000):
@@ -267,7 +268,7 @@ def test_cleanup_drops_old_batches_deletes_old_segments_and_survives_restart(
     restarted.stop()
 
 
-def test_cleanup_event_replayed_over_allocations_still_in_the_log(tmp_path: Path, clock: FakeClock) -> None:
+def test_cleanup_event_replayed_over_allocations_still_in_the_log(tmp_path: Path, clock: ManualClock) -> None:
     # One long segment: cleaning deletes no file, so recovery must apply the cleanup event itself.
     settings = WriteAheadLogSettings(driver_rolling_interval_s=3600, fsync=False)
     tracker = ReceivedBlockTracker.create(STREAMS, str(tmp_path), settings, now_ms=clock)
@@ -285,12 +286,12 @@ def test_cleanup_event_replayed_over_allocations_still_in_the_log(tmp_path: Path
     restarted.stop()
 
 
-def test_cleanup_threshold_must_be_in_the_past(tracker: ReceivedBlockTracker, clock: FakeClock) -> None:
+def test_cleanup_threshold_must_be_in_the_past(tracker: ReceivedBlockTracker, clock: ManualClock) -> None:
     with pytest.raises(ValueError, match="not before the current time"):
         tracker.cleanup_old_batches(clock.now_ms, wait_for_completion=True)
 
 
-def test_without_a_checkpoint_directory_the_metadata_log_is_off(tmp_path: Path, clock: FakeClock) -> None:
+def test_without_a_checkpoint_directory_the_metadata_log_is_off(tmp_path: Path, clock: ManualClock) -> None:
     tracker = tracker_on(None, clock)
     assert not tracker.is_write_ahead_log_enabled
     info = block_info(0)
@@ -343,7 +344,7 @@ def test_events_are_msgpack_not_pickle() -> None:
 
 
 def test_deallocated_batches_give_their_blocks_to_the_next_batch_also_after_recovery(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     tracker = tracker_on(tmp_path, clock)
     pending = [block_info(0), block_info(1)]
@@ -375,7 +376,7 @@ def test_deallocated_batches_give_their_blocks_to_the_next_batch_also_after_reco
 
 
 def test_a_deallocation_that_cannot_be_logged_leaves_the_batch_pending(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     log = FailingAllocationLog(FileBasedWriteAheadLog(str(tmp_path / "log"), fsync=False))
     tracker = ReceivedBlockTracker(STREAMS, log, now_ms=clock)
@@ -413,18 +414,18 @@ class LandedButFailedLog(DelegatingLog):
 
 
 def landed_but_failed_tracker(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> tuple[ReceivedBlockTracker, LandedButFailedLog]:
     log = LandedButFailedLog(FileBasedWriteAheadLog(str(tmp_path / "log"), fsync=False))
     return ReceivedBlockTracker(STREAMS, log, now_ms=clock), log
 
 
-def recovered_from(log: WriteAheadLog, clock: FakeClock) -> ReceivedBlockTracker:
+def recovered_from(log: WriteAheadLog, clock: ManualClock) -> ReceivedBlockTracker:
     return ReceivedBlockTracker(STREAMS, log, recover_from_write_ahead_log=True, now_ms=clock)
 
 
 def test_an_allocation_logged_although_its_write_failed_does_not_put_its_blocks_in_two_batches(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     """Batch 1000's allocation lands but fails: live, 1000 runs empty and 2000 takes the blocks.
     A driver killed before either completed must re-run them once, in 2000 only."""
@@ -448,7 +449,7 @@ def test_an_allocation_logged_although_its_write_failed_does_not_put_its_blocks_
 
 
 def test_a_block_reported_again_after_a_failed_report_is_allocated_once_also_after_recovery(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     """The receiver retries a report whose write landed but failed (same block id): the log holds
     the block's addition twice; the next batch, live or recovered, holds the block once."""
@@ -465,7 +466,9 @@ def test_a_block_reported_again_after_a_failed_report_is_allocated_once_also_aft
     assert block_ids(recovered.get_blocks_of_batch_and_stream(1000, 0)) == [info.block_id]
 
 
-def test_a_block_reported_twice_is_queued_once_and_not_logged_again(tmp_path: Path, clock: FakeClock) -> None:
+def test_a_block_reported_twice_is_queued_once_and_not_logged_again(
+    tmp_path: Path, clock: ManualClock
+) -> None:
     """The receiver's second report of a block the tracker has (its first answer was lost) is
     accepted without a second event, also once the block is in a batch."""
     tracker, log = landed_but_failed_tracker(tmp_path, clock)
@@ -484,7 +487,7 @@ def test_a_block_reported_twice_is_queued_once_and_not_logged_again(tmp_path: Pa
 
 
 def test_a_retried_write_that_left_its_record_twice_recovers_each_block_once(
-    tmp_path: Path, clock: FakeClock
+    tmp_path: Path, clock: ManualClock
 ) -> None:
     """Every event of the log twice in a row (a write retried in a new segment after its first
     copy landed): recovery gives the same state as the log without the copies."""

@@ -10,7 +10,7 @@ from typing import Any
 from reliable_kafka.scheduler.receiver_launcher import ReceiverLauncher, backoff_delay_ms
 from reliable_kafka.scheduler.receiver_scheduling_policy import ExecutorCacheTaskLocation, TaskLocation
 from reliable_kafka.util.clock import ManualClock
-from tests.scheduler.fakes import wait_until
+from tests.support import wait_until
 
 A = ExecutorCacheTaskLocation("h", "1")
 B = ExecutorCacheTaskLocation("h", "2")

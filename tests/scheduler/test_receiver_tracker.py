@@ -37,13 +37,12 @@ from reliable_kafka.storage.storage_level import StorageLevel
 from reliable_kafka.ui.status_store import StreamingStatusStore
 from tests.scheduler.fakes import (
     CounterReceiver,
-    FakeClock,
     FakeStream,
     FakeStreamingContext,
     block_info,
     quick_settings,
-    wait_until,
 )
+from tests.support import ManualClock, wait_until
 from wal import RecordHandle
 
 
@@ -162,7 +161,7 @@ def test_registration_checks_stream_and_scheduled_executor() -> None:
 
 
 def test_receiver_errors_reach_the_listener_bus() -> None:
-    ssc = FakeStreamingContext(counter_streams(1), quick_settings(), clock=FakeClock(5000))
+    ssc = FakeStreamingContext(counter_streams(1), quick_settings(), clock=ManualClock(5000))
     tracker = ReceiverTracker(ssc, skip_receiver_launch=True)
     tracker.report_error(0, "connection lost", "Traceback: boom")
     (event,) = ssc.bus.of_type(StreamingListenerReceiverError)
@@ -224,7 +223,7 @@ def test_rate_controller_skips_batches_without_figures_for_its_stream() -> None:
 
 
 def test_metadata_of_a_batch_still_running_is_never_cleared() -> None:
-    clock = FakeClock(100_000)
+    clock = ManualClock(100_000)
     ssc = FakeStreamingContext(counter_streams(1), quick_settings(), clock=clock)
     tracker = ReceiverTracker(ssc, skip_receiver_launch=True)
     batches = {}
@@ -269,7 +268,7 @@ class RecordingControl:
 def test_receivers_keep_every_block_a_pending_or_future_batch_may_read(tmp_path: Path, started: list) -> None:
     settings = quick_settings(wal={"enable": True})
     ssc = FakeStreamingContext(
-        counter_streams(1), settings, checkpoint_dir=str(tmp_path), clock=FakeClock(100_000)
+        counter_streams(1), settings, checkpoint_dir=str(tmp_path), clock=ManualClock(100_000)
     )
     tracker = ReceiverTracker(ssc, skip_receiver_launch=True)
     started.append(tracker)
@@ -311,7 +310,7 @@ def test_old_blocks_and_wal_segments_are_cleaned_after_batches_complete_and_reme
 ) -> None:
     (stream,) = counter_streams(1)
     settings = quick_settings(wal={"enable": True, "rolling_interval_s": 1})
-    clock = FakeClock(int(time.time() * 1000) + 3_600_000)  # batch times far ahead of the WAL's clock
+    clock = ManualClock(int(time.time() * 1000) + 3_600_000)  # batch times far ahead of the WAL's clock
     ssc = FakeStreamingContext([stream], settings, checkpoint_dir=str(tmp_path), clock=clock)
     tracker = ReceiverTracker(ssc)
     started.append(tracker)
@@ -362,7 +361,7 @@ def test_events_after_a_graceful_stop_are_still_logged_and_no_thread_is_left(tmp
 def test_a_receiver_failing_at_every_start_is_logged_in_full_once_and_told_to_the_listeners_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    ssc = FakeStreamingContext(counter_streams(1), quick_settings(), clock=FakeClock(5000))
+    ssc = FakeStreamingContext(counter_streams(1), quick_settings(), clock=ManualClock(5000))
     here = ExecutorCacheTaskLocation("host-a", "1")
     tracker = ReceiverTracker(ssc, skip_receiver_launch=True, executors=[here])
     tracker.start()
@@ -426,7 +425,7 @@ def test_a_removed_blocks_second_copy_is_removed_by_the_receivers_on_the_executo
     started: list,
 ) -> None:
     executors = [ExecutorCacheTaskLocation("h1", "1"), ExecutorCacheTaskLocation("h2", "2")]
-    ssc = FakeStreamingContext(counter_streams(3), quick_settings(), clock=FakeClock(100_000))
+    ssc = FakeStreamingContext(counter_streams(3), quick_settings(), clock=ManualClock(100_000))
     tracker = ReceiverTracker(ssc, skip_receiver_launch=True, executors=executors)
     tracker.runner = ExecutorsKeepBlocks(tracker, tracker.block_store, tracker.settings, None, executors)
     started.append(tracker)

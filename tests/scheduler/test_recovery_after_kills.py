@@ -27,7 +27,8 @@ from reliable_kafka.checkpoint import Checkpoint
 from reliable_kafka.scheduler.job_generator import plan_restart
 from reliable_kafka.scheduler.received_block_tracker import ReceivedBlockTracker
 from reliable_kafka.settings import WriteAheadLogSettings
-from tests.scheduler.fakes import FakeClock, block_info
+from tests.scheduler.fakes import block_info
+from tests.support import ManualClock
 
 BATCH_MS = 1000
 STREAM = 0
@@ -51,7 +52,7 @@ class DriverRun:
     """One driver process: recovers, then takes random steps until killed or ``max_steps``."""
 
     def __init__(
-        self, checkpoint_dir: Path, survivors: Survivors, clock: FakeClock, rng: random.Random, run: int
+        self, checkpoint_dir: Path, survivors: Survivors, clock: ManualClock, rng: random.Random, run: int
     ) -> None:
         self.survivors, self.clock, self.rng, self.run = survivors, clock, rng, run
         settings = WriteAheadLogSettings(driver_rolling_interval_s=1, fsync=False)
@@ -183,7 +184,7 @@ class DriverRun:
 
 def kill_runs(checkpoint_dir: Path, seed: int, kills: int) -> Survivors:
     rng = random.Random(seed)
-    clock = FakeClock(100_000)
+    clock = ManualClock(100_000)
     survivors = Survivors()
     for run in range(kills + 1):
         # The restart takes a while: on a new batch boundary or between two.

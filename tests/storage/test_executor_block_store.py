@@ -16,16 +16,9 @@ from reliable_kafka.storage.block_id import StreamBlockId
 from reliable_kafka.storage.block_store import BlockStore, BlockStoreError
 from reliable_kafka.storage.executor_block_store import ExecutorBlockStore, read_block_file
 from reliable_kafka.storage.storage_level import StorageLevel
+from tests.support import ManualClock
 
 B1, B2, B3 = StreamBlockId(3, 1), StreamBlockId(3, 2), StreamBlockId(3, 3)
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1_000
-
-    def __call__(self) -> int:
-        return self.now
 
 
 @pytest.fixture
@@ -165,12 +158,12 @@ def test_remove_deletes_the_file_and_frees_the_budget(dirs: tuple[Path, Path]) -
 
 
 def test_remove_blocks_older_than_uses_the_store_time(dirs: tuple[Path, Path]) -> None:
-    clock = FakeClock()
+    clock = ManualClock(1_000)
     store = make_store(dirs, now_ms=clock)
     store.put(B1, b"old", StorageLevel.MEMORY_ONLY)
-    clock.now = 2_000
+    clock.now_ms = 2_000
     store.put(B2, b"old too", StorageLevel.DISK_ONLY)
-    clock.now = 3_000
+    clock.now_ms = 3_000
     store.put(B3, b"new", StorageLevel.MEMORY_ONLY)
     assert sorted(store.remove_blocks_older_than(3_000)) == [B1, B2]
     assert [store.contains(b) for b in (B1, B2, B3)] == [False, False, True]

@@ -12,7 +12,8 @@ from pyspark import SparkContext
 from reliable_kafka.context import StreamingContext
 from reliable_kafka.settings import StreamingSettings
 from reliable_kafka.util.clock import ManualClock
-from tests.streaming.fakes import FakeReceiverTracker, processed, wait_until
+from tests.streaming.fakes import FakeReceiverTracker, processed
+from tests.support import wait_until
 
 logging.getLogger("py4j").setLevel(logging.WARNING)
 

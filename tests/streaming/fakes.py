@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -12,14 +10,6 @@ from pyspark import RDD
 
 from reliable_kafka.context import StreamingContext
 from reliable_kafka.dstream.input_dstream import InputDStream
-
-
-def wait_until(predicate: Callable[[], bool], timeout_s: float = 20.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
-        time.sleep(0.002)
 
 
 class FakeReceiverTracker:

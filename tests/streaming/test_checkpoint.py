@@ -18,13 +18,8 @@ from reliable_kafka.checkpoint import (
 )
 from reliable_kafka.context import StreamingContext
 from reliable_kafka.util.clock import ManualClock
-from tests.streaming.fakes import (
-    FakeReceiverInputStream,
-    FakeReceiverTracker,
-    batch_ms,
-    processed,
-    wait_until,
-)
+from tests.streaming.fakes import FakeReceiverInputStream, FakeReceiverTracker, batch_ms, processed
+from tests.support import wait_until
 
 CHECKPOINT = Checkpoint(
     checkpoint_time_ms=3000,

@@ -17,7 +17,8 @@ from reliable_kafka.context import StreamingContext, StreamingContextState
 from reliable_kafka.scheduler.job_scheduler import default_receiver_tracker_factory
 from reliable_kafka.settings import StreamingSettings
 from tests.streaming.conftest import ManualRun
-from tests.streaming.fakes import FakeReceiverInputStream, FakeReceiverTracker, wait_until
+from tests.streaming.fakes import FakeReceiverInputStream, FakeReceiverTracker
+from tests.support import wait_until
 
 SMALL_BATCH_S = 0.1
 

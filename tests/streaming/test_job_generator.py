@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import threading
-import time
 from datetime import datetime
 
 from reliable_kafka.scheduler.listener import StreamingListener, StreamingListenerBatchCompleted
 from reliable_kafka.settings import StreamingSettings
 from tests.streaming.conftest import BATCH_MS, ManualRun
-from tests.streaming.fakes import FakeReceiverInputStream, batch_ms, processed, wait_until
+from tests.streaming.fakes import FakeReceiverInputStream, batch_ms, processed
+from tests.support import wait_until
 
 
 def concurrent(jobs: int) -> StreamingSettings:
@@ -70,11 +70,17 @@ def test_concurrent_jobs_run_batches_side_by_side(make_run) -> None:
         run: ManualRun = make_run(settings=concurrent(jobs))
         release = threading.Event()
         started: list[int] = []
+        ran_on: dict[int, threading.Thread] = {}
 
         def work(
-            time: datetime, rdd: object, release: threading.Event = release, started: list = started
+            time: datetime,
+            rdd: object,
+            release: threading.Event = release,
+            started: list = started,
+            ran_on: dict = ran_on,
         ) -> None:
             started.append(batch_ms(time))
+            ran_on[batch_ms(time)] = threading.current_thread()
             if batch_ms(time) == 1000:
                 release.wait(20)
 
@@ -90,10 +96,12 @@ def test_concurrent_jobs_run_batches_side_by_side(make_run) -> None:
                 ),
                 what="second batch queued behind the first",
             )
-            time.sleep(0.3)
-            assert started == [1000]
         release.set()
         wait_until(lambda run=run: processed(run.ssc, 2000), what="both batches")
+        if not overlap:
+            # Batch 2000 waited for the one job thread, held by 1000 until released: a second
+            # thread, idle all along, would have taken it at once.
+            assert started == [1000, 2000] and ran_on[2000] is ran_on[1000]
         run.ssc.stop(stopSparkContext=False)
 
 

@@ -20,7 +20,7 @@ from reliable_kafka.scheduler.listener import (
     StreamInputInfo,
 )
 from tests.streaming.conftest import ManualRun
-from tests.streaming.fakes import wait_until
+from tests.support import wait_until
 
 
 class Recorder(StreamingListener):

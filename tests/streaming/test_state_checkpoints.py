@@ -24,7 +24,8 @@ from reliable_kafka.dstream.dstream import DStream
 from reliable_kafka.dstream.input_dstream import InputDStream
 from reliable_kafka.state_checkpoint import STATE_DIR
 from reliable_kafka.util.clock import ManualClock
-from tests.streaming.fakes import processed, wait_until
+from tests.streaming.fakes import processed
+from tests.support import wait_until
 
 BATCH_MS = 1000
 

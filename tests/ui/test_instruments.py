@@ -9,6 +9,7 @@ from reliable_kafka.storage.block_manager import BlockManager
 from reliable_kafka.storage.storage_level import StorageLevel
 from reliable_kafka.util import instruments
 from reliable_kafka.util.instruments import Histogram, StoreSizes
+from tests.support import wait_until
 
 
 def test_buckets_are_cumulative_and_a_bound_holds_its_equal() -> None:
@@ -53,7 +54,6 @@ def test_receiver_processes_report_their_instruments_to_the_driver_over_the_trac
     from reliable_kafka.receiver.remote_tracker import RemoteTrackerEndpoint
     from reliable_kafka.rpc import new_secret
     from reliable_kafka.scheduler.tracker_server import ReceiverTrackerServer
-    from tests.scheduler.fakes import wait_until
 
     executor = instruments.InstrumentsSnapshot(
         wal_write=_snapshot_with(3, 0.004),

@@ -26,8 +26,8 @@ from tests.e2e.helpers import (
     kafka_committed_offsets,
     log_end_offsets,
     produce,
-    wait_until,
 )
+from tests.support import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -252,7 +252,9 @@ def test_kraft_group_without_zookeeper(local_cluster: ClusterUnderTest) -> None:
     try:
         member.subscribe([topic])
         wait_until(
-            lambda: (member.poll(0.5), len(member.assignment()) == 2)[1], what="the member's assignment"
+            lambda: (member.poll(0.5), len(member.assignment()) == 2)[1],
+            timeout_s=120,
+            what="the member's assignment",
         )
         member.commit(offsets=[TopicPartition(topic, 0, 5), TopicPartition(topic, 1, 8)], asynchronous=False)
 

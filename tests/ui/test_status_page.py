@@ -17,7 +17,7 @@ from reliable_kafka.scheduler.listener import BatchInfo, StreamingListener, Stre
 from reliable_kafka.settings import StreamingSettings, UISettings
 from reliable_kafka.ui import metrics
 from reliable_kafka.ui.status_ui import StatusUI
-from tests.e2e.helpers import wait_until
+from tests.support import wait_until
 
 
 class Batches(StreamingListener):
@@ -56,7 +56,7 @@ def test_page_batch_page_and_metrics_of_a_running_context(running: Any) -> None:
     ssc, listener, counted = running
     ui = ssc.scheduler.status_ui
     assert isinstance(ui, StatusUI) and ui.url is not None
-    wait_until(lambda: len(counted) >= 5, what="the five queued batches")
+    wait_until(lambda: len(counted) >= 5, timeout_s=120, what="the five queued batches")
     ssc.scheduler.listener_bus.wait_until_empty(60)
 
     status, page, headers = get(ui.url)
@@ -84,7 +84,7 @@ def test_metrics_agree_with_the_listener(running: Any) -> None:
     """After the stop, every completed batch was seen by both; the histograms hold exactly them."""
     ssc, listener, counted = running
     ui = ssc.scheduler.status_ui
-    wait_until(lambda: len(counted) >= 5, what="the five queued batches")
+    wait_until(lambda: len(counted) >= 5, timeout_s=120, what="the five queued batches")
     ssc.stop(stopSparkContext=False)
     assert ui.url is not None
 

@@ -35,7 +35,8 @@ from reliable_kafka.settings import ReceiverSettings, UISettings
 from reliable_kafka.ui import metrics
 from tests.cluster_backends import ClusterUnderTest, unique_name
 from tests.e2e.conftest import BLOCK_INTERVAL_MS, e2e_settings
-from tests.e2e.helpers import committed_offsets, log_end_offsets, produce, wait_until
+from tests.e2e.helpers import committed_offsets, log_end_offsets, produce
+from tests.support import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -173,7 +174,7 @@ def test_status_page_in_chromium(
         ui = ssc.scheduler.status_ui
         assert ui is not None and ui.url is not None
         first = {p: FIRST // PARTITIONS for p in range(PARTITIONS)}
-        wait_until(lambda: zookeeper_now() == first, what="the first records committed")
+        wait_until(lambda: zookeeper_now() == first, timeout_s=120, what="the first records committed")
         produce(local_cluster, topic, [(None, b"m", i % PARTITIONS) for i in range(FIRST, RECORDS)])
 
         # The page's committed offsets and log ends, read while ZooKeeper and the broker hold still.
@@ -227,7 +228,7 @@ def test_status_page_in_chromium(
             with_records[:] = [row for row in rows if row["records"] > 0]
             return bool(with_records)
 
-        wait_until(completed_batch_with_records, what="a completed batch with records")
+        wait_until(completed_batch_with_records, timeout_s=120, what="a completed batch with records")
         batch = with_records[-1]
         details = driver.ask(op="batch", url=ui.url + batch["href"].lstrip("/"))
         listed = sorted((r["topic"], r["partition"], r["from"], r["until"]) for r in details["ranges"])

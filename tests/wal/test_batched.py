@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
+from tests.support import wait_until
 from wal import (
     BatchedWriteAheadLog,
     CorruptRecordError,
@@ -66,13 +66,6 @@ def run_writers(
     for t in threads:
         t.start()
     return threads, outcome
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.002)
 
 
 def queued(log: BatchedWriteAheadLog) -> int:
