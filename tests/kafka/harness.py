@@ -22,7 +22,6 @@ from reliable_kafka.receiver.received_block_handler import ReceivedBlockHandler
 from reliable_kafka.receiver.wal_block_handler import receiver_log_directory
 from reliable_kafka.settings import ReceiverSettings, StreamingSettings, WriteAheadLogSettings
 from reliable_kafka.storage import BlockManager, decode_block
-from tests.support import wait_until
 from wal import FileBasedWriteAheadLog
 
 KafkaRecord = tuple[Any, ...]  # key, value, topic, partition, offset
@@ -61,10 +60,6 @@ def start_receiver_child(
     line = child.stdout.readline()
     assert line.strip() == "started", f"child did not start (exit code {child.poll()})"
     return child
-
-
-# The name tests/kafka/test_receiver_memory_bound.py imports; new tests use wait_until.
-wait_for = wait_until
 
 
 class RecordingTracker:

@@ -23,7 +23,7 @@ from confluent_kafka import Producer
 from reliable_kafka.kafka.shared_client import receiver_memory_bound
 from reliable_kafka.local import LocalCluster
 from tests.cluster_backends import unique_name
-from tests.kafka.harness import wait_for
+from tests.support import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -117,10 +117,10 @@ def run(local_cluster: LocalCluster, child: Child, topic: str, *, stall: bool) -
     reader = threading.Thread(target=child.read, daemon=True)
     reader.start()
     if stall:
-        wait_for(lambda: child.received() > total // 4, 120, "a quarter of the backlog")
+        wait_until(lambda: child.received() > total // 4, 120, "a quarter of the backlog")
         child.process.send_signal(signal.SIGUSR1)
-        wait_for(lambda: any(stalled for _, _, stalled in child.samples), 30, "the stall")
-    wait_for(lambda: child.received() >= total, 300, "every record of the backlog")
+        wait_until(lambda: any(stalled for _, _, stalled in child.samples), 30, "the stall")
+    wait_until(lambda: child.received() >= total, 300, "every record of the backlog")
     child.process.send_signal(signal.SIGTERM)
     assert child.process.wait(120) == 0
     reader.join(10)
@@ -188,7 +188,7 @@ def test_a_record_on_an_idle_partition_does_not_wait_for_a_round_of_turns(
     for partition in range(PARTITIONS):  # every partition read once: all of them caught up after
         producer.produce(topic, value=b"first", partition=partition)
     assert producer.flush(30) == 0
-    wait_for(lambda: running.received() >= PARTITIONS, 120, "a record of every partition")
+    wait_until(lambda: running.received() >= PARTITIONS, 120, "a record of every partition")
     latencies = []
     for probe in range(LATENCY_PROBES):
         partition = (probe * 97 + 13) % PARTITIONS  # spread over the topic
@@ -196,7 +196,7 @@ def test_a_record_on_an_idle_partition_does_not_wait_for_a_round_of_turns(
         started = time.monotonic()
         producer.produce(topic, value=b"probe", partition=partition)
         assert producer.flush(30) == 0
-        wait_for(lambda n=expected: running.received() >= n, 60, f"the probe on partition {partition}")
+        wait_until(lambda n=expected: running.received() >= n, 60, f"the probe on partition {partition}")
         latencies.append(time.monotonic() - started)
     running.process.send_signal(signal.SIGTERM)
     assert running.process.wait(120) == 0

@@ -16,7 +16,7 @@ from confluent_kafka import Message, TopicPartition
 from reliable_kafka.kafka.fetch_admission import FetchAdmission
 from reliable_kafka.kafka.shared_client import SharedFetchClient, fetch_plan, prefetch_config
 from reliable_kafka.kafka.topic_partition import TopicAndPartition
-from tests.kafka.harness import wait_for
+from tests.support import wait_until
 
 PARTITIONS = 16
 RECORDS = 400
@@ -151,11 +151,11 @@ def test_idle_partitions_wait_out_of_turn_until_their_logs_grow_and_then_nothing
         thread.start()
     try:
         # All but the admitted ones go idle: nothing to fetch, they take no turns.
-        wait_for(lambda: len(admission.idle_positions()) == PARTITIONS - 3, 30, "idle partitions")
+        wait_until(lambda: len(admission.idle_positions()) == PARTITIONS - 3, 30, "idle partitions")
         asked = consumer.list_offsets
         with consumer.lock:
             consumer.records = 40  # the logs grow: the watch readies the idle partitions
-        wait_for(lambda: all(len(r) == 40 for r in received.values()), 30, "the new records")
+        wait_until(lambda: all(len(r) == 40 for r in received.values()), 30, "the new records")
         assert consumer.list_offsets > asked
     finally:
         done.set()
