@@ -323,20 +323,27 @@ class SharedFetchClient:
         next offset and can leave it idle until its log grows. Those the broker cannot resolve
         now keep their logical offset (and take turns, never idle, until they take a record)."""
         logical = {OFFSET_BEGINNING, OFFSET_END}
-        wanted = [TopicPartition(tp.topic, tp.partition, o) for tp, o in offsets.items() if o in logical]
+        wanted = {tp: offset for tp, offset in offsets.items() if offset in logical}
         if not wanted:
             return dict(offsets)
-        resolved = dict(offsets)
         try:
-            with self._poll_lock:
-                answered = self.consumer.offsets_for_times(wanted, timeout=_LIST_OFFSETS_TIMEOUT_S)
+            return {**offsets, **self._list_offsets(wanted)}
         except (KafkaException, RuntimeError) as exc:
             logger.debug("start offsets of %d partitions left to librdkafka: %r", len(wanted), exc)
-            return resolved
-        for tp in answered:
-            if tp.error is None and tp.offset >= 0:
-                resolved[TopicAndPartition(tp.topic, tp.partition)] = tp.offset
-        return resolved
+            return dict(offsets)
+
+    def _list_offsets(self, wanted: Mapping[TopicAndPartition, int]) -> dict[TopicAndPartition, int]:
+        """The log start (``OFFSET_BEGINNING``) or end (``OFFSET_END``) offsets of partitions, in
+        one ListOffsets request per broker; those the broker answered with an error are left out."""
+        query = [TopicPartition(tp.topic, tp.partition, offset) for tp, offset in wanted.items()]
+        # Between two of the dispatcher's polls, as every other call of the client's.
+        with self._poll_lock:
+            answered = self.consumer.offsets_for_times(query, timeout=_LIST_OFFSETS_TIMEOUT_S)
+        return {
+            TopicAndPartition(tp.topic, tp.partition): tp.offset
+            for tp in answered
+            if tp.error is None and tp.offset >= 0
+        }
 
     def unassign(self, partitions: Iterable[TopicAndPartition]) -> None:
         """Stop fetching these partitions (their threads have ended), in one change."""
@@ -393,17 +400,10 @@ class SharedFetchClient:
         """Each partition's log end offset (one ListOffsets request per broker); ``None`` where
         the broker could not tell."""
         ends: dict[TopicAndPartition, int | None] = dict.fromkeys(partitions)
-        query = [TopicPartition(tp.topic, tp.partition, OFFSET_END) for tp in ends]
         try:
-            # Between two of the dispatcher's polls, as every other call of the client's.
-            with self._poll_lock:
-                answered = self.consumer.offsets_for_times(query, timeout=_LIST_OFFSETS_TIMEOUT_S)
+            ends.update(self._list_offsets(dict.fromkeys(ends, OFFSET_END)))
         except (KafkaException, RuntimeError) as exc:
             logger.debug("log end offsets of %d idle partitions: %r; they take turns", len(ends), exc)
-            return ends
-        for tp in answered:
-            if tp.error is None and tp.offset >= 0:
-                ends[TopicAndPartition(tp.topic, tp.partition)] = tp.offset
         return ends
 
     def admission_changed(self, change: Change) -> None:
