@@ -16,8 +16,14 @@ from reliable_kafka.storage.storage_level import StorageLevel
 from reliable_kafka.util import instruments
 from tests.rpc.helpers import PATIENCE_S
 from tests.support import wait_until
+from tests.support.threads import no_thread_outlives_its_test  # noqa: F401 - autouse: on for this module
 
 BIG_BLOCK = os.urandom(20 * 1024 * 1024)
+
+
+@pytest.fixture
+def secret() -> bytes:
+    return new_secret()
 
 
 @pytest.fixture

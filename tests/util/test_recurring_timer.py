@@ -6,6 +6,7 @@ import threading
 
 from reliable_kafka.receiver import ManualClock, RecurringTimer, SystemClock
 from tests.support import wait_until
+from tests.support.threads import no_thread_outlives_its_test  # noqa: F401 - autouse: on for this module
 
 
 def test_ticks_are_aligned_to_multiples_of_the_period() -> None:
