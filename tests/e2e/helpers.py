@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from confluent_kafka import OFFSET_END, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_END, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kazoo.exceptions import NoNodeError
 
 from reliable_kafka.kafka.topic_partition import TopicAndPartition
 from reliable_kafka.kafka.zk.paths import offset_path
 from tests.cluster_backends import ClusterUnderTest
+from tests.support.producing import produce_acked
 
 
 def produce(
@@ -20,23 +21,8 @@ def produce(
     messages: Iterable[tuple[bytes | None, bytes, int]],
     **record_fields: Any,
 ) -> dict[int, int]:
-    """Send ``(key, value, partition)`` messages, each with ``record_fields`` (``headers``,
-    ``timestamp``), wait for every ack; count per partition."""
-    producer = Producer(cluster.client_config(**{"linger.ms": 5}))
-    errors: list[Any] = []
-    counts: dict[int, int] = {}
-
-    def on_delivery(error: Any, _message: Any) -> None:
-        if error is not None:
-            errors.append(error)
-
-    for key, value, partition in messages:
-        producer.produce(topic, value, key=key, partition=partition, on_delivery=on_delivery, **record_fields)
-        counts[partition] = counts.get(partition, 0) + 1
-        producer.poll(0)
-    remaining = producer.flush(60)
-    assert remaining == 0 and not errors, f"{remaining} messages unacknowledged, errors {errors[:3]}"
-    return counts
+    """Send ``(key, value, partition)`` messages to ``cluster`` (see :func:`produce_acked`)."""
+    return produce_acked(cluster.client_config(**{"linger.ms": 5}), topic, messages, **record_fields)
 
 
 def committed_offsets(cluster: ClusterUnderTest, group: str, topic: str, partitions: int) -> dict[int, int]:

@@ -28,11 +28,11 @@ import threading
 import time
 from typing import Any
 
-from confluent_kafka import Producer
 from pyspark import SparkConf, SparkContext
 
 from reliable_kafka import KafkaUtils, StreamingContext
 from reliable_kafka.local import LocalCluster
+from tests.support.producing import ANY_PARTITION, produce_acked
 
 TOPIC = "stop-topic"
 GROUP = "stop-group"
@@ -62,10 +62,8 @@ def append(path: str, entry: dict[str, Any]) -> None:
 
 
 def produce(cluster: LocalCluster, count: int) -> None:
-    producer = Producer(cluster.client_config(**{"linger.ms": 5}))
-    for n in range(count):
-        producer.produce(TOPIC, f"value-{n}".encode())
-    assert producer.flush(60) == 0
+    messages = ((None, f"value-{n}".encode(), ANY_PARTITION) for n in range(count))
+    produce_acked(cluster.client_config(**{"linger.ms": 5}), TOPIC, messages)
 
 
 class AppFailed(RuntimeError):

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
@@ -25,6 +25,7 @@ from reliable_kafka.storage import StorageLevel
 from tests.cluster_backends import ClusterUnderTest, unique_name
 from tests.kafka.harness import RunningReceiver, offsets_reach, produce
 from tests.support import wait_until
+from tests.support.producing import produce_acked
 
 # The docker half (--docker) runs all of these: they check the compose clusters themselves.
 pytestmark = [pytest.mark.integration, pytest.mark.docker_half]
@@ -34,10 +35,7 @@ ZOOKEEPER_BROKERS = pytest.mark.brokers("3.9", "0.9")
 
 
 def _produce(cluster: ClusterUnderTest, topic: str, messages: list[tuple[int, bytes]]) -> None:
-    producer = Producer(cluster.client_config())
-    for partition, value in messages:
-        producer.produce(topic, value=value, partition=partition)
-    assert producer.flush(60) == 0, "not every message was acknowledged"
+    produce_acked(cluster.client_config(), topic, ((None, value, partition) for partition, value in messages))
 
 
 def _consume_all(

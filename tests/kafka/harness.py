@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
@@ -22,6 +22,7 @@ from reliable_kafka.receiver.received_block_handler import ReceivedBlockHandler
 from reliable_kafka.receiver.wal_block_handler import receiver_log_directory
 from reliable_kafka.settings import ReceiverSettings, StreamingSettings, WriteAheadLogSettings
 from reliable_kafka.storage import BlockManager, decode_block
+from tests.support.producing import produce_acked
 from wal import FileBasedWriteAheadLog
 
 KafkaRecord = tuple[Any, ...]  # key, value, topic, partition, offset
@@ -165,21 +166,17 @@ def produce(
     bootstrap_config: dict[str, Any], topic: str, partitions: int, per_partition: int, *, start: int = 0
 ) -> dict[int, list[bytes]]:
     """``per_partition`` messages to each partition; values name topic, partition and sequence."""
-    producer = Producer({**bootstrap_config, "linger.ms": 20, "queue.buffering.max.messages": 200000})
-    sent: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
-    for i in range(start, start + per_partition):
-        for p in range(partitions):
-            value = f"{topic}/{p}/{i}".encode()
-            while True:
-                try:
-                    producer.produce(topic, value=value, key=str(i).encode(), partition=p)
-                    break
-                except BufferError:
-                    producer.poll(0.1)
-            sent[p].append(value)
-        if i % 5000 == 0:
-            producer.poll(0)
-    assert producer.flush(60) == 0, "not every message was acknowledged"
+    sent: dict[int, list[bytes]] = {
+        p: [f"{topic}/{p}/{i}".encode() for i in range(start, start + per_partition)]
+        for p in range(partitions)
+    }
+    messages = (
+        (str(i).encode(), sent[p][i - start], p)
+        for i in range(start, start + per_partition)
+        for p in range(partitions)
+    )
+    config = {**bootstrap_config, "linger.ms": 20, "queue.buffering.max.messages": 200000}
+    produce_acked(config, topic, messages)
     return sent
 
 

@@ -23,6 +23,7 @@ from reliable_kafka.local import LocalCluster
 from reliable_kafka.storage.block_format import PackedChunk, decode_block, encode_chunks, pack_chunk
 from tests.cluster_backends import unique_name
 from tests.support import wait_until
+from tests.support.producing import produce_acked
 
 pytestmark = pytest.mark.integration
 
@@ -44,10 +45,8 @@ def _records() -> list[tuple[bytes | None, bytes | None]]:
 
 
 def _produce(cluster: LocalCluster, topic: str, records: list[tuple[bytes | None, bytes | None]]) -> None:
-    producer = Producer(cluster.client_config(**{"linger.ms": 20, "message.max.bytes": 1_000_000}))
-    for key, value in records:
-        producer.produce(topic, value=value, key=key, partition=0)
-    assert producer.flush(60) == 0, "not every record was acknowledged"
+    config = cluster.client_config(**{"linger.ms": 20, "message.max.bytes": 1_000_000})
+    produce_acked(config, topic, ((key, value, 0) for key, value in records))
 
 
 def _consumer(cluster: LocalCluster, **extra: Any) -> Consumer:
