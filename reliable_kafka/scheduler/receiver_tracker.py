@@ -25,7 +25,7 @@ from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo, Receiver
 from reliable_kafka.receiver.wal_block_handler import RECEIVER_WAL_WITHOUT_CHECKPOINT
 from reliable_kafka.scheduler.driver_receiver_runner import DriverReceiverRunner
 from reliable_kafka.scheduler.job_generator import graceful_stop_timeout_ms
-from reliable_kafka.scheduler.listener import (
+from reliable_kafka.scheduler.listener_events import (
     ReceiverInfo,
     StreamingListenerReceiverError,
     StreamingListenerReceiverStarted,
