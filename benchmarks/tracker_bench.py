@@ -24,11 +24,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo, ReceivedBlockStoreResult
-from reliable_kafka.scheduler.received_block_tracker import (
-    BlockAdditionEvent,
-    ReceivedBlockTracker,
-    encode_event,
-)
+from reliable_kafka.scheduler.received_block_events import BlockAdditionEvent, encode_event
+from reliable_kafka.scheduler.received_block_tracker import ReceivedBlockTracker
 from reliable_kafka.settings import WriteAheadLogSettings
 from reliable_kafka.storage.block_id import StreamBlockId
 from wal import RecordHandle

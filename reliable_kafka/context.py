@@ -48,7 +48,8 @@ from reliable_kafka.dstream.transformed_dstream import TransformedDStream
 from reliable_kafka.dstream.union_dstream import UnionDStream
 from reliable_kafka.scheduler.job_generator import graceful_stop_timeout_ms
 from reliable_kafka.scheduler.job_scheduler import JobScheduler, ReceiverTrackerFactory
-from reliable_kafka.scheduler.listener import StreamingListener, StreamingListenerStreamingStarted
+from reliable_kafka.scheduler.listener import StreamingListener
+from reliable_kafka.scheduler.listener_events import StreamingListenerStreamingStarted
 from reliable_kafka.settings import StreamingSettings
 from reliable_kafka.util import jvm_shutdown_hook
 from reliable_kafka.util.bounded_stop import stop_within

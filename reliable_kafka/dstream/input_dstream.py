@@ -18,7 +18,7 @@ from reliable_kafka.dstream.dstream import DStream
 
 if TYPE_CHECKING:
     from reliable_kafka.context import StreamingContext
-    from reliable_kafka.scheduler.listener import BatchInfo
+    from reliable_kafka.scheduler.listener_events import BatchInfo
 
 logger = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from reliable_kafka.kafka.kafka_cluster import KafkaCluster
 from reliable_kafka.kafka.kafka_rdd import Decoder, KafkaRDD, with_offset_ranges
 from reliable_kafka.kafka.offset_range import OffsetRange
 from reliable_kafka.kafka.topic_partition import TopicAndPartition
-from reliable_kafka.scheduler.listener import BatchInfo, StreamInputInfo
+from reliable_kafka.scheduler.listener_events import BatchInfo, StreamInputInfo
 from reliable_kafka.scheduler.rate_controller import RateController
 from reliable_kafka.scheduler.rate_estimator import RateEstimator
 

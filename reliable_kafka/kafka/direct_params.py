@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from reliable_kafka.kafka.broker_protocol_probe import legacy_protocol_params
-from reliable_kafka.kafka.client import check_client_config
+from reliable_kafka.kafka.client_config import check_client_config
 from reliable_kafka.kafka.params import KafkaParams, parse_kafka_params
 
 # What the readers' librdkafka consumers are called when kafkaParams names no group.

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from reliable_kafka.dstream.batch_rdd import BlockRDD
 from reliable_kafka.dstream.receiver_input_dstream import ReceiverInputDStream
 from reliable_kafka.kafka.block_reread import recovery_source
-from reliable_kafka.kafka.client import check_client_config
+from reliable_kafka.kafka.client_config import check_client_config
 from reliable_kafka.kafka.consumer_group_receiver import validate_topics
 from reliable_kafka.kafka.decode_errors import DEAD_LETTERED_KEY, SKIPPED_KEY
 from reliable_kafka.kafka.offset_range import ranges_in_metadata

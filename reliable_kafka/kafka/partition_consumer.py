@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaException, TopicPartition
 
-from reliable_kafka.kafka.client import ClientErrorLog
+from reliable_kafka.kafka.client_error_log import ClientErrorLog
 from reliable_kafka.kafka.fetch_stall import NO_RECORDS_CAUSE, FetchStallMonitor, FetchWatch, likely_cause
 from reliable_kafka.kafka.params import OffsetReset
 from reliable_kafka.kafka.shared_client import PackedReader, PartitionReader, SharedFetchClient

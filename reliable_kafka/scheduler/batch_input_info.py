@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo
-from reliable_kafka.scheduler.listener import StreamInputInfo
+from reliable_kafka.scheduler.listener_events import StreamInputInfo
 
 BLOCKS_KEY = "blocks"
 

@@ -8,7 +8,7 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from reliable_kafka.scheduler.listener import BatchInfo, OutputOperationInfo, StreamInputInfo
+from reliable_kafka.scheduler.listener_events import BatchInfo, OutputOperationInfo, StreamInputInfo
 from reliable_kafka.util.clock import wall_clock_ms
 
 logger = logging.getLogger(__name__)

@@ -36,7 +36,7 @@ from reliable_kafka.checkpoint import Checkpoint, CheckpointWriter, InputStreamR
 from reliable_kafka.dstream.batch_rdd import BlockRDD
 from reliable_kafka.scheduler.batch_input_info import input_infos_of_batch
 from reliable_kafka.scheduler.job import JobSet
-from reliable_kafka.scheduler.listener import StreamInputInfo
+from reliable_kafka.scheduler.listener_events import StreamInputInfo
 from reliable_kafka.settings import JobSettings
 from reliable_kafka.util.bounded_stop import join_within
 from reliable_kafka.util.clock import wall_clock_ms

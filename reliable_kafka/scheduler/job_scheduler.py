@@ -30,12 +30,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from reliable_kafka.scheduler.job import Job, JobSet
 from reliable_kafka.scheduler.job_generator import JobGenerator
-from reliable_kafka.scheduler.listener import (
+from reliable_kafka.scheduler.listener_bus import StreamingListenerBus
+from reliable_kafka.scheduler.listener_events import (
     BatchInfo,
     StreamingListenerBatchCompleted,
     StreamingListenerBatchStarted,
     StreamingListenerBatchSubmitted,
-    StreamingListenerBus,
     StreamingListenerOutputOperationCompleted,
     StreamingListenerOutputOperationStarted,
 )

@@ -14,7 +14,8 @@ from abc import abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from reliable_kafka.scheduler.listener import BatchInfo, StreamingListener, StreamingListenerBatchCompleted
+from reliable_kafka.scheduler.listener import StreamingListener
+from reliable_kafka.scheduler.listener_events import BatchInfo, StreamingListenerBatchCompleted
 from reliable_kafka.scheduler.rate_estimator import RateEstimator
 from reliable_kafka.settings import StreamingSettings
 

@@ -11,9 +11,8 @@ may hold an event twice, or an allocation that the live tracker never applied. S
 again is not queued again (live and in recovery), and in recovery a later allocation of a block
 takes it from the earlier batch: live, the block could only be allocated again if that earlier
 allocation had not happened (or had been given back). Without this, a restart delivered such a
-block twice, once under each batch time. Events are
-msgpack maps behind a 4-byte magic (``b"RKE\\x01"``, "reliable-kafka event", version 1); never
-pickle, since the log is read back by a later process.
+block twice, once under each batch time. The events and their byte format are in
+``received_block_events``; the log itself is built by ``driver_write_ahead_log``.
 """
 
 from __future__ import annotations
@@ -22,162 +21,30 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
-
-import msgpack
 
 from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo
+from reliable_kafka.scheduler.driver_write_ahead_log import create_driver_write_ahead_log
+from reliable_kafka.scheduler.received_block_events import (
+    EVENT_MAGIC,
+    AllocatedBlocks,
+    BatchAllocationEvent,
+    BatchCleanupEvent,
+    BatchCompletionEvent,
+    BatchDeallocationEvent,
+    BlockAdditionEvent,
+    EventFormatError,
+    ReceivedBlockTrackerLogEvent,
+    decode_event,
+    encode_event,
+)
 from reliable_kafka.settings import WriteAheadLogSettings
 from reliable_kafka.storage.block_id import StreamBlockId
 from reliable_kafka.util.clock import wall_clock_ms
-from reliable_kafka.util.wal_at import write_ahead_log_at
 from wal import BatchedWriteAheadLog, WriteAheadLog
 from wal.aggregate import deaggregate
 from wal.failure_log import FailureLog
 
 logger = logging.getLogger(__name__)
-
-EVENT_MAGIC = b"RKE\x01"
-METADATA_LOG_DIRECTORY = "receivedBlockMetadata"
-
-
-def checkpoint_dir_to_log_dir(checkpoint_dir: str) -> str:
-    """Spark's ``ReceivedBlockTracker.checkpointDirToLogDir``: ``<checkpoint>/receivedBlockMetadata``."""
-    return f"{checkpoint_dir.rstrip('/')}/{METADATA_LOG_DIRECTORY}"
-
-
-# ---------------------------------------------------------------- events
-
-
-@dataclass(frozen=True, slots=True)
-class AllocatedBlocks:
-    """The blocks of one batch, per stream (every tracked stream has an entry, maybe empty)."""
-
-    stream_id_to_allocated_blocks: dict[int, list[ReceivedBlockInfo]] = field(default_factory=dict)
-
-    def get_blocks_of_stream(self, stream_id: int) -> list[ReceivedBlockInfo]:
-        return list(self.stream_id_to_allocated_blocks.get(stream_id, ()))
-
-    def to_wire(self) -> list[list[Any]]:
-        # Pairs, not a map: msgpack map keys are strings by convention and ours are ints.
-        return [
-            [stream_id, [info.to_dict() for info in infos]]
-            for stream_id, infos in self.stream_id_to_allocated_blocks.items()
-        ]
-
-    @classmethod
-    def from_wire(cls, pairs: Sequence[Sequence[Any]]) -> AllocatedBlocks:
-        return cls(
-            {int(stream_id): [ReceivedBlockInfo.from_dict(d) for d in infos] for stream_id, infos in pairs}
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class BlockAdditionEvent:
-    received_block_info: ReceivedBlockInfo
-
-
-@dataclass(frozen=True, slots=True)
-class BatchAllocationEvent:
-    time_ms: int
-    allocated_blocks: AllocatedBlocks
-
-
-@dataclass(frozen=True, slots=True)
-class BatchCompletionEvent:
-    """Ours, not Spark's: lets a restarted driver tell finished batches from ones to run again."""
-
-    time_ms: int
-
-
-@dataclass(frozen=True, slots=True)
-class BatchCleanupEvent:
-    times_ms: tuple[int, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class BatchDeallocationEvent:
-    """Ours, not Spark's: these allocated, never-completed batches will not run under their own
-    time, so their blocks go back to the front of the unallocated queues for the next batch."""
-
-    times_ms: tuple[int, ...]
-
-
-ReceivedBlockTrackerLogEvent = (
-    BlockAdditionEvent
-    | BatchAllocationEvent
-    | BatchCompletionEvent
-    | BatchCleanupEvent
-    | BatchDeallocationEvent
-)
-
-
-class EventFormatError(ValueError):
-    """Bytes in the metadata log that are not an event of this format."""
-
-
-def encode_event(event: ReceivedBlockTrackerLogEvent) -> bytes:
-    match event:
-        case BlockAdditionEvent(info):
-            body: dict[str, Any] = {"type": "add", "info": info.to_dict()}
-        case BatchAllocationEvent(time_ms, allocated):
-            body = {"type": "allocate", "time": time_ms, "blocks": allocated.to_wire()}
-        case BatchCompletionEvent(time_ms):
-            body = {"type": "complete", "time": time_ms}
-        case BatchCleanupEvent(times_ms):
-            body = {"type": "cleanup", "times": list(times_ms)}
-        case BatchDeallocationEvent(times_ms):
-            body = {"type": "deallocate", "times": list(times_ms)}
-        case _:
-            raise TypeError(f"not a tracker event: {type(event).__name__}")
-    return EVENT_MAGIC + msgpack.packb(body, use_bin_type=True)
-
-
-def decode_event(data: bytes) -> ReceivedBlockTrackerLogEvent:
-    if data[: len(EVENT_MAGIC)] != EVENT_MAGIC:
-        raise EventFormatError(f"not a tracker event: magic {bytes(data[:4])!r}")
-    try:
-        # Block metadata is the receiver's: its maps may have int keys.
-        body = msgpack.unpackb(data[len(EVENT_MAGIC) :], raw=False, use_list=True, strict_map_key=False)
-        match body["type"]:
-            case "add":
-                return BlockAdditionEvent(ReceivedBlockInfo.from_dict(body["info"]))
-            case "allocate":
-                return BatchAllocationEvent(int(body["time"]), AllocatedBlocks.from_wire(body["blocks"]))
-            case "complete":
-                return BatchCompletionEvent(int(body["time"]))
-            case "cleanup":
-                return BatchCleanupEvent(tuple(int(t) for t in body["times"]))
-            case "deallocate":
-                return BatchDeallocationEvent(tuple(int(t) for t in body["times"]))
-    except (ValueError, TypeError, KeyError) as exc:
-        raise EventFormatError(f"corrupt tracker event: {exc}") from exc
-    raise EventFormatError(f"unknown tracker event type {body['type']!r}")
-
-
-def create_driver_write_ahead_log(
-    checkpoint_dir: str, settings: WriteAheadLogSettings, *, after_stop: bool = False
-) -> WriteAheadLog:
-    """Spark's ``WriteAheadLogUtils.createLogForDriver``, with group commit when allowed.
-
-    ``after_stop``: the log for the few events that follow a tracker stop (the batches a graceful
-    stop still runs): one file per write, so it holds no thread and no open file.
-    """
-    # On a remote checkpoint, reached as StreamingContext.checkpoint recorded for this process.
-    log: WriteAheadLog = write_ahead_log_at(
-        checkpoint_dir_to_log_dir(checkpoint_dir),
-        rolling_interval_s=settings.driver_rolling_interval_s,
-        max_failures=settings.driver_max_failures,
-        close_file_after_write=settings.driver_close_file_after_write or after_stop,
-        fsync=settings.fsync,
-    )
-    if settings.driver_allow_batching and not after_stop:
-        log = BatchedWriteAheadLog(log, close_timeout_s=settings.driver_batching_timeout_ms / 1000)
-    return log
-
-
-# ---------------------------------------------------------------- tracker
 
 
 class ReceivedBlockTracker:

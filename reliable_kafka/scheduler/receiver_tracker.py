@@ -16,22 +16,23 @@ import enum
 import logging
 import threading
 import time
-import weakref
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from reliable_kafka.receiver.receiver_supervisor import format_error
 from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo, ReceiverControl
 from reliable_kafka.receiver.wal_block_handler import RECEIVER_WAL_WITHOUT_CHECKPOINT
+from reliable_kafka.scheduler.driver_block_store import driver_block_manager
 from reliable_kafka.scheduler.driver_receiver_runner import DriverReceiverRunner
 from reliable_kafka.scheduler.job_generator import graceful_stop_timeout_ms
-from reliable_kafka.scheduler.listener import (
+from reliable_kafka.scheduler.listener_events import (
     ReceiverInfo,
     StreamingListenerReceiverError,
     StreamingListenerReceiverStarted,
     StreamingListenerReceiverStopped,
 )
 from reliable_kafka.scheduler.received_block_tracker import ReceivedBlockTracker, num_records_per_stream
+from reliable_kafka.scheduler.receiver_clean_threshold import receiver_clean_threshold_ms
 from reliable_kafka.scheduler.receiver_launcher import ReceiverLauncher, ReceiverRunner
 from reliable_kafka.scheduler.receiver_scheduling_policy import (
     ExecutorCacheTaskLocation,
@@ -45,11 +46,9 @@ from reliable_kafka.scheduler.receiver_scheduling_policy import (
 from reliable_kafka.scheduler.split_receiver_runner import SplitReceiverRunner
 from reliable_kafka.scheduler.task_slots import split_local_receivers, task_slots
 from reliable_kafka.storage.block_id import StreamBlockId
-from reliable_kafka.storage.block_manager import BlockManager
 from reliable_kafka.util.clock import wall_clock_ms
 from reliable_kafka.util.worker_python import report_missing_package
 from wal.failure_log import FailureLog
-from wal.segments import parse_segment_name, segment_basename
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -204,10 +203,7 @@ class ReceiverTracker:
         local_executor: ExecutorCacheTaskLocation | None = None,
     ) -> DriverReceiverRunner:
         if block_store is None:
-            block_store = BlockManager()
-            # Not closed on stop: the batches of a graceful stop still read it. Closing it when
-            # the tracker goes away (or at exit) removes its spill directory.
-            weakref.finalize(self, block_store.close)
+            block_store = driver_block_manager(self)
         return DriverReceiverRunner(
             self, block_store, self.settings, self.checkpoint_dir, executors, local_executor=local_executor
         )
@@ -439,32 +435,19 @@ class ReceiverTracker:
                 logger.warning("Could not remove %d block(s) of receiver %d: %r", len(names), sid, exc)
 
     def receiver_clean_threshold(self, clean_threshold_ms: int) -> int:
-        """The time before which receivers may delete blocks and WAL segments.
-
-        Receivers delete by store time (WAL segments ending, block manager entries stored, before
-        the threshold), not by batch, so a pending batch P must pull the threshold back to before
-        its blocks were stored. A block of P was normally stored within the batch before P and is
-        remembered as long as its input stream is: hence ``P - batch_duration - remember``. Blocks
-        allocated late (after a failed allocation, a restart, or returned to the queue) may be far
-        older, so the threshold also goes back to the start of the WAL segment of every block of a
-        pending batch and of every unallocated block: that keeps the segment and the block manager
-        copy stored in it.
-        """
-        threshold = clean_threshold_ms
+        """The time before which receivers may delete blocks and WAL segments (see
+        :func:`~reliable_kafka.scheduler.receiver_clean_threshold.receiver_clean_threshold_ms`)."""
         pending = self.pending_batch_times()
-        if pending:
-            batch_ms = int(self.ssc.batch_duration_ms)
-            remember_ms = self.ssc.graph.get_max_input_stream_remember_duration() or batch_ms
-            threshold = min(threshold, pending[0] - batch_ms - remember_ms)
         needed = [info for t in pending for infos in self.get_blocks_of_batch(t).values() for info in infos]
         for sid in self.receiver_input_stream_ids:
             needed.extend(self.received_block_tracker.get_unallocated_blocks(sid))
-        for info in needed:
-            handle = info.block_store_result.wal_record_handle
-            times = None if handle is None else parse_segment_name(segment_basename(handle.path))
-            if times is not None:
-                threshold = min(threshold, times[0])
-        return threshold
+        return receiver_clean_threshold_ms(
+            clean_threshold_ms,
+            oldest_pending_batch_ms=pending[0] if pending else None,
+            batch_duration_ms=int(self.ssc.batch_duration_ms),
+            remember_ms=self.ssc.graph.get_max_input_stream_remember_duration() if pending else None,
+            needed_blocks=needed,
+        )
 
     # ------------------------------------------------------------ rate control
 

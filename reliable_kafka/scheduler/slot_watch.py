@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from reliable_kafka.scheduler.listener import StreamingListenerStreamingError
+from reliable_kafka.scheduler.listener_events import StreamingListenerStreamingError
 from reliable_kafka.scheduler.task_slots import FIXES, live_slots
 from reliable_kafka.util.recurring_timer import RecurringTimer
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from reliable_kafka.kafka.offset_range import OffsetRange, merge_offset_ranges, ranges_in_metadata
 from reliable_kafka.scheduler.batch_input_info import BLOCKS_KEY
-from reliable_kafka.scheduler.listener import BatchInfo
+from reliable_kafka.scheduler.listener_events import BatchInfo
 from reliable_kafka.ui import svg
 from reliable_kafka.ui.lag import LagReport
 from reliable_kafka.ui.partition_receivers import PartitionReceivers

@@ -14,11 +14,11 @@ import threading
 from collections import deque
 from dataclasses import dataclass
 
-from reliable_kafka.scheduler.listener import (
+from reliable_kafka.scheduler.listener import StreamingListener
+from reliable_kafka.scheduler.listener_events import (
     BatchInfo,
     OutputOperationInfo,
     ReceiverInfo,
-    StreamingListener,
     StreamingListenerBatchCompleted,
     StreamingListenerBatchStarted,
     StreamingListenerBatchSubmitted,

@@ -26,7 +26,7 @@ from reliable_kafka.ui.status_store import StreamingStatusStore
 
 if TYPE_CHECKING:
     from reliable_kafka.context import StreamingContext
-    from reliable_kafka.scheduler.listener import StreamingListenerBus
+    from reliable_kafka.scheduler.listener_bus import StreamingListenerBus
 
 logger = logging.getLogger(__name__)
 

@@ -49,7 +49,8 @@ from typing import Any
 from pyspark import SparkConf, SparkContext
 
 from reliable_kafka import KafkaUtils, StreamingContext
-from reliable_kafka.dstream.batch_rdd import BlockPartition, BlockRDD, offset_ranges_of
+from reliable_kafka.dstream.batch_rdd import BlockRDD, offset_ranges_of
+from reliable_kafka.dstream.block_partition import BlockPartition
 from reliable_kafka.dstream.functions import time_ms_of
 from reliable_kafka.scheduler.listener import (
     StreamingListener,

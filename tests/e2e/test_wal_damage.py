@@ -15,7 +15,8 @@ from confluent_kafka import Consumer, TopicPartition
 from pyspark import SparkContext
 
 from reliable_kafka import KafkaUtils, StreamingContext
-from reliable_kafka.dstream.batch_rdd import BlockPartition, BlockRDD
+from reliable_kafka.dstream.batch_rdd import BlockRDD
+from reliable_kafka.dstream.block_partition import BlockPartition
 from reliable_kafka.dstream.block_recovery import BlockRecoveryError
 from reliable_kafka.kafka.block_reread import recovery_source
 from reliable_kafka.kafka.offset_range import OffsetRange, block_metadata

@@ -19,7 +19,7 @@ from reliable_kafka.checkpoint import (
     read_checkpoint,
     write_checkpoint,
 )
-from reliable_kafka.dstream.batch_rdd import BlockPartition
+from reliable_kafka.dstream.block_partition import BlockPartition
 from reliable_kafka.util.filesystems import (
     FilesystemOptions,
     RemoteDirectory,

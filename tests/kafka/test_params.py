@@ -184,7 +184,7 @@ def test_the_stream_logs_its_client_config_without_secrets(
 
 
 def test_librdkafka_rejections_name_the_key_and_never_echo_a_secret_value() -> None:
-    from reliable_kafka.kafka.client import check_client_config
+    from reliable_kafka.kafka.client_config import check_client_config
 
     with pytest.raises(ValueError, match=r"^kafka param fetch\.wiat\.max\.ms: No such configuration"):
         check_client_config({"fetch.wiat.max.ms": "100"})

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from reliable_kafka.dstream.batch_rdd import BlockPartition
+from reliable_kafka.dstream.block_partition import BlockPartition
 from reliable_kafka.receiver.tracker_endpoint import BlockLocation
 from reliable_kafka.rpc import connect, new_secret
 from reliable_kafka.rpc.errors import FrameError

@@ -13,7 +13,8 @@ import pytest
 from pyspark import SparkContext
 from pyspark.rdd import PipelinedRDD
 
-from reliable_kafka.dstream.batch_rdd import BlockPartition, BlockRDD, create_block_rdd
+from reliable_kafka.dstream.batch_rdd import BlockRDD, create_block_rdd
+from reliable_kafka.dstream.block_partition import BlockPartition
 from reliable_kafka.kafka.offset_range import OffsetRange, merge_offset_ranges
 from reliable_kafka.receiver.received_block import ArrayBufferBlock
 from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo

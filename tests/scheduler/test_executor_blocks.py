@@ -11,7 +11,8 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from reliable_kafka.dstream.batch_rdd import BlockNotFoundError, BlockPartition, create_block_rdd
+from reliable_kafka.dstream.batch_rdd import create_block_rdd
+from reliable_kafka.dstream.block_partition import BlockNotFoundError, BlockPartition
 from reliable_kafka.receiver.descriptor import ReceiverDescriptor, ReceiverDescriptorError
 from reliable_kafka.receiver.receiver_task import ReceiverTaskDescription
 from reliable_kafka.receiver.tracker_endpoint import (

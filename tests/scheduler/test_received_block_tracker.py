@@ -10,7 +10,8 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from reliable_kafka.scheduler.received_block_tracker import (
+from reliable_kafka.scheduler.driver_write_ahead_log import checkpoint_dir_to_log_dir
+from reliable_kafka.scheduler.received_block_events import (
     EVENT_MAGIC,
     AllocatedBlocks,
     BatchAllocationEvent,
@@ -18,11 +19,10 @@ from reliable_kafka.scheduler.received_block_tracker import (
     BatchCompletionEvent,
     BatchDeallocationEvent,
     BlockAdditionEvent,
-    ReceivedBlockTracker,
-    checkpoint_dir_to_log_dir,
     decode_event,
     encode_event,
 )
+from reliable_kafka.scheduler.received_block_tracker import ReceivedBlockTracker
 from reliable_kafka.settings import WriteAheadLogSettings
 from tests.scheduler.fakes import block_ids, block_info
 from tests.support import ManualClock

@@ -17,7 +17,8 @@ from reliable_kafka.dstream.receiver_input_dstream import ReceiverInputDStream
 from reliable_kafka.receiver.receiver import Receiver
 from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo, ReceivedBlockStoreResult
 from reliable_kafka.receiver.wal_block_handler import receiver_log_directory
-from reliable_kafka.scheduler.received_block_tracker import ReceivedBlockTracker, checkpoint_dir_to_log_dir
+from reliable_kafka.scheduler.driver_write_ahead_log import checkpoint_dir_to_log_dir
+from reliable_kafka.scheduler.received_block_tracker import ReceivedBlockTracker
 from reliable_kafka.scheduler.receiver_tracker import ReceiverTracker
 from reliable_kafka.settings import StreamingSettings
 from reliable_kafka.storage.block_format import encode_block

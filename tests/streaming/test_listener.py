@@ -14,11 +14,11 @@ from reliable_kafka.scheduler.listener import (
     ReceiverInfo,
     StreamingListener,
     StreamingListenerBatchCompleted,
-    StreamingListenerBus,
     StreamingListenerReceiverStarted,
     StreamingListenerStreamingStarted,
     StreamInputInfo,
 )
+from reliable_kafka.scheduler.listener_bus import StreamingListenerBus
 from tests.streaming.conftest import ManualRun
 from tests.support import wait_until
 

@@ -44,7 +44,7 @@ from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from reliable_kafka.kafka.client import ClientErrorLog
+from reliable_kafka.kafka.client_error_log import ClientErrorLog
 from reliable_kafka.kafka.group_member import RebalanceListener, consumer_thread_id, new_consumer_id
 from reliable_kafka.kafka.topic_partition import TopicAndPartition
 from reliable_kafka.util.librdkafka_log import LibrdkafkaLog

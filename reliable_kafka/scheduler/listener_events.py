@@ -1,0 +1,230 @@
+"""The values Spark's streaming listener API carries: the payloads (``BatchInfo``, ``ReceiverInfo``,
+``StreamInputInfo``, ``OutputOperationInfo``) and the ``StreamingListener*`` events that wrap them.
+
+Payloads are frozen dataclasses with snake_case fields (``batch_info.processing_delay_ms``) for
+our own code, plus read-only camelCase aliases (``batchInfo.processingDelay``) so that pyspark
+listener code reads the same names. Unlike pyspark's py4j objects the aliases are attributes,
+not methods, and times are plain ints in milliseconds (``None`` where Spark has an empty Option).
+Each event names the ``StreamingListener`` method it goes to (``listener_method``), which is all
+the bus needs to deliver it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+
+def _alias(name: str) -> property:
+    """A read-only camelCase view of the snake_case field ``name``."""
+    return property(lambda self: getattr(self, name), doc=f"Alias of ``{name}``.")
+
+
+# ---------------------------------------------------------------- payloads
+
+
+@dataclass(frozen=True, slots=True)
+class StreamInputInfo:
+    """What one input stream put into one batch."""
+
+    input_stream_id: int
+    num_records: int
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+    METADATA_KEY_DESCRIPTION: ClassVar[str] = "Description"
+
+    @property
+    def metadata_description(self) -> str | None:
+        value = self.metadata.get(self.METADATA_KEY_DESCRIPTION)
+        return None if value is None else str(value)
+
+    inputStreamId = _alias("input_stream_id")
+    numRecords = _alias("num_records")
+    metadataDescription = _alias("metadata_description")
+
+
+@dataclass(frozen=True, slots=True)
+class OutputOperationInfo:
+    """One output operation (one ``Job``) of one batch."""
+
+    batch_time_ms: int
+    id: int
+    name: str
+    description: str
+    start_time_ms: int | None = None
+    end_time_ms: int | None = None
+    failure_reason: str | None = None
+
+    @property
+    def duration_ms(self) -> int | None:
+        if self.start_time_ms is None or self.end_time_ms is None:
+            return None
+        return self.end_time_ms - self.start_time_ms
+
+    batchTime = _alias("batch_time_ms")
+    startTime = _alias("start_time_ms")
+    endTime = _alias("end_time_ms")
+    failureReason = _alias("failure_reason")
+    duration = _alias("duration_ms")
+
+
+@dataclass(frozen=True, slots=True)
+class BatchInfo:
+    """Spark's ``BatchInfo``. Delays follow Spark: scheduling = start - submission, processing =
+    end - start, total = scheduling + processing; each is ``None`` until its times are known."""
+
+    batch_time_ms: int
+    stream_id_to_input_info: Mapping[int, StreamInputInfo]
+    submission_time_ms: int
+    processing_start_time_ms: int | None
+    processing_end_time_ms: int | None
+    output_operation_infos: Mapping[int, OutputOperationInfo] = field(default_factory=dict)
+
+    @property
+    def scheduling_delay_ms(self) -> int | None:
+        if self.processing_start_time_ms is None:
+            return None
+        return self.processing_start_time_ms - self.submission_time_ms
+
+    @property
+    def processing_delay_ms(self) -> int | None:
+        if self.processing_start_time_ms is None or self.processing_end_time_ms is None:
+            return None
+        return self.processing_end_time_ms - self.processing_start_time_ms
+
+    @property
+    def total_delay_ms(self) -> int | None:
+        scheduling, processing = self.scheduling_delay_ms, self.processing_delay_ms
+        if scheduling is None or processing is None:
+            return None
+        return scheduling + processing
+
+    @property
+    def num_records(self) -> int:
+        return sum(info.num_records for info in self.stream_id_to_input_info.values())
+
+    batchTime = _alias("batch_time_ms")
+    streamIdToInputInfo = _alias("stream_id_to_input_info")
+    submissionTime = _alias("submission_time_ms")
+    processingStartTime = _alias("processing_start_time_ms")
+    processingEndTime = _alias("processing_end_time_ms")
+    outputOperationInfos = _alias("output_operation_infos")
+    schedulingDelay = _alias("scheduling_delay_ms")
+    processingDelay = _alias("processing_delay_ms")
+    totalDelay = _alias("total_delay_ms")
+    numRecords = _alias("num_records")
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiverInfo:
+    """The state of one receiver as the tracker last saw it."""
+
+    stream_id: int
+    name: str
+    active: bool
+    location: str
+    executor_id: str = ""
+    last_error_message: str = ""
+    last_error: str = ""
+    last_error_time_ms: int = -1
+
+    streamId = _alias("stream_id")
+    executorId = _alias("executor_id")
+    lastErrorMessage = _alias("last_error_message")
+    lastError = _alias("last_error")
+    lastErrorTime = _alias("last_error_time_ms")
+
+
+# ---------------------------------------------------------------- events
+
+
+class StreamingListenerEvent:
+    """Base of every event; ``listener_method`` names the ``StreamingListener`` method it goes to."""
+
+    __slots__ = ()
+    listener_method: ClassVar[str]
+
+
+@dataclass(frozen=True, slots=True)
+class StreamingListenerStreamingStarted(StreamingListenerEvent):
+    time_ms: int
+    listener_method: ClassVar[str] = "onStreamingStarted"
+
+    time = _alias("time_ms")
+
+
+@dataclass(frozen=True, slots=True)
+class StreamingListenerReceiverStarted(StreamingListenerEvent):
+    receiver_info: ReceiverInfo
+    listener_method: ClassVar[str] = "onReceiverStarted"
+
+    receiverInfo = _alias("receiver_info")
+
+
+@dataclass(frozen=True, slots=True)
+class StreamingListenerReceiverError(StreamingListenerEvent):
+    receiver_info: ReceiverInfo
+    listener_method: ClassVar[str] = "onReceiverError"
+
+    receiverInfo = _alias("receiver_info")
+
+
+@dataclass(frozen=True, slots=True)
+class StreamingListenerReceiverStopped(StreamingListenerEvent):
+    receiver_info: ReceiverInfo
+    listener_method: ClassVar[str] = "onReceiverStopped"
+
+    receiverInfo = _alias("receiver_info")
+
+
+@dataclass(frozen=True, slots=True)
+class StreamingListenerStreamingError(StreamingListenerEvent):
+    """Something wrong with the stream as a whole, not one receiver or batch (not in Spark):
+    batches waiting for task slots that receivers hold, for example."""
+
+    time_ms: int
+    message: str
+    listener_method: ClassVar[str] = "onStreamingError"
+
+    time = _alias("time_ms")
+
+
+@dataclass(frozen=True, slots=True)
+class StreamingListenerBatchSubmitted(StreamingListenerEvent):
+    batch_info: BatchInfo
+    listener_method: ClassVar[str] = "onBatchSubmitted"
+
+    batchInfo = _alias("batch_info")
+
+
+@dataclass(frozen=True, slots=True)
+class StreamingListenerBatchStarted(StreamingListenerEvent):
+    batch_info: BatchInfo
+    listener_method: ClassVar[str] = "onBatchStarted"
+
+    batchInfo = _alias("batch_info")
+
+
+@dataclass(frozen=True, slots=True)
+class StreamingListenerBatchCompleted(StreamingListenerEvent):
+    batch_info: BatchInfo
+    listener_method: ClassVar[str] = "onBatchCompleted"
+
+    batchInfo = _alias("batch_info")
+
+
+@dataclass(frozen=True, slots=True)
+class StreamingListenerOutputOperationStarted(StreamingListenerEvent):
+    output_operation_info: OutputOperationInfo
+    listener_method: ClassVar[str] = "onOutputOperationStarted"
+
+    outputOperationInfo = _alias("output_operation_info")
+
+
+@dataclass(frozen=True, slots=True)
+class StreamingListenerOutputOperationCompleted(StreamingListenerEvent):
+    output_operation_info: OutputOperationInfo
+    listener_method: ClassVar[str] = "onOutputOperationCompleted"
+
+    outputOperationInfo = _alias("output_operation_info")
