@@ -157,16 +157,22 @@ def test_new_partitions_of_a_topic_are_picked_up(zk_params, admin) -> None:
         member.close()
 
 
-def test_a_partition_still_held_by_another_member_is_waited_for(zk_params, admin) -> None:
+def test_a_partition_still_held_by_another_member_is_waited_for(zk_params, admin, caplog) -> None:
     group, topic = unique_name("g"), unique_name("t")
     fake_topic(admin, topic, 1)
     # A foreign owner node: a departed member that has not yet released (its session lingers).
     admin.create(f"/consumers/{group}/owners/{topic}/0", b"ghost-0", makepath=True)
+    caplog.set_level(logging.INFO, logger="reliable_kafka.kafka.zk.group_membership")
     member = Member(zk_params, group, {topic: 1})
     starter = threading.Thread(target=member.start)
     starter.start()
+
+    def attempts_that_found_it_held() -> int:
+        return sum("still owned by ghost-0" in record.getMessage() for record in caplog.records)
+
     try:
-        time.sleep(1.0)
+        # Two attempts found it held, and it was not taken in between.
+        wait_until(lambda: attempts_that_found_it_held() >= 2, what="two claims finding the partition held")
         assert member.listener.owned == {}
         admin.delete(f"/consumers/{group}/owners/{topic}/0")
         starter.join(20)
