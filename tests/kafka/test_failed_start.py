@@ -20,8 +20,8 @@ from reliable_kafka.settings import ReceiverSettings, StreamingSettings, WriteAh
 from reliable_kafka.storage import StorageLevel
 from tests.cluster_backends import unique_name
 from tests.kafka.harness import RunningReceiver
-from tests.scheduler.fakes import FakeStream, FakeStreamingContext
 from tests.support import wait_until
+from tests.support.scheduler_fakes import FakeStream, FakeStreamingContext
 
 pytestmark = pytest.mark.integration
 

@@ -25,8 +25,8 @@ from reliable_kafka.storage import StorageLevel
 from reliable_kafka.ui.status_store import StreamingStatusStore
 from tests.cluster_backends import unique_name
 from tests.kafka.harness import FAST_GROUP_PARAMS, produce
-from tests.scheduler.fakes import FakeStream, FakeStreamingContext
 from tests.support import wait_until
+from tests.support.scheduler_fakes import FakeStream, FakeStreamingContext
 
 # Brokers from ZooKeeper's /brokers/ids: every broker line that has ZooKeeper.
 pytestmark = [pytest.mark.integration, pytest.mark.brokers("3.9", "0.9")]

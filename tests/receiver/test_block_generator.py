@@ -17,8 +17,8 @@ from reliable_kafka.receiver import (
     RateLimiter,
 )
 from reliable_kafka.storage import StreamBlockId, StreamBlockIdGenerator
-from tests.receiver.fakes import RecordingListener
 from tests.support import wait_until
+from tests.support.receiver_fakes import RecordingListener
 
 INTERVAL_MS = 200
 

@@ -21,8 +21,8 @@ from reliable_kafka.receiver import (
 from reliable_kafka.receiver.received_block import ReceivedBlock
 from reliable_kafka.settings import StreamingSettings
 from reliable_kafka.storage import BlockManager, StreamBlockId, decode_block, encode_block
-from tests.receiver.fakes import FakeTracker, RecordingListener, ThreadedReceiver
 from tests.support import wait_until
+from tests.support.receiver_fakes import FakeTracker, RecordingListener, ThreadedReceiver
 
 
 def make_settings(**receiver: Any) -> StreamingSettings:

@@ -16,7 +16,7 @@ from reliable_kafka.scheduler.listener import StreamingListenerReceiverError
 from reliable_kafka.scheduler.receiver_scheduling_policy import ExecutorCacheTaskLocation
 from reliable_kafka.scheduler.receiver_tracker import ReceiverTracker
 from reliable_kafka.scheduler.tracker_server import ReceiverTrackerServer
-from tests.scheduler.fakes import CounterReceiver, FakeStream, FakeStreamingContext, quick_settings
+from tests.support.scheduler_fakes import CounterReceiver, FakeStream, FakeStreamingContext, quick_settings
 
 HOST, EXECUTOR = "127.0.0.1", "7"
 SECRET = new_secret()

@@ -13,7 +13,7 @@ from reliable_kafka.receiver import (
 )
 from reliable_kafka.receiver.receiver_supervisor import _SupervisorControl
 from reliable_kafka.storage import StreamBlockId
-from tests.receiver.fakes import FakeTracker
+from tests.support.receiver_fakes import FakeTracker
 from wal import RecordHandle
 
 

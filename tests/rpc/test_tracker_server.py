@@ -21,9 +21,9 @@ from reliable_kafka.scheduler.tracker_server import ReceiverTrackerServer, Remot
 from reliable_kafka.settings import StreamingSettings
 from reliable_kafka.storage import StreamBlockId
 from reliable_kafka.storage.block_manager import BlockManager
-from tests.receiver.fakes import FakeTracker, ThreadedReceiver
 from tests.rpc.helpers import PATIENCE_S
 from tests.support import wait_for_event, wait_until
+from tests.support.receiver_fakes import FakeTracker, ThreadedReceiver
 from wal import RecordHandle
 
 

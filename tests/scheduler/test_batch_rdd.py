@@ -28,8 +28,8 @@ from reliable_kafka.storage.block_format import encode_block
 from reliable_kafka.storage.block_id import StreamBlockId
 from reliable_kafka.storage.block_manager import BlockManager
 from reliable_kafka.storage.storage_level import StorageLevel
-from tests.scheduler.fakes import block_info
 from tests.support import ManualClock
+from tests.support.scheduler_fakes import block_info
 from wal import RecordHandle
 
 LEVEL = StorageLevel.MEMORY_ONLY_SER

@@ -24,8 +24,8 @@ from reliable_kafka.scheduler.received_block_events import (
 )
 from reliable_kafka.scheduler.received_block_tracker import ReceivedBlockTracker
 from reliable_kafka.settings import WriteAheadLogSettings
-from tests.scheduler.fakes import block_ids, block_info
 from tests.support import ManualClock
+from tests.support.scheduler_fakes import block_ids, block_info
 from wal import FileBasedWriteAheadLog, RecordHandle, WriteAheadLog, WriteAheadLogError
 
 STREAMS = [0, 1]

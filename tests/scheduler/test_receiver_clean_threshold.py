@@ -4,7 +4,7 @@ blocks still needed."""
 from __future__ import annotations
 
 from reliable_kafka.scheduler.receiver_clean_threshold import receiver_clean_threshold_ms
-from tests.scheduler.fakes import block_info
+from tests.support.scheduler_fakes import block_info
 from wal import RecordHandle
 
 

@@ -18,8 +18,8 @@ from reliable_kafka.scheduler.rate_controller import ReceiverRateController
 from reliable_kafka.scheduler.receiver_tracker import ReceiverTracker
 from reliable_kafka.settings import StreamingSettings
 from reliable_kafka.storage.block_manager import BlockManager
-from tests.scheduler.fakes import CounterReceiver, FakeStreamingContext, quick_settings
 from tests.support import wait_until
+from tests.support.scheduler_fakes import CounterReceiver, FakeStreamingContext, quick_settings
 
 
 class CounterInputDStream(ReceiverInputDStream):

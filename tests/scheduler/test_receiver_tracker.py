@@ -35,14 +35,14 @@ from reliable_kafka.scheduler.receiver_tracker import (
 from reliable_kafka.storage.block_format import decode_block, encode_block
 from reliable_kafka.storage.storage_level import StorageLevel
 from reliable_kafka.ui.status_store import StreamingStatusStore
-from tests.scheduler.fakes import (
+from tests.support import ManualClock, wait_until
+from tests.support.scheduler_fakes import (
     CounterReceiver,
     FakeStream,
     FakeStreamingContext,
     block_info,
     quick_settings,
 )
-from tests.support import ManualClock, wait_until
 from wal import RecordHandle
 
 

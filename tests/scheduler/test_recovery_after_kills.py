@@ -27,8 +27,8 @@ from reliable_kafka.checkpoint import Checkpoint
 from reliable_kafka.scheduler.job_generator import plan_restart
 from reliable_kafka.scheduler.received_block_tracker import ReceivedBlockTracker
 from reliable_kafka.settings import WriteAheadLogSettings
-from tests.scheduler.fakes import block_info
 from tests.support import ManualClock
+from tests.support.scheduler_fakes import block_info
 
 BATCH_MS = 1000
 STREAM = 0

@@ -12,7 +12,7 @@ from reliable_kafka.context import StreamingContext
 from reliable_kafka.dstream.receiver_input_dstream import ReceiverInputDStream
 from reliable_kafka.receiver.receiver import Receiver
 from reliable_kafka.settings import ReceiverSettings, StreamingSettings
-from tests.scheduler.fakes import CounterReceiver
+from tests.support.scheduler_fakes import CounterReceiver
 
 
 class CountingStream(ReceiverInputDStream):

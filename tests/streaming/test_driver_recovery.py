@@ -24,9 +24,9 @@ from reliable_kafka.settings import StreamingSettings
 from reliable_kafka.storage.block_format import encode_block
 from reliable_kafka.storage.block_id import StreamBlockId
 from reliable_kafka.util.clock import ManualClock
-from tests.scheduler.fakes import CounterReceiver
 from tests.streaming.fakes import batch_ms, processed
 from tests.support import wait_until
+from tests.support.scheduler_fakes import CounterReceiver
 from wal import FileBasedWriteAheadLog
 
 OLD_BATCH_MS = 1_000_000

@@ -1,4 +1,7 @@
-"""What the tests share: waiting on a condition or an event under one liveness bound, a manual clock."""
+"""What the tests share: waiting on a condition or an event under one liveness bound, a manual clock;
+the fakes of the pieces around a receiver (receiver_fakes) and around the scheduler (scheduler_fakes),
+the producer that waits for every ack (producing), and the check that no thread outlives its test
+(threads)."""
 
 from tests.support.clock import ManualClock
 from tests.support.waiting import DEFAULT_TIMEOUT_S, wait_for_event, wait_until
