@@ -2,7 +2,7 @@
 Kafka's own consumer tool, on one topic, in one run.
 
     python benchmarks/peers.py [--messages 6000000] [--partitions 4] [--size 100] [--repeat 3]
-        [--master local[2]] [--readers a,b,c,d,e,f,g,h]
+        [--master local[2]] [--readers a,b,c,d,e,f,g,h] [--latency-rate 5000] [--latency-seconds 30]
 
 On a real local ZooKeeper + Kafka 3.9 (LocalCluster's default), one topic of ``--messages``
 records of ``--size`` bytes on ``--partitions`` partitions is produced once; every reader reads all
@@ -42,6 +42,12 @@ process, the driver JVM and the live processes under it (the Python workers; wit
 the executors are the driver JVM), from proc_cpu.py; for (c) its JVM's own (every thread; it has
 no Python); for (g) this process; for (h) the tool's JVM.
 
+Latency (``--latency-rate`` msg/s for ``--latency-seconds``, 0 skips it), after the repeats, on
+fresh topics: (a)'s source with a 1 s processing-time trigger, each micro-batch's values collected
+in ``foreachBatch``, and (d) with 1 s batches (pipeline_bench's latency run). A record's latency
+runs from the stamp taken before its ``produce`` to the moment its batch's ``collect()`` returned;
+p50, p99 and max over every record.
+
 Delivery: each reader's count must equal the records produced, and for (c), (d), (e), (f) the
 batches' offset ranges must cover each partition's offsets exactly once (direct_bench's and
 pipeline_bench's checks); (a)'s query must end at each partition's last offset. A reader that
@@ -58,6 +64,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -70,7 +77,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from direct_bench import direct_throughput, jvm_direct_runs
-from pipeline_bench import per_partition, pipeline_throughput, produce_backlog
+from pipeline_bench import (
+    latency_and_empty_batches,
+    per_partition,
+    percentile,
+    pipeline_throughput,
+    produce_backlog,
+    steady_producer,
+)
 from proc_cpu import CpuMeter, driver_jvm_pid
 from receiver_bench import plain_consumer
 from spark_kafka_jars import direct_kafka_count_jar, sql_kafka_jars
@@ -225,6 +239,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument(
         "--readers", default=",".join(READERS), help="a subset of a-h, comma-separated (default: all)"
     )
+    parser.add_argument("--latency-rate", type=int, default=5000, help="msg/s of the latency runs")
+    parser.add_argument(
+        "--latency-seconds", type=float, default=30.0, help="length of the latency runs (0: none)"
+    )
     args = parser.parse_args(list(argv))
     readers = [name.strip().lower() for name in args.readers.split(",") if name.strip()]
     if unknown := sorted(set(readers) - set(READERS)):
@@ -329,6 +347,11 @@ def consumer_performance(cluster: LocalCluster, topic: str, args: argparse.Names
     consumed = int(figures["data.consumed.in.nMsg"])
     rate = float(figures["nMsg.sec"])
     problems = () if consumed == args.messages else (f"{consumed:,} records for {args.messages:,} produced",)
+    print(
+        f"  (h) its JVM ran {wall:.1f} s; group join {figures.get('rebalance.time.ms', '?')} ms, "
+        f"fetch rate without it {float(figures.get('fetch.nMsg.sec', 'nan')):,.0f} records/s",
+        flush=True,
+    )
     # Its own window; the whole process took ``wall`` (JVM start-up included).
     seconds = consumed / rate if rate > 0 else wall
     return Run("h", repeat, seconds, args.messages, cpu, problems)
@@ -354,6 +377,95 @@ def plain(cluster: LocalCluster, topic: str, args: argparse.Namespace, repeat: i
     return Run("g", repeat, seconds, args.messages, cpu)
 
 
+@dataclass(frozen=True)
+class Latency:
+    """Per-record latencies of one reader at a fixed produce rate, and its delivery problems."""
+
+    reader: str
+    latencies_ms: tuple[float, ...]
+    problems: tuple[str, ...] = ()
+
+
+def latency_line(latency: Latency) -> str:
+    name = f"({latency.reader}) {READERS[latency.reader]:<27}"
+    if latency.problems:
+        return f"{name} VOID ({'; '.join(latency.problems)})"
+    values = list(latency.latencies_ms)
+    if len(values) < 2:
+        return f"{name} - ({len(values)} records)"
+    return (
+        f"{name} p50 {percentile(values, 50):,.0f} ms, p99 {percentile(values, 99):,.0f} ms, "
+        f"max {max(values):,.0f} ms ({len(values):,} records)"
+    )
+
+
+def structured_streaming_latency(
+    spark: Any, cluster: LocalCluster, topic: str, args: argparse.Namespace, checkpoint: Path
+) -> Latency:
+    """(a)'s source with a 1 s processing-time trigger at ``--latency-rate``: each batch's records
+    collected to the driver in ``foreachBatch``, measured as pipeline_bench measures (d)'s: from
+    the stamp taken before ``produce`` to the moment the batch's ``collect()`` returned."""
+    latencies_ms: list[float] = []
+    lock = threading.Lock()
+
+    def measure(batch: Any, _batch_id: int) -> None:
+        values = [row[0] for row in batch.selectExpr("CAST(value AS STRING)").collect()]
+        now = time.time_ns()
+        with lock:
+            latencies_ms.extend((now - int(value.split(":", 1)[0])) / 1e6 for value in values)
+
+    query = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", cluster.bootstrap_servers)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .load()
+        .writeStream.foreachBatch(measure)
+        .trigger(processingTime="1 second")
+        .option("checkpointLocation", str(checkpoint))
+        .start()
+    )
+    try:
+        # As for (d): the query is running before the first record's clock starts.
+        time.sleep(3)
+        sent = steady_producer(
+            cluster, topic, args.partitions, args.latency_rate, args.latency_seconds, args.size
+        )
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            with lock:
+                if len(latencies_ms) >= sent:
+                    break
+            time.sleep(0.2)
+        # One trigger more: a repeated batch would show as more records than were sent.
+        time.sleep(2)
+    finally:
+        query.stop()
+    with lock:
+        found = tuple(latencies_ms)
+    problems = () if len(found) == sent else (f"{len(found):,} records measured for {sent:,} produced",)
+    return Latency("a", found, problems)
+
+
+def latency_runs(
+    spark: Any, sc: SparkContext, cluster: LocalCluster, args: argparse.Namespace, work: Path
+) -> list[Latency]:
+    """(a) and (d), each on a fresh topic, at ``--latency-rate`` for ``--latency-seconds``."""
+    results = []
+    if "a" in args.readers:
+        cluster.create_topic("latency-a", args.partitions)
+        results.append(structured_streaming_latency(spark, cluster, "latency-a", args, work / "cp-latency-a"))
+        print(latency_line(results[-1]), flush=True)
+    if "d" in args.readers:
+        cluster.create_topic("latency-d", args.partitions)
+        # pipeline_bench's run, without its empty batches after the records.
+        quiet = argparse.Namespace(**{**vars(args), "empty_batches": 0})
+        found, _, problems = latency_and_empty_batches(sc, cluster, "latency-d", quiet, work / "cp-latency-d")
+        results.append(Latency("d", tuple(found), tuple(problems)))
+        print(latency_line(results[-1]), flush=True)
+    return results
+
+
 def spark_conf(args: argparse.Namespace, sql_jars: list[Path]) -> SparkConf:
     return (
         SparkConf()
@@ -373,8 +485,8 @@ def spark_conf(args: argparse.Namespace, sql_jars: list[Path]) -> SparkConf:
 
 def run_in_turn(
     sc: SparkContext, cluster: LocalCluster, topic: str, args: argparse.Namespace, work: Path, skip_b: bool
-) -> list[Run]:
-    """Every reader but (c), taking turns, ``--repeat`` times."""
+) -> tuple[list[Run], list[Latency]]:
+    """Every reader but (c), taking turns, ``--repeat`` times; then the latency runs."""
     spark = None
     if {"a", "b"} & set(args.readers):
         from pyspark.sql import SparkSession  # noqa: PLC0415 - only for (a) and (b)
@@ -389,7 +501,7 @@ def run_in_turn(
             run = Run(reader, repeat, run.seconds, run.records, run.cpu_s, run.problems)
             runs.append(run)
             print_run(run)
-    return runs
+    return runs, latency_runs(spark, sc, cluster, args, work) if args.latency_seconds > 0 else []
 
 
 def read_once(
@@ -480,6 +592,7 @@ def main(argv: Sequence[str]) -> int:
         flush=True,
     )
     runs: list[Run] = []
+    latencies: list[Latency] = []
     started = time.monotonic()
     with (
         tempfile.TemporaryDirectory(prefix="peers-") as tmp,
@@ -493,7 +606,8 @@ def main(argv: Sequence[str]) -> int:
             sc = SparkContext(conf=spark_conf(args, sql_jars))
             sc.setLogLevel("ERROR")
             try:
-                runs += run_in_turn(sc, cluster, topic, args, work, skip_b)
+                turns, latencies = run_in_turn(sc, cluster, topic, args, work, skip_b)
+                runs += turns
             finally:
                 sc.stop()
         if app_jar is not None:
@@ -503,11 +617,18 @@ def main(argv: Sequence[str]) -> int:
     print("\n".join(table_lines(summaries)))
     print("ratios of ours to the peers (warm medians; cold with --repeat 1):")
     print("\n".join(ratio_lines(summaries)) or "(none: ours or the peers were not run)")
+    if latencies:
+        print(
+            f"latency at {args.latency_rate:,} msg/s for {args.latency_seconds:g} s "
+            "((a): 1 s processing-time trigger; (d): 1 s batches):"
+        )
+        print("\n".join(latency_line(latency) for latency in latencies))
     print(
         f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}; "
         f"the whole run took {time.monotonic() - started:.0f} s"
     )
     problems = [f"({run.reader}) repeat {run.repeat}: {p}" for run in runs for p in run.problems]
+    problems += [f"({latency.reader}) latency run: {p}" for latency in latencies for p in latency.problems]
     for problem in problems:
         print(f"DELIVERY: {problem}")
     return 1 if problems else 0
