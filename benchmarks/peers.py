@@ -33,9 +33,11 @@ The readers take turns within each repeat (a, b, d, e, f, g, h), ``--repeat`` ti
 SparkContext (``--master``, receivers in executor placement as Spark places them). (c) is the one
 exception: a spark-submit app is a JVM of its own, so it runs after the other readers, with this
 process's SparkContext stopped, one app reading the topic ``--repeat`` times in a row (a fresh
-JVM per repeat would make every repeat cold). "cold" is each reader's first repeat (for (a), (b),
-(d)-(f) the first on a fresh SparkContext pays Spark's and the Python workers' start-up only for
-(a)); "warm" is the median of the other repeats, with their min-max spread.
+JVM per repeat would make every repeat cold). "cold" is each reader's first repeat, which also
+pays for what runs once per process: (a)'s the SparkSession and Spark's first jobs, (b)'s the
+Arrow workers' first imports, (d)'s the receivers' first launch, (c)'s its fresh JVM (JIT, class
+loading; its own start-up is outside the window). "warm" is the median of the other repeats, with
+their min-max spread; ratios compare warm medians (cold ones with ``--repeat 1``).
 
 CPU seconds per million records are the whole application's over the reader's window: this Python
 process, the driver JVM and the live processes under it (the Python workers; with ``local[N]``
@@ -467,7 +469,7 @@ def latency_runs(
 
 
 def spark_conf(args: argparse.Namespace, sql_jars: list[Path]) -> SparkConf:
-    return (
+    conf = (
         SparkConf()
         .setMaster(args.master)
         .setAppName("peers")
@@ -477,10 +479,12 @@ def spark_conf(args: argparse.Namespace, sql_jars: list[Path]) -> SparkConf:
         .set("spark.streaming.receiver.placement", "executors")
         .set("spark.streaming.receiver.writeAheadLog.enable", "true")
         .set(DAEMON_MODULE_KEY, DAEMON_MODULE)
-        .set("spark.jars", ",".join(str(jar) for jar in sql_jars))
         # Every progress update of a long query, for (a)'s and (b)'s counts (the default keeps 100).
         .set("spark.sql.streaming.numRecentProgressUpdates", "100000")
     )
+    if sql_jars:
+        conf.set("spark.jars", ",".join(str(jar) for jar in sql_jars))
+    return conf
 
 
 def run_in_turn(
@@ -583,7 +587,7 @@ def main(argv: Sequence[str]) -> int:
         print(f"(b) skipped: {why}")
         skip_b = True
     # Fetched and compiled before any broker starts: no mvn or javac inside a window.
-    sql_jars = sql_kafka_jars()
+    sql_jars = sql_kafka_jars() if {"a", "b"} & set(args.readers) else []
     app_jar = direct_kafka_count_jar() if "c" in args.readers else None
     print(
         f"{args.messages:,} x {args.size} B on {args.partitions} partitions, {args.master}, "
