@@ -80,6 +80,8 @@ class Figures:
     records: int
     driver_python_s: float = float("nan")
     driver_jvm_s: float = float("nan")
+    # Live processes under the driver JVM (Python workers; executor JVMs off local[N]): see proc_cpu.
+    spark_others_s: float = float("nan")
 
     @property
     def rate(self) -> float:
@@ -132,7 +134,9 @@ def direct_throughput(
     ssc.stop(stopSparkContext=False, stopGraceFully=True)
     if not finished:
         raise SystemExit(f"FAILED: only {sum(counted):,} of {args.messages:,} records counted in 30 minutes")
-    figures = Figures("direct", 0, cpu.wall_s, args.messages, cpu.driver_python_s, cpu.driver_jvm_s)
+    figures = Figures(
+        "direct", 0, cpu.wall_s, args.messages, cpu.driver_python_s, cpu.driver_jvm_s, cpu.spark_others_s
+    )
     return figures, range_problems("direct", spans, sum(counted), args)
 
 

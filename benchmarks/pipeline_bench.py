@@ -328,11 +328,15 @@ def pipeline_throughput(
     checkpoint: Path,
     ui: bool = False,
     more_pids: Callable[[], list[int]] | None = None,
+    group: str | None = None,
+    wal: bool = True,
 ) -> Throughput:
-    ssc = new_context(sc, checkpoint, ui)
+    """``group``: the consumer group (default ``bench-pipeline-<topic>``), another one per run
+    when several runs read the same topic from its start; ``wal``: the receiver write-ahead log."""
+    ssc = new_context(sc, checkpoint, ui, **({} if wal else {"wal": {"enable": False}}))
     messages = args.messages
     done = threading.Event()
-    stream = create_stream(ssc, cluster, topic, f"bench-pipeline-{topic}")
+    stream = create_stream(ssc, cluster, topic, group or f"bench-pipeline-{topic}")
     check = DeliveryCheck(ssc, stream)
     listener = BatchTimes()
     ssc.addStreamingListener(listener)

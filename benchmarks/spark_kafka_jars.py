@@ -1,11 +1,15 @@
-"""Spark's own JVM Kafka DStream connector and a small app of ours on it, for benchmarks that
-compare against it.
+"""Spark's own JVM Kafka connectors, the DStream one with a small app of ours on it and the
+Structured Streaming source, for benchmarks that compare against them.
 
 ``spark-streaming-kafka-0-10_2.13`` 4.2.0 (the newest Maven Central serves; it runs on pyspark 4.3's
 JVM) with the two jars it needs beyond what pyspark's ``jars/`` already holds, resolved once with
 ``mvn dependency:copy`` (Maven checks each checksum) into the user cache dir, beside the brokers.
 Transitive dependencies are left out on purpose: Spark, Scala, Hadoop, lz4 and snappy come from
 pyspark itself, and a second copy on the class path would clash with them.
+
+``spark-sql-kafka-0-10_2.13`` 4.2.0 (the Structured Streaming source, for ``spark.jars``) is fetched
+the same way into a directory of its own, with what its POM needs at compile scope that pyspark's
+``jars/`` lacks: the token provider, ``kafka-clients`` and ``commons-pool2`` (its consumer pool).
 
 The app, benchmarks/jvm/DirectKafkaCount.java, is compiled with ``javac`` against pyspark's jars and
 the connector into a jar beside them, named by the hash of its source and pyspark's version: it is
@@ -34,6 +38,12 @@ COORDINATES = (
     "org.apache.spark:spark-token-provider-kafka-0-10_2.13:4.2.0",
     "org.apache.kafka:kafka-clients:3.9.2",
 )
+SQL_COORDINATES = (
+    "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0",
+    "org.apache.spark:spark-token-provider-kafka-0-10_2.13:4.2.0",
+    "org.apache.kafka:kafka-clients:3.9.2",
+    "org.apache.commons:commons-pool2:2.13.1",
+)
 _MAVEN_TIMEOUT_S = 900
 APP_SOURCE = Path(__file__).resolve().parent / "jvm" / "DirectKafkaCount.java"
 APP_CLASS = "DirectKafkaCount"
@@ -42,16 +52,25 @@ SPARK_SUBMIT = PYSPARK_HOME / "bin" / "spark-submit"
 
 
 def kafka010_jars() -> list[Path]:
-    """The connector's jars, fetched on first use."""
-    libs = cache_root() / "spark-streaming-kafka-0-10-4.2.0"
-    names = [f"{c.split(':')[1]}-{c.split(':')[2]}.jar" for c in COORDINATES]
+    """The DStream connector's jars, fetched on first use."""
+    return _maven_jars("spark-streaming-kafka-0-10-4.2.0", "spark-kafka010-bench", COORDINATES)
+
+
+def sql_kafka_jars() -> list[Path]:
+    """The Structured Streaming Kafka source's jars, fetched on first use."""
+    return _maven_jars("spark-sql-kafka-0-10-4.2.0", "spark-sql-kafka010-bench", SQL_COORDINATES)
+
+
+def _maven_jars(directory: str, artifact_id: str, coordinates: tuple[str, ...]) -> list[Path]:
+    libs = cache_root() / directory
+    names = [f"{c.split(':')[1]}-{c.split(':')[2]}.jar" for c in coordinates]
     if not all((libs / name).is_file() for name in names):
         mvn = shutil.which("mvn")
         if mvn is None:
-            raise SystemExit("Spark's Kafka connector is fetched with 'mvn', which is not on PATH")
+            raise SystemExit("Spark's Kafka connectors are fetched with 'mvn', which is not on PATH")
         libs.mkdir(parents=True, exist_ok=True)
         pom = libs / "pom.xml"
-        pom.write_text(maven_pom("spark-kafka010-bench", COORDINATES))
+        pom.write_text(maven_pom(artifact_id, coordinates))
         command = [
             *(mvn, "-B", "-q", "--strict-checksums", "-f", str(pom), "dependency:copy-dependencies"),
             *(f"-DoutputDirectory={libs}", "-DexcludeTransitive=true", "-DincludeScope=runtime"),
@@ -88,6 +107,6 @@ def direct_kafka_count_jar() -> Path:
 
 
 if __name__ == "__main__":
-    for jar in kafka010_jars():
+    for jar in [*kafka010_jars(), *sql_kafka_jars()]:
         print(jar)
     print(direct_kafka_count_jar())

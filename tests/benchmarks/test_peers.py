@@ -1,0 +1,108 @@
+"""benchmarks/peers.py's arguments, summaries, table, ratios and ConsumerPerformance parsing: no Spark."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+
+def _load() -> ModuleType:
+    # benchmarks/ is a folder of scripts, not a package: load the module from its file.
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "peers.py"
+    spec = importlib.util.spec_from_file_location("peers", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    # Its dataclasses look their module up in sys.modules while the module runs.
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+peers = _load()
+Run = peers.Run
+
+
+def test_defaults_are_the_issues_comparison() -> None:
+    args = peers.parse_args([])
+    assert (args.messages, args.partitions, args.size, args.repeat) == (6_000_000, 4, 100, 3)
+    assert args.master == "local[2]"
+    assert args.readers == tuple("abcdefgh")
+
+
+def test_readers_subset_in_run_order() -> None:
+    assert peers.parse_args(["--readers", "g, D,a"]).readers == ("a", "d", "g")
+
+
+@pytest.mark.parametrize("argv", [["--readers", "a,z"], ["--repeat", "0"], ["--size", "10"]])
+def test_bad_arguments_are_refused(argv: list[str]) -> None:
+    with pytest.raises(SystemExit):
+        peers.parse_args(argv)
+
+
+def test_cold_is_the_first_repeat_warm_the_median_of_the_rest() -> None:
+    runs = [
+        Run("a", 0, 10.0, 1_000_000, 20.0),
+        Run("a", 2, 2.0, 1_000_000, 4.0),
+        Run("a", 1, 1.0, 1_000_000, 3.0),
+        Run("a", 3, 4.0, 1_000_000, 5.0),
+    ]
+    (summary,) = peers.summarize(runs)
+    assert summary.cold == 100_000
+    assert summary.warm == 500_000  # of 1,000,000, 500,000 and 250,000
+    assert (summary.warm_min, summary.warm_max) == (250_000, 1_000_000)
+    assert summary.cpu_per_million == 4.0  # the warm runs' median; the cold run's 20 left out
+    assert not summary.void
+
+
+def test_one_repeat_has_no_warm_figure_and_ratios_use_cold() -> None:
+    summaries = peers.summarize([Run("a", 0, 2.0, 1_000), Run("d", 0, 1.0, 1_000, 0.5)])
+    assert [s.reader for s in summaries] == ["a", "d"]
+    assert summaries[0].warm is None and summaries[0].cpu_per_million is None
+    assert peers.ratio_lines(summaries) == ["(d) / (a) records/s 2.00 CPU/M -"]
+    row = next(line for line in peers.table_lines(summaries) if line.startswith("(a)"))
+    assert row.split()[-3:] == ["-", "-", "-"]
+
+
+def test_a_run_that_failed_delivery_voids_its_reader_and_its_ratios() -> None:
+    runs = [
+        Run("c", 0, 1.0, 100, 1.0),
+        Run("c", 1, 1.0, 100, 1.0, ("partition 0 read to 20, 25 produced",)),
+        Run("f", 0, 1.0, 100, 1.0),
+        Run("f", 1, 0.5, 100, 1.0),
+    ]
+    summaries = peers.summarize(runs)
+    row = next(line for line in peers.table_lines(summaries) if line.startswith("(c)"))
+    assert row.count("VOID") == 4 and "100" not in row
+    assert peers.ratio_lines(summaries) == ["(f) / (c) VOID"]
+
+
+def test_ratios_of_ours_to_each_peer() -> None:
+    runs = [
+        Run(reader, repeat, seconds, 1_000_000, cpu)
+        for reader, seconds, cpu in (("a", 1.0, 10.0), ("b", 2.0, 20.0), ("c", 4.0, 5.0), ("e", 2.0, 10.0))
+        for repeat in range(2)
+    ]
+    assert peers.ratio_lines(peers.summarize(runs)) == [
+        "(e) / (a) records/s 0.50 CPU/M 1.00; / (b) records/s 1.00 CPU/M 0.50; "
+        "/ (c) records/s 2.00 CPU/M 2.00"
+    ]
+
+
+def test_consumer_performance_output_by_column() -> None:
+    output = (
+        "SLF4J: a warning\n"
+        "start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
+        "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec\n"
+        "2026-11-27 15:00:00:000, 2026-11-27 15:00:02:000, 572.2046, 286.1023, 6000000, 3000000.0000, "
+        "312, 1688, 338.9838, 3554502.3697\n"
+    )
+    figures = peers.parse_consumer_performance(output)
+    assert figures["data.consumed.in.nMsg"] == "6000000"
+    assert figures["nMsg.sec"] == "3000000.0000"
+    assert figures["fetch.nMsg.sec"] == "3554502.3697"
+    with pytest.raises(SystemExit):
+        peers.parse_consumer_performance("no figures\n")
