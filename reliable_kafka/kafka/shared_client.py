@@ -381,6 +381,12 @@ class SharedFetchClient:
             caught_up = 0 <= high <= last_offset + 1
         self.admission_changed(admission.took(tp, size, next_offset=last_offset + 1, caught_up=caught_up))
 
+    def found_empty(self, tp: TopicAndPartition) -> None:
+        """``tp``'s thread found its queue empty: perhaps its turn ends (:meth:`FetchAdmission.empty`),
+        and it is a moment to ask whether idle partitions' logs grew (:meth:`watch_idle`)."""
+        self.admission_changed(self.admission.empty(tp))
+        self.watch_idle()
+
     def watch_idle(self) -> None:
         """Ready the idle partitions whose logs grew (:meth:`FetchAdmission.log_ends`): asked of
         the brokers at most every 200 ms, by one partition thread at a time, from a fetch that
@@ -561,8 +567,7 @@ class PackedReader:
         events = client.serve_events()
         batch = self._packed.fetch(max_messages, timeout_s)
         if batch.chunk is None:
-            client.admission_changed(client.admission.empty(self._tp))
-            client.watch_idle()
+            client.found_empty(self._tp)
         else:
             self._taken, self._last = len(batch.chunk.data), batch.last_offset
         return batch._replace(errors=events + batch.errors) if events else batch
@@ -629,7 +634,6 @@ class PartitionHandoff:
             self._cond.notify_all()
 
     def fetch(self, max_messages: int, timeout_s: float) -> FetchedBatch:
-        admission = self._client.admission
         if self._taken:  # back for more: the batch before is handed on
             self._client.took(self.tp, self._taken, self._last)
             self._taken = 0
@@ -650,8 +654,7 @@ class PartitionHandoff:
         if resume:
             self._client.flow_changed(self)
         if not taken:
-            self._client.admission_changed(admission.empty(self.tp))
-            self._client.watch_idle()
+            self._client.found_empty(self.tp)
             return FetchedBatch(None, -1, -1, errors)
         # Maps over the client's C accessors: no bytecode per message.
         offsets = list(map(_message_offset, taken))
