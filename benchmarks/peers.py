@@ -276,6 +276,18 @@ def whole_application(cpu: Any) -> float:
     return float(cpu.driver_python_s + cpu.driver_jvm_s + cpu.spark_others_s)
 
 
+def kafka_source(spark: Any, cluster: LocalCluster, topic: str) -> Any:
+    """The whole topic through Spark's JVM Kafka source, from its earliest offsets: (a), (b) and
+    (a)'s latency run read the same way."""
+    return (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", cluster.bootstrap_servers)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+
+
 def structured_streaming(
     spark: Any,
     cluster: LocalCluster,
@@ -290,14 +302,7 @@ def structured_streaming(
     from pyspark.sql import functions as F  # noqa: PLC0415 - pyspark.sql only for these two
     from pyspark.sql.types import LongType  # noqa: PLC0415
 
-    values = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", cluster.bootstrap_servers)
-        .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
-        .load()
-        .selectExpr("CAST(value AS STRING) AS value")
-    )
+    values = kafka_source(spark, cluster, topic).selectExpr("CAST(value AS STRING) AS value")
     lengths: list[int] = []
     if arrow_udf:
 
@@ -429,11 +434,7 @@ def structured_streaming_latency(
             latencies_ms.extend((now - int(value.split(":", 1)[0])) / 1e6 for value in values)
 
     query = (
-        spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", cluster.bootstrap_servers)
-        .option("subscribe", topic)
-        .option("startingOffsets", "earliest")
-        .load()
+        kafka_source(spark, cluster, topic)
         .writeStream.foreachBatch(measure)
         .trigger(processingTime="1 second")
         .option("checkpointLocation", str(checkpoint))
