@@ -81,10 +81,12 @@ def _up(cluster: LocalCluster, args: argparse.Namespace) -> int:
         print(create_stream_snippet(cluster, topics), flush=True)
     else:
         print("# createStream keeps its group in ZooKeeper: use --kafka 3.9 or 0.9 for it", flush=True)
-    print("Ctrl-C stops the servers and removes their data.", flush=True)
     stopped = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stopped.set())
+    # The line is printed inside the suppress: a Ctrl-C the moment it appears is the normal stop
+    # (exit 0), not an interrupted start.
     with contextlib.suppress(KeyboardInterrupt):
+        print("Ctrl-C stops the servers and removes their data.", flush=True)
         stopped.wait()
     return 0
 
