@@ -124,8 +124,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from proc_cpu import CpuMeter, CpuUsage, driver_jvm_pid
 
 from reliable_kafka import KafkaUtils, StreamingContext
-from reliable_kafka.dstream.batch_rdd import offset_ranges_of
 from reliable_kafka.dstream.functions import time_ms_of
+from reliable_kafka.kafka.offset_range import offset_ranges_of_blocks
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.local.spark_hosts import LocalSparkHosts
 from reliable_kafka.scheduler.listener import (
@@ -163,7 +163,7 @@ class DeliveryCheck:
         with self._lock:
             self.counted += records
             for info in infos:
-                for r in offset_ranges_of([info]):
+                for r in offset_ranges_of_blocks([info]):
                     self._ranges.setdefault(r.partition, []).append((r.fromOffset, r.untilOffset, batch_ms))
 
     def problems(self, produced_per_partition: list[int]) -> list[str]:
@@ -355,7 +355,7 @@ def pipeline_throughput(
     meter.start()
     started = time.monotonic()
     ssc.start()
-    status_ui = ssc.scheduler.status_ui
+    status_ui = ssc.status_ui
     url = status_ui.url if status_ui is not None else None
     if ui and url is None:
         raise SystemExit("FAILED: the status page did not start")

@@ -34,7 +34,7 @@ import signal
 import threading
 from collections.abc import Callable, Sequence
 from types import FrameType
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pyspark import RDD, SparkContext
 
@@ -47,8 +47,9 @@ from reliable_kafka.dstream.queue_input_dstream import QueueInputDStream
 from reliable_kafka.dstream.transformed_dstream import TransformedDStream
 from reliable_kafka.dstream.union_dstream import UnionDStream
 from reliable_kafka.scheduler.job_generator import graceful_stop_timeout_ms
-from reliable_kafka.scheduler.job_scheduler import JobScheduler, ReceiverTrackerFactory
+from reliable_kafka.scheduler.job_scheduler import JobScheduler, ReceiverTrackerLike
 from reliable_kafka.scheduler.listener import StreamingListener
+from reliable_kafka.scheduler.listener_bus import StreamingListenerBus
 from reliable_kafka.scheduler.listener_events import StreamingListenerStreamingStarted
 from reliable_kafka.settings import StreamingSettings
 from reliable_kafka.util import jvm_shutdown_hook
@@ -59,6 +60,9 @@ from reliable_kafka.util.filesystems import configure, is_local, options_of_spar
 from reliable_kafka.util.jvm_shutdown_hook import JvmShutdownHook
 from reliable_kafka.util.spark_internals import stop_console_progress
 from reliable_kafka.util.worker_python import default_daemon_module, default_workers_to_this_python
+
+if TYPE_CHECKING:
+    from reliable_kafka.ui.status_ui import StatusUI
 
 logger = logging.getLogger(__name__)
 
@@ -114,7 +118,7 @@ class StreamingContext:
         settings: StreamingSettings | None = None,
         *,
         clock: Clock | None = None,
-        receiver_tracker_factory: ReceiverTrackerFactory | None = None,
+        receiver_tracker_factory: Callable[[StreamingContext], ReceiverTrackerLike] | None = None,
     ) -> None:
         self._sc = sparkContext
         default_workers_to_this_python(sparkContext)
@@ -142,7 +146,43 @@ class StreamingContext:
         self._previous_sigterm_handler: Callable[[int, FrameType | None], Any] | int | None = None
         self._ctrl_c: CtrlCStop | None = None
         self._jvm_shutdown_hook: JvmShutdownHook | None = None
-        self.scheduler = JobScheduler(self, receiver_tracker_factory)
+        # The composition root: the context builds the parts and hands each its collaborators;
+        # no part reaches back through the context (tests/test_import_graph.py keeps that).
+        self._receiver_tracker_factory = receiver_tracker_factory
+        self.listener_bus = StreamingListenerBus()
+        self.status_ui: StatusUI | None = None
+        self.scheduler = JobScheduler(self, self.listener_bus, self._start_receiver_tracker)
+
+    def _start_receiver_tracker(self) -> ReceiverTrackerLike:
+        """The receiver tracker, built when the scheduler starts (the graph is complete then) and
+        attached to the receiver input streams, whose batches read its blocks."""
+        if self._receiver_tracker_factory is not None:
+            tracker = self._receiver_tracker_factory(self)
+        else:
+            # Imported here: the tracker pulls in the receivers, the block manager and the WAL,
+            # which a context without receiver streams never needs to load.
+            from reliable_kafka.scheduler.receiver_tracker import ReceiverTracker  # noqa: PLC0415
+
+            tracker = ReceiverTracker(self, listener_bus=self.listener_bus, clock=self.clock)
+        for stream in self.graph.get_receiver_input_streams():
+            stream.attach_block_source(tracker)
+        return tracker
+
+    def _add_listeners_before_start(self) -> None:
+        """The listeners the context brings, on the bus before it starts, so that they see every
+        event from the first one: each stream's rate controller (backpressure; the streams own and
+        stop them) and the status page."""
+        for stream in self.graph.get_input_streams():
+            if stream.rate_controller is not None:
+                self.listener_bus.add_listener(stream.rate_controller)
+        # Imported here: the page loads the Kafka wing and an HTTP server.
+        from reliable_kafka.ui.status_ui import start_status_ui  # noqa: PLC0415
+
+        self.status_ui = start_status_ui(self, self.listener_bus)
+
+    def _stop_status_ui(self) -> None:
+        if self.status_ui is not None:
+            self.status_ui.stop()
 
     # ------------------------------------------------------------ properties
 
@@ -213,10 +253,10 @@ class StreamingContext:
         self.graph.remember(duration_ms(duration, "remember duration"))
 
     def addStreamingListener(self, streamingListener: StreamingListener) -> None:
-        self.scheduler.listener_bus.add_listener(streamingListener)
+        self.listener_bus.add_listener(streamingListener)
 
     def removeStreamingListener(self, streamingListener: StreamingListener) -> None:
-        self.scheduler.listener_bus.remove_listener(streamingListener)
+        self.listener_bus.remove_listener(streamingListener)
 
     # ------------------------------------------------------------ creating streams
 
@@ -266,15 +306,17 @@ class StreamingContext:
                 try:
                     self.graph.validate()
                     _warn_if_block_interval_exceeds_batch(self)
+                    self._add_listeners_before_start()
                     self.scheduler.start()
                 except BaseException:
                     logger.exception("Error starting the context, marking it as stopped")
                     self.scheduler.stop(False)
+                    self._stop_status_ui()
                     self._state = StreamingContextState.STOPPED
                     raise
                 self._state = StreamingContextState.ACTIVE
                 StreamingContext._active_context = self
-            self.scheduler.listener_bus.post(StreamingListenerStreamingStarted(wall_clock_ms()))
+            self.listener_bus.post(StreamingListenerStreamingStarted(wall_clock_ms()))
             _register_exit_hook()
             self._register_jvm_shutdown_hook()
             if self.settings.jobs.stop_gracefully_on_shutdown:
@@ -286,7 +328,7 @@ class StreamingContext:
 
     def stop(self, stopSparkContext: bool = True, stopGraceFully: bool = False) -> None:
         """Stop the streams; with ``stopGraceFully``, first process all data already received."""
-        if self.scheduler.listener_bus.in_listener_thread():
+        if self.listener_bus.in_listener_thread():
             raise RuntimeError("Cannot stop StreamingContext within listener bus thread.")
         if self.scheduler.in_job_thread():
             if stopGraceFully:
@@ -351,6 +393,7 @@ class StreamingContext:
                 )
         except Exception:
             logger.exception("Error stopping the job scheduler")
+        self._stop_status_ui()
         with StreamingContext._activation_lock:
             if StreamingContext._active_context is self:
                 StreamingContext._active_context = None
@@ -539,11 +582,7 @@ class StreamingContext:
                 "Use the old batch duration, or delete the checkpoint directory to start afresh."
             )
         old = [(s.id, s.kind) for s in checkpoint.input_streams if s.is_receiver_input]
-        new = [
-            (stream.id, type(stream).__name__)
-            for stream in self.graph.get_input_streams()
-            if getattr(stream, "is_receiver_input", False)
-        ]
+        new = [(stream.id, type(stream).__name__) for stream in self.graph.get_receiver_input_streams()]
         if old != new:
             raise CheckpointError(
                 f"The checkpoint in {where} has receiver input streams {old} (id, kind) "

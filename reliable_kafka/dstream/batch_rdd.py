@@ -16,7 +16,6 @@ from pyspark import SparkContext
 from pyspark.rdd import PipelinedRDD
 
 from reliable_kafka.dstream.block_partition import BlockPartition
-from reliable_kafka.kafka.offset_range import OffsetRange, merge_offset_ranges, ranges_in_metadata
 from reliable_kafka.storage.block_format import decode_block
 from reliable_kafka.util.filesystems import RemoteDirectory
 from reliable_kafka.util.located_rdd import located_rdd
@@ -77,7 +76,7 @@ class BlockRDD(PipelinedRDD):
         partitions: Sequence[BlockPartition],
         *,
         decoder: Decoder | None = None,
-        offset_ranges: Sequence[OffsetRange] = (),
+        offset_ranges: Sequence[Any] = (),
     ) -> None:
         if any(p.location is not None for p in partitions):
             source = located_rdd(sc, [(p.encode(), p.preferred_locations) for p in partitions])
@@ -94,14 +93,10 @@ class BlockRDD(PipelinedRDD):
         # the listener's StreamInputInfo when the batch completes.
         self.late_input_metadata: Callable[[], dict[str, Any]] | None = None
 
-    def offsetRanges(self) -> list[OffsetRange]:
-        """The Kafka offsets this batch holds, one range per topic-partition."""
+    def offsetRanges(self) -> list[Any]:
+        """The Kafka offsets this batch holds, one ``OffsetRange`` per topic-partition (what the
+        input stream's ``offset_ranges_of`` made of the blocks' metadata)."""
         return list(self._offset_ranges)
-
-
-def offset_ranges_of(block_infos: Iterable[ReceivedBlockInfo]) -> list[OffsetRange]:
-    """The batch's offset ranges, from each block's ``metadata["offset_ranges"]`` where present."""
-    return merge_offset_ranges(ranges_in_metadata(info.metadata) for info in block_infos)
 
 
 def create_block_rdd(
@@ -115,13 +110,15 @@ def create_block_rdd(
     fetch_tls_ca: str | None = None,
     recovery_source: Callable[[ReceivedBlockInfo], dict[str, Any] | None] | None = None,
     wal_directory: RemoteDirectory | None = None,
+    offset_ranges: Callable[[Sequence[ReceivedBlockInfo]], Sequence[Any]] | None = None,
 ) -> BlockRDD:
     """Spark's ``ReceiverInputDStream.createBlockRDD``: each block from the block store when it is
     there, else from the write-ahead log; a block in neither is left out with Spark's warning.
 
     ``block_store`` is the driver's (driver placement) or None: then blocks are read where the
     executors keep them (``fetch_secret`` authenticates fetches from other hosts). ``wal_directory``:
-    the checkpoint directory when it is remote (where the WAL handles point)."""
+    the checkpoint directory when it is remote (where the WAL handles point). ``offset_ranges``:
+    the batch's ``offsetRanges()`` from the blocks it reads (the input stream's hook)."""
     partitions: list[BlockPartition] = []
     included: list[ReceivedBlockInfo] = []
     missing: list[str] = []
@@ -179,4 +176,5 @@ def create_block_rdd(
             "loss, enable Write Ahead Log (see programming guide for more details.) Missing: %s",
             ", ".join(missing),
         )
-    return BlockRDD(sc, partitions, decoder=decoder, offset_ranges=offset_ranges_of(included))
+    ranges = offset_ranges(included) if offset_ranges is not None else ()
+    return BlockRDD(sc, partitions, decoder=decoder, offset_ranges=ranges)

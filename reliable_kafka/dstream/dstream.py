@@ -41,8 +41,8 @@ from reliable_kafka.util.spark_internals import unpersist_quietly
 if TYPE_CHECKING:
     from pyspark import SparkContext
 
-    from reliable_kafka.context import StreamingContext
     from reliable_kafka.dstream.dstream_graph import DStreamGraph
+    from reliable_kafka.dstream.streaming_context import StreamingContextLike
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +58,7 @@ class DStream:
     # Stateful streams (state, inverse-reduced windows) must truncate their lineage periodically.
     must_checkpoint: ClassVar[bool] = False
 
-    def __init__(self, ssc: StreamingContext) -> None:
+    def __init__(self, ssc: StreamingContextLike) -> None:
         ssc.check_accepts_new_streams()
         self._ssc = ssc
         self._sc: SparkContext = ssc.sparkContext
@@ -80,10 +80,10 @@ class DStream:
     # ------------------------------------------------------------ structure
 
     @property
-    def ssc(self) -> StreamingContext:
+    def ssc(self) -> StreamingContextLike:
         return self._ssc
 
-    def context(self) -> StreamingContext:
+    def context(self) -> StreamingContextLike:
         """pyspark's ``DStream.context()``."""
         return self._ssc
 

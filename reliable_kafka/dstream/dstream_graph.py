@@ -69,7 +69,7 @@ class DStreamGraph:
         return list(self.output_streams)
 
     def get_receiver_input_streams(self) -> list[InputDStream]:
-        return [stream for stream in self.input_streams if getattr(stream, "is_receiver_input", False)]
+        return [stream for stream in self.input_streams if stream.is_receiver_input]
 
     def validate(self) -> None:
         if self.batch_duration_ms is None:

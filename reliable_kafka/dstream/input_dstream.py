@@ -4,7 +4,7 @@ Subclasses implement ``compute(valid_time_ms)``, ``start()``/``stop()`` if they 
 resources, and ``checkpoint_data()``/``restore_checkpoint_data()`` if a restart needs more than
 the graph (the direct Kafka stream's offset ranges). Receiver-based streams set
 ``is_receiver_input = True`` (the graph and the receiver tracker find them by it) and may set
-``rate_controller`` to a ``StreamingListener`` that the job scheduler attaches to the listener
+``rate_controller`` to a ``StreamingListener`` that the context attaches to the listener
 bus (backpressure).
 """
 
@@ -17,8 +17,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from reliable_kafka.dstream.dstream import DStream
 
 if TYPE_CHECKING:
-    from reliable_kafka.context import StreamingContext
+    from collections.abc import Callable
+
+    from reliable_kafka.dstream.streaming_context import StreamingContextLike
     from reliable_kafka.scheduler.listener_events import BatchInfo
+    from reliable_kafka.scheduler.rate_controller import RateController
 
 logger = logging.getLogger(__name__)
 
@@ -26,11 +29,11 @@ logger = logging.getLogger(__name__)
 class InputDStream(DStream):
     is_receiver_input: ClassVar[bool] = False
 
-    def __init__(self, ssc: StreamingContext) -> None:
+    def __init__(self, ssc: StreamingContextLike) -> None:
         super().__init__(ssc)
         self.id: int = ssc.next_input_stream_id()
         self.last_valid_time_ms: int | None = None
-        self.rate_controller: Any = None
+        self.rate_controller: RateController | None = None
         ssc.graph.add_input_stream(self)
 
     @property
@@ -82,6 +85,11 @@ class InputDStream(DStream):
     def restore_checkpoint_data(self, data: dict[str, Any]) -> None:
         """Take back what :meth:`checkpoint_data` returned in the checkpoint being restored."""
         raise ValueError(f"{self} keeps no checkpoint data, yet the checkpoint holds some for it")
+
+    def late_input_metadata(self, time_ms: int) -> Callable[[], dict[str, Any]] | None:
+        """What the batch's input info learns only once its jobs ran (receiver streams: counts
+        kept by the executors); None: nothing."""
+        return None
 
     def input_info(self, time_ms: int) -> tuple[int, dict[str, Any]] | None:
         """What this stream put into batch ``time_ms`` for listeners (Spark's ``reportInfo`` to

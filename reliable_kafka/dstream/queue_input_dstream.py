@@ -12,7 +12,7 @@ from pyspark import RDD
 from reliable_kafka.dstream.input_dstream import InputDStream
 
 if TYPE_CHECKING:
-    from reliable_kafka.context import StreamingContext
+    from reliable_kafka.dstream.streaming_context import StreamingContextLike
 
 logger = logging.getLogger(__name__)
 
@@ -28,7 +28,7 @@ class QueueInputDStream(InputDStream):
 
     def __init__(
         self,
-        ssc: StreamingContext,
+        ssc: StreamingContextLike,
         queue: Iterable[RDD[Any] | Iterable[Any]],
         one_at_a_time: bool = True,
         default: RDD[Any] | Iterable[Any] | None = None,

@@ -9,7 +9,8 @@ manager or the write-ahead log, decoded on the executors).
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from reliable_kafka.dstream.batch_rdd import BlockRDD, Decoder, create_block_rdd
 from reliable_kafka.dstream.input_dstream import InputDStream
@@ -22,12 +23,29 @@ from reliable_kafka.util.filesystems import RemoteDirectory
 if TYPE_CHECKING:
     from pyspark import RDD
 
-    from reliable_kafka.context import StreamingContext
+    from reliable_kafka.dstream.streaming_context import StreamingContextLike
     from reliable_kafka.receiver.receiver import Receiver
     from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo
-    from reliable_kafka.scheduler.receiver_tracker import ReceiverTracker
+    from reliable_kafka.storage.block_store import BlockStore
 
 logger = logging.getLogger(__name__)
+
+
+class ReceivedBlockSource(Protocol):
+    """What a receiver input stream needs of the receiver tracker, which the context (the
+    composition root) attaches when it starts the tracker."""
+
+    @property
+    def block_store(self) -> BlockStore | None: ...
+
+    @property
+    def block_fetch_secret(self) -> bytes | None: ...
+
+    def get_blocks_of_batch_and_stream(self, time_ms: int, stream_id: int) -> list[ReceivedBlockInfo]: ...
+
+    def remove_blocks(self, block_ids: Sequence[StreamBlockId]) -> None: ...
+
+    def send_rate_update(self, stream_id: int, new_rate: int) -> None: ...
 
 
 class ReceiverInputDStream(InputDStream):
@@ -35,15 +53,16 @@ class ReceiverInputDStream(InputDStream):
     block is decoded, on the executors (e.g. Kafka key/value deserialization).
 
     With backpressure on (``settings.backpressure.enabled``) the stream has a
-    :class:`ReceiverRateController` as ``rate_controller``, which the job scheduler attaches to the
+    :class:`ReceiverRateController` as ``rate_controller``, which the context attaches to the
     listener bus; its rates reach this stream's receiver through the receiver tracker.
     """
 
     is_receiver_input: ClassVar[bool] = True
 
-    def __init__(self, ssc: StreamingContext, decoder: Decoder | None = None) -> None:
+    def __init__(self, ssc: StreamingContextLike, decoder: Decoder | None = None) -> None:
         super().__init__(ssc)
         self.decoder = decoder
+        self._block_source: ReceivedBlockSource | None = None
         if RateController.is_back_pressure_enabled(ssc.settings):
             estimator = RateEstimator.create(ssc.settings.backpressure, ssc.batch_duration_ms)
             self.rate_controller = ReceiverRateController(self.id, estimator, self._publish_rate)
@@ -70,7 +89,7 @@ class ReceiverInputDStream(InputDStream):
             self.rate_controller.stop()
 
     def compute(self, valid_time_ms: int) -> RDD[Any] | None:
-        tracker = self._receiver_tracker()
+        tracker = self._attached_block_source()
         # A batch from before this run's start has the blocks the metadata log still holds for it
         # (none without the log): a stateful stream restored from a state checkpoint recomputes
         # the batches after it from them, as Spark's recovered input streams do.
@@ -82,11 +101,23 @@ class ReceiverInputDStream(InputDStream):
             tracker.block_store,
             decoder=self.decoder,
             receiver_wal_enabled=self._ssc.settings.wal.enable,
-            fetch_secret=tracker.runner.block_fetch_secret,
+            fetch_secret=tracker.block_fetch_secret,
             fetch_tls_ca=None if tls is None else tls.trusted_cas,
             recovery_source=self.block_recovery_source,
             wal_directory=RemoteDirectory.configured(self._ssc.checkpoint_dir),
+            offset_ranges=self.offset_ranges_of,
         )
+
+    def offset_ranges_of(self, block_infos: Sequence[ReceivedBlockInfo]) -> list[Any]:
+        """What the batch's ``offsetRanges()`` returns, from the metadata of its blocks (Kafka
+        input streams override it); none here."""
+        return []
+
+    def late_input_metadata(self, time_ms: int) -> Callable[[], dict[str, Any]] | None:
+        """What the batch's input info learns only once its jobs ran (counts kept by the
+        executors); None: nothing."""
+        rdd = self.generated_rdds.get(time_ms)
+        return rdd.late_input_metadata if isinstance(rdd, BlockRDD) else None
 
     def block_recovery_source(self, info: ReceivedBlockInfo) -> dict[str, Any] | None:
         """Where a block read from the write-ahead log can be read again if its record is
@@ -97,15 +128,19 @@ class ReceiverInputDStream(InputDStream):
         """Spark's ``BlockRDD.removeBlocks``: a forgotten batch's blocks leave the block manager."""
         super().release_rdd(time_ms, rdd)
         if isinstance(rdd, BlockRDD):
-            self._receiver_tracker().remove_blocks([StreamBlockId.parse(name) for name in rdd.block_ids])
+            self._attached_block_source().remove_blocks([StreamBlockId.parse(name) for name in rdd.block_ids])
 
-    def _receiver_tracker(self) -> ReceiverTracker:
-        tracker = self._ssc.scheduler.receiver_tracker
-        if tracker is None:
+    def attach_block_source(self, source: ReceivedBlockSource | None) -> None:
+        """The receiver tracker this stream's blocks come from (None: detached, at a stop)."""
+        self._block_source = source
+
+    def _attached_block_source(self) -> ReceivedBlockSource:
+        source = self._block_source
+        if source is None:
             raise RuntimeError(f"{self} has no receiver tracker: the streaming context has not started")
-        return tracker
+        return source
 
     def _publish_rate(self, stream_id: int, rate: int) -> None:
-        tracker = self._ssc.scheduler.receiver_tracker
-        if tracker is not None:
-            tracker.send_rate_update(stream_id, rate)
+        source = self._block_source
+        if source is not None:
+            source.send_rate_update(stream_id, rate)

@@ -35,8 +35,8 @@ from reliable_kafka.scheduler.rate_estimator import RateEstimator
 if TYPE_CHECKING:
     from pyspark import RDD
 
-    from reliable_kafka.context import StreamingContext
     from reliable_kafka.dstream.dstream import DStream
+    from reliable_kafka.dstream.streaming_context import StreamingContextLike
 
 logger = logging.getLogger(__name__)
 
@@ -45,12 +45,12 @@ class DirectKafkaInputDStream(InputDStream):
     """``from_offsets``: the first offset to read of every partition the stream reads.
 
     With backpressure on (``spark.streaming.backpressure.enabled``) the stream has a
-    :class:`DirectKafkaRateController` as ``rate_controller``: the job scheduler puts it on the
+    :class:`DirectKafkaRateController` as ``rate_controller``: the context puts it on the
     listener bus, and each batch's ranges follow its latest rate."""
 
     def __init__(
         self,
-        ssc: StreamingContext,
+        ssc: StreamingContextLike,
         kafka_params: Mapping[str, Any],
         from_offsets: Mapping[TopicAndPartition, int],
         decoder: Decoder | None,

@@ -12,7 +12,7 @@ has ``offsetRanges()``.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from reliable_kafka.dstream.batch_rdd import BlockRDD
@@ -21,7 +21,7 @@ from reliable_kafka.kafka.block_reread import recovery_source
 from reliable_kafka.kafka.client_config import check_client_config
 from reliable_kafka.kafka.consumer_group_receiver import validate_topics
 from reliable_kafka.kafka.decode_errors import DEAD_LETTERED_KEY, SKIPPED_KEY
-from reliable_kafka.kafka.offset_range import ranges_in_metadata
+from reliable_kafka.kafka.offset_range import OffsetRange, offset_ranges_of_blocks, ranges_in_metadata
 from reliable_kafka.kafka.params import KafkaParams, parse_kafka_params, redacted
 from reliable_kafka.kafka.receiver_factory import kafka_receiver_descriptor
 from reliable_kafka.storage.storage_level import StorageLevel
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from pyspark import RDD, SparkContext
     from pyspark.accumulators import Accumulator
 
-    from reliable_kafka.context import StreamingContext
+    from reliable_kafka.dstream.streaming_context import StreamingContextLike
     from reliable_kafka.kafka.kafka_utils import KafkaRecordDecoder
     from reliable_kafka.receiver.descriptor import ReceiverDescriptor
     from reliable_kafka.receiver.receiver import Receiver
@@ -62,7 +62,7 @@ class KafkaInputDStream(ReceiverInputDStream):
 
     def __init__(
         self,
-        ssc: StreamingContext,
+        ssc: StreamingContextLike,
         kafka_params: Mapping[str, Any],
         topics: Mapping[str, int],
         storage_level: StorageLevel | str | Any,
@@ -90,6 +90,10 @@ class KafkaInputDStream(ReceiverInputDStream):
         if counters is not None and isinstance(rdd, BlockRDD):
             rdd.late_input_metadata = counters.snapshot
         return rdd
+
+    def offset_ranges_of(self, block_infos: Sequence[ReceivedBlockInfo]) -> list[OffsetRange]:
+        """The batch's offset ranges, from each block's ``metadata["offset_ranges"]``."""
+        return offset_ranges_of_blocks(block_infos)
 
     @property
     def use_reliable_receiver(self) -> bool:

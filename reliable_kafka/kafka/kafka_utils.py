@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark import StorageLevel as PySparkStorageLevel
 
 from reliable_kafka.dstream.batch_rdd import SKIP_RECORD
+from reliable_kafka.dstream.streaming_context import StreamingContextLike
 from reliable_kafka.kafka.broker import Broker
 from reliable_kafka.kafka.create_direct_stream import checked_from_offsets, checked_topics, starting_offsets
 from reliable_kafka.kafka.create_rdd import create_rdd
@@ -52,9 +53,18 @@ from reliable_kafka.settings import KafkaStreamSettings
 if TYPE_CHECKING:
     from pyspark import SparkContext
 
-    from reliable_kafka.context import StreamingContext
-
 logger = logging.getLogger(__name__)
+
+
+def _check_context(ssc: object) -> None:
+    # pyspark's own StreamingContext (a 2.4 app whose imports were half changed) has no graph or
+    # settings: refuse it here rather than with an AttributeError deep in a DStream.
+    if not isinstance(ssc, StreamingContextLike):
+        raise TypeError(
+            "ssc should be a reliable_kafka.StreamingContext, got "
+            f"{type(ssc).__module__}.{type(ssc).__name__}"
+        )
+
 
 MessageHandler = Callable[[KafkaMessageAndMetadata], Any]
 
@@ -160,7 +170,7 @@ class KafkaRecordDecoder:
 class KafkaUtils:
     @staticmethod
     def createStream(  # noqa: PLR0917 - pyspark's positional signature
-        ssc: StreamingContext,
+        ssc: StreamingContextLike,
         zkQuorum: str | None = None,
         groupId: str | None = None,
         topics: Mapping[str, int] | None = None,
@@ -202,13 +212,7 @@ class KafkaUtils:
             its ``dead_letter_topic``)
         :return: a DStream; with the receiver write-ahead log on, nothing received is lost
         """
-        from reliable_kafka.context import StreamingContext  # noqa: PLC0415 - context imports the dstreams
-
-        if not isinstance(ssc, StreamingContext):
-            raise TypeError(
-                f"ssc should be a reliable_kafka.StreamingContext, got {type(ssc).__module__}."
-                f"{type(ssc).__name__}"
-            )
+        _check_context(ssc)
         _checked_decoders(keyDecoder, valueDecoder, messageHandler)
         if settings is not None:
             arguments = {
@@ -247,7 +251,7 @@ class KafkaUtils:
 
     @staticmethod
     def createDirectStream(  # noqa: PLR0917 - pyspark's positional signature
-        ssc: StreamingContext,
+        ssc: StreamingContextLike,
         topics: list[str],
         kafkaParams: Mapping[str, Any],
         fromOffsets: Mapping[TopicAndPartition, int] | None = None,
@@ -279,13 +283,7 @@ class KafkaUtils:
             :class:`KafkaMessageAndMetadata` instead of ``(key, value)``
         :return: a DStream whose RDDs (in ``foreachRDD`` and ``transform``) have ``offsetRanges()``
         """
-        from reliable_kafka.context import StreamingContext  # noqa: PLC0415 - context imports the dstreams
-
-        if not isinstance(ssc, StreamingContext):
-            raise TypeError(
-                f"ssc should be a reliable_kafka.StreamingContext, got {type(ssc).__module__}."
-                f"{type(ssc).__name__}"
-            )
+        _check_context(ssc)
         decoder = KafkaRecordDecoder(*_checked_decoders(keyDecoder, valueDecoder, messageHandler))
         names = checked_topics(topics)
         params = direct_kafka_params(kafkaParams)

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo
 
 # The block metadata entry a Kafka receiver fills with the block's offset ranges.
 OFFSET_RANGES_KEY = "offset_ranges"
@@ -93,3 +96,9 @@ def ranges_in_metadata(metadata: Mapping[str, Any] | None) -> list[OffsetRange]:
     if not metadata:
         return []
     return [OffsetRange.from_metadata(entry) for entry in metadata.get(OFFSET_RANGES_KEY) or ()]
+
+
+def offset_ranges_of_blocks(block_infos: Iterable[ReceivedBlockInfo]) -> list[OffsetRange]:
+    """A batch's ``offsetRanges()``: each block's ``metadata["offset_ranges"]``, merged per
+    topic-partition."""
+    return merge_offset_ranges(ranges_in_metadata(info.metadata) for info in block_infos)

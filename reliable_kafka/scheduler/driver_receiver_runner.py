@@ -13,8 +13,8 @@ from reliable_kafka.receiver.receiver_supervisor import ReceiverSupervisor
 from reliable_kafka.scheduler.receiver_scheduling_policy import ExecutorCacheTaskLocation
 
 if TYPE_CHECKING:
-    from reliable_kafka.dstream.receiver_input_dstream import ReceiverInputDStream
     from reliable_kafka.receiver.tracker_endpoint import ReceiverTrackerEndpoint
+    from reliable_kafka.scheduler.receiver_input import ReceiverInputStream
     from reliable_kafka.scheduler.receiver_scheduling_policy import TaskLocation
     from reliable_kafka.settings import StreamingSettings
     from reliable_kafka.storage.block_store import BlockStore
@@ -52,7 +52,7 @@ class DriverReceiverRunner:
         )
         self._executors = list(executors) if executors is not None else [self.local_executor]
 
-    def check(self, streams: Sequence[ReceiverInputDStream]) -> None:
+    def check(self, streams: Sequence[ReceiverInputStream]) -> None:
         pass  # any receiver object runs in this process
 
     def start(self) -> None:
@@ -61,7 +61,7 @@ class DriverReceiverRunner:
     def executors(self) -> list[ExecutorCacheTaskLocation]:
         return list(self._executors)
 
-    def run(self, stream: ReceiverInputDStream, locations: Sequence[TaskLocation], launch: int) -> None:
+    def run(self, stream: ReceiverInputStream, locations: Sequence[TaskLocation], launch: int) -> None:
         # Spark ships a fresh copy of the receiver to every launch; get_receiver() plays that part.
         receiver = stream.get_receiver()
         receiver.set_receiver_id(stream.id)

@@ -26,8 +26,8 @@ from reliable_kafka.util.located_rdd import executor_locations, located_rdd, wai
 if TYPE_CHECKING:
     from pyspark import SparkContext
 
-    from reliable_kafka.dstream.receiver_input_dstream import ReceiverInputDStream
     from reliable_kafka.receiver.tracker_endpoint import ReceiverTrackerEndpoint
+    from reliable_kafka.scheduler.receiver_input import ReceiverInputStream
     from reliable_kafka.scheduler.receiver_scheduling_policy import TaskLocation
     from reliable_kafka.settings import StreamingSettings
     from reliable_kafka.storage.block_store import BlockStore
@@ -80,7 +80,7 @@ class ExecutorReceiverRunner:
     def __repr__(self) -> str:
         return f"ExecutorReceiverRunner(app={self._app_id})"
 
-    def check(self, streams: Sequence[ReceiverInputDStream]) -> None:
+    def check(self, streams: Sequence[ReceiverInputStream]) -> None:
         """Fail at start, not at the first launch, for a receiver that cannot cross to executors."""
         for stream in streams:
             stream.receiver_descriptor()
@@ -103,7 +103,7 @@ class ExecutorReceiverRunner:
             ExecutorCacheTaskLocation(host, executor_id) for host, executor_id in executor_locations(self._sc)
         ]
 
-    def run(self, stream: ReceiverInputDStream, locations: Sequence[TaskLocation], launch: int) -> None:
+    def run(self, stream: ReceiverInputStream, locations: Sequence[TaskLocation], launch: int) -> None:
         description = ReceiverTaskDescription(
             stream_id=stream.id,
             receiver=stream.receiver_descriptor(),

@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any
 
 from reliable_kafka import state_checkpoint
 from reliable_kafka.checkpoint import Checkpoint, CheckpointWriter, InputStreamRecord
-from reliable_kafka.dstream.batch_rdd import BlockRDD
 from reliable_kafka.scheduler.batch_input_info import input_infos_of_batch
 from reliable_kafka.scheduler.job import JobSet
 from reliable_kafka.scheduler.listener_events import StreamInputInfo
@@ -44,6 +43,7 @@ from reliable_kafka.util.recurring_timer import RecurringTimer
 
 if TYPE_CHECKING:
     from reliable_kafka.scheduler.job_scheduler import JobScheduler
+    from reliable_kafka.scheduler.streaming_context import SchedulerContext
 
 logger = logging.getLogger(__name__)
 
@@ -89,11 +89,14 @@ _STOP = object()
 
 
 class JobGenerator:
-    def __init__(self, job_scheduler: JobScheduler) -> None:
+    """``ssc``: what the generator uses of its context (graph, clock, checkpoint settings);
+    ``job_scheduler``: its owner, which runs the job sets and holds the receiver tracker."""
+
+    def __init__(self, ssc: SchedulerContext, job_scheduler: JobScheduler) -> None:
         self.job_scheduler = job_scheduler
-        self.ssc = job_scheduler.ssc
-        self.graph = self.ssc.graph
-        self.clock = job_scheduler.clock
+        self.ssc = ssc
+        self.graph = ssc.graph
+        self.clock = ssc.clock
         batch_ms = self.ssc.batch_duration_ms
         self.batch_duration_ms = batch_ms
         self.timer = RecurringTimer(self.clock, batch_ms, self._on_timer, "RecurringTimer - JobGenerator")
@@ -309,9 +312,9 @@ class JobGenerator:
             input_infos.update(self._reported_input_infos(time_ms))
             job_set = JobSet(time_ms, jobs, num_records, input_infos)
             for stream in self.graph.get_receiver_input_streams():
-                rdd = stream.generated_rdds.get(time_ms)
-                if isinstance(rdd, BlockRDD) and rdd.late_input_metadata is not None:
-                    job_set.late_input_metadata[stream.id] = rdd.late_input_metadata
+                late = stream.late_input_metadata(time_ms)
+                if late is not None:
+                    job_set.late_input_metadata[stream.id] = late
             self.job_scheduler.submit_job_set(job_set)
         self._events.put(DoCheckpoint(time_ms, clear_checkpoint_data_later=False))
 
@@ -419,7 +422,7 @@ class JobGenerator:
                 InputStreamRecord(
                     stream.id,
                     type(stream).__name__,
-                    bool(getattr(stream, "is_receiver_input", False)),
+                    stream.is_receiver_input,
                     stream.checkpoint_data(),
                 )
                 for stream in graph.input_streams

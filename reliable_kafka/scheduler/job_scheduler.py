@@ -1,7 +1,8 @@
 """Spark's ``JobScheduler``: runs the jobs of each batch on a pool of ``concurrent_jobs`` threads.
 
-It owns the receiver tracker (started before the job generator, so that blocks can be allocated
-from the first batch), the job generator and the listener bus. Each job runs with Spark's local
+It owns the receiver tracker (built by the context's factory and started before the job
+generator, so that blocks can be allocated from the first batch) and the job generator, and it
+starts and stops the listener bus the context hands it. Each job runs with Spark's local
 properties for streaming jobs (batch time, output operation id, a job group and description);
 when every job of a batch has finished, the batch is reported complete to the receiver tracker
 (its metadata log) and to the job generator (which clears old metadata).
@@ -45,9 +46,10 @@ from reliable_kafka.util.daemon_pool import DaemonThreadPool
 from reliable_kafka.util.worker_python import report_missing_package
 
 if TYPE_CHECKING:
-    from reliable_kafka.context import StreamingContext
     from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo
-    from reliable_kafka.ui.status_ui import StatusUI
+    from reliable_kafka.scheduler.streaming_context import SchedulerContext
+    from reliable_kafka.storage.block_id import StreamBlockId
+    from reliable_kafka.storage.block_store import BlockStore
 
 logger = logging.getLogger(__name__)
 
@@ -88,28 +90,41 @@ class ReceiverTrackerLike(Protocol):
 
     def active_receiver_ids(self) -> list[int]: ...
 
+    # What receiver input streams read through it (``ReceivedBlockSource``).
+    @property
+    def block_store(self) -> BlockStore | None: ...
 
-ReceiverTrackerFactory = Callable[["StreamingContext"], ReceiverTrackerLike]
+    @property
+    def block_fetch_secret(self) -> bytes | None: ...
+
+    def get_blocks_of_batch_and_stream(self, time_ms: int, stream_id: int) -> list[ReceivedBlockInfo]: ...
+
+    def remove_blocks(self, block_ids: Sequence[StreamBlockId]) -> None: ...
+
+    def send_rate_update(self, stream_id: int, new_rate: int) -> None: ...
 
 
-def default_receiver_tracker_factory(ssc: StreamingContext) -> ReceiverTrackerLike:
-    # Imported here, not at the top: the tracker pulls in the receivers, the block manager and
-    # the WAL, which a context without receiver streams never needs to load.
-    from reliable_kafka.scheduler.receiver_tracker import ReceiverTracker  # noqa: PLC0415
-
-    return ReceiverTracker(ssc)
+ReceiverTrackerFactory = Callable[[], ReceiverTrackerLike]
 
 
 class JobScheduler:
+    """``ssc``: what the scheduler uses of its context; ``listener_bus``: the context's bus, which
+    the scheduler starts and stops; ``receiver_tracker_factory``: builds the receiver tracker at
+    start, once the graph is complete (the context's, which also attaches the tracker to the
+    receiver input streams)."""
+
     def __init__(
-        self, ssc: StreamingContext, receiver_tracker_factory: ReceiverTrackerFactory | None = None
+        self,
+        ssc: SchedulerContext,
+        listener_bus: StreamingListenerBus,
+        receiver_tracker_factory: ReceiverTrackerFactory,
     ) -> None:
         self.ssc = ssc
         self.clock = ssc.clock
-        self.listener_bus = StreamingListenerBus()
+        self.listener_bus = listener_bus
         self.receiver_tracker: ReceiverTrackerLike | None = None
-        self._receiver_tracker_factory = receiver_tracker_factory or default_receiver_tracker_factory
-        self.job_generator = JobGenerator(self)
+        self._receiver_tracker_factory = receiver_tracker_factory
+        self.job_generator = JobGenerator(ssc, self)
         self.job_group_id = f"reliable-kafka-streaming-{uuid.uuid4().hex}"
         self._lock = threading.Lock()
         self._job_sets: dict[int, JobSet] = {}
@@ -119,7 +134,6 @@ class JobScheduler:
         self._saved_properties: Any = None
         self._state = "initialized"  # -> started -> stopping -> stopped
         self._thread_state = threading.local()
-        self.status_ui: StatusUI | None = None
         self._slot_watch: SlotWatch | None = None
 
     @property
@@ -135,19 +149,11 @@ class JobScheduler:
             self._state = "started"
         settings = self.ssc.settings
         self._executor = DaemonThreadPool(settings.jobs.concurrent_jobs, "streaming-job-executor")
-        # Backpressure: rate controllers learn batch delays as listeners. Their streams own (and
-        # stop) them.
-        for stream in self.ssc.graph.get_input_streams():
-            controller = getattr(stream, "rate_controller", None)
-            if controller is not None:
-                self.listener_bus.add_listener(controller)
-        # Before the bus starts, so that the page sees every event from the first one.
-        from reliable_kafka.ui.status_ui import start_status_ui  # noqa: PLC0415 (loads Kafka + HTTP)
-
-        self.status_ui = start_status_ui(self.ssc, self.listener_bus)
+        # The context added its listeners (the status page, rate controllers) before this: they
+        # see every event from the first one.
         self.listener_bus.start()
         self._saved_properties = self._capture_local_properties()
-        self.receiver_tracker = self._receiver_tracker_factory(self.ssc)
+        self.receiver_tracker = self._receiver_tracker_factory()
         self.receiver_tracker.start()
         self._start_slot_watch(self.receiver_tracker)
         self.job_generator.start()
@@ -192,8 +198,6 @@ class JobScheduler:
         with self._lock:
             self._state = "stopped"
         self.listener_bus.stop()
-        if self.status_ui is not None:
-            self.status_ui.stop()
         logger.info("Stopped JobScheduler")
 
     def _starved_while_draining(self, watch: SlotWatch) -> bool:

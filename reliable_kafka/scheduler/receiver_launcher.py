@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Protocol
 from reliable_kafka.util.clock import Clock, SystemClock
 
 if TYPE_CHECKING:
-    from reliable_kafka.dstream.receiver_input_dstream import ReceiverInputDStream
+    from reliable_kafka.scheduler.receiver_input import ReceiverInputStream
     from reliable_kafka.scheduler.receiver_scheduling_policy import ExecutorCacheTaskLocation, TaskLocation
     from reliable_kafka.storage.block_store import BlockStore
 
@@ -47,7 +47,7 @@ class ReceiverRunner(Protocol):
     #: The driver's block store, where receivers run in this process keep blocks (else None).
     block_store: BlockStore | None
 
-    def check(self, streams: Sequence[ReceiverInputDStream]) -> None:
+    def check(self, streams: Sequence[ReceiverInputStream]) -> None:
         """Raise if one of these streams' receivers cannot run this way."""
         ...
 
@@ -59,7 +59,7 @@ class ReceiverRunner(Protocol):
         """Where receivers can run now (Spark's ``getExecutors``)."""
         ...
 
-    def run(self, stream: ReceiverInputDStream, locations: Sequence[TaskLocation], launch: int) -> None:
+    def run(self, stream: ReceiverInputStream, locations: Sequence[TaskLocation], launch: int) -> None:
         """Run one incarnation of ``stream``'s receiver at one of ``locations``; return when it
         has ended. ``launch`` counts the incarnations of this receiver, from 1."""
         ...
@@ -79,7 +79,7 @@ class LaunchTarget(Protocol):
 
     stopping: threading.Event
 
-    def schedule(self, streams: Sequence[ReceiverInputDStream]) -> dict[int, list[TaskLocation]]: ...
+    def schedule(self, streams: Sequence[ReceiverInputStream]) -> dict[int, list[TaskLocation]]: ...
 
     def reschedule(self, stream_id: int) -> list[TaskLocation]: ...
 
@@ -119,7 +119,7 @@ class ReceiverLauncher:
         self._threads: dict[int, threading.Thread] = {}
         self._launch_counts: dict[int, int] = {}
 
-    def launch(self, streams: Sequence[ReceiverInputDStream]) -> None:
+    def launch(self, streams: Sequence[ReceiverInputStream]) -> None:
         schedule = self._target.schedule(streams)
         for stream in streams:
             thread = threading.Thread(
@@ -154,7 +154,7 @@ class ReceiverLauncher:
             thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
         return not any(thread.is_alive() for thread in threads)
 
-    def _keep_running(self, stream: ReceiverInputDStream, locations: Sequence[TaskLocation]) -> None:
+    def _keep_running(self, stream: ReceiverInputStream, locations: Sequence[TaskLocation]) -> None:
         while True:
             with self._lock:
                 launch = self._launch_counts.get(stream.id, 0) + 1

@@ -53,7 +53,7 @@ from wal.failure_log import FailureLog
 if TYPE_CHECKING:
     from pyspark import SparkContext
 
-    from reliable_kafka.dstream.receiver_input_dstream import ReceiverInputDStream
+    from reliable_kafka.scheduler.receiver_input import ReceiverInputStream
     from reliable_kafka.settings import StreamingSettings
     from reliable_kafka.storage.block_store import BlockStore
 
@@ -77,14 +77,6 @@ class _Clock(Protocol):
     def get_time_ms(self) -> int: ...
 
 
-class _Scheduler(Protocol):
-    @property
-    def listener_bus(self) -> _ListenerBus: ...
-
-    @property
-    def clock(self) -> _Clock | None: ...
-
-
 class TrackerContext(Protocol):
     """What the tracker uses of the :class:`~reliable_kafka.context.StreamingContext`."""
 
@@ -99,9 +91,6 @@ class TrackerContext(Protocol):
 
     @property
     def batch_duration_ms(self) -> int: ...
-
-    @property
-    def scheduler(self) -> _Scheduler: ...
 
     @property
     def sparkContext(self) -> SparkContext: ...
@@ -127,6 +116,8 @@ class ReceiverTracker:
     """Implements :class:`~reliable_kafka.receiver.tracker_endpoint.ReceiverTrackerEndpoint`.
 
     ``skip_receiver_launch``: track blocks but start no receivers (Spark's test hook).
+    ``listener_bus``: where receiver events go (the job scheduler's bus; None: nowhere).
+    ``clock``: the batch clock block times are taken from (None: the wall clock).
     ``runner``: how receivers run; by default chosen by ``spark.streaming.receiver.placement``
     (see :meth:`_default_runner`). In driver placement, ``block_store`` is where receivers store
     blocks (default: a block manager of the tracker's own) and ``executors`` the locations to
@@ -142,16 +133,18 @@ class ReceiverTracker:
         runner: ReceiverRunner | None = None,
         block_store: BlockStore | None = None,
         executors: Sequence[ExecutorCacheTaskLocation] | None = None,
+        listener_bus: _ListenerBus | None = None,
+        clock: _Clock | None = None,
     ) -> None:
         self.ssc = ssc
+        self._listener_bus = listener_bus
         self.settings = ssc.settings
         self.skip_receiver_launch = skip_receiver_launch
-        self.receiver_input_streams: list[ReceiverInputDStream] = list(ssc.graph.get_receiver_input_streams())
+        self.receiver_input_streams: list[ReceiverInputStream] = list(ssc.graph.get_receiver_input_streams())
         self.receiver_input_stream_ids = [stream.id for stream in self.receiver_input_streams]
         self.checkpoint_dir: str | None = ssc.checkpoint_dir
         if self.receiver_input_streams:
             check_receiver_write_ahead_log(self.settings.wal.enable, self.checkpoint_dir)
-        clock = ssc.scheduler.clock
         self._now_ms: Callable[[], int] = clock.get_time_ms if clock is not None else wall_clock_ms
         self.received_block_tracker = ReceivedBlockTracker.create(
             self.receiver_input_stream_ids,
@@ -164,6 +157,8 @@ class ReceiverTracker:
             runner = self._default_runner(block_store, executors)
         self.runner = runner
         self.block_store: BlockStore | None = runner.block_store
+        # What batches need to fetch blocks that executors keep (None: no executor keeps any).
+        self.block_fetch_secret: bytes | None = runner.block_fetch_secret
         self.scheduling_policy = ReceiverSchedulingPolicy()
         self.stopping = threading.Event()
         self._launcher = ReceiverLauncher(
@@ -639,7 +634,7 @@ class ReceiverTracker:
 
     # ------------------------------------------------------------ scheduling (LaunchTarget)
 
-    def schedule(self, streams: Sequence[ReceiverInputDStream]) -> dict[int, list[TaskLocation]]:
+    def schedule(self, streams: Sequence[ReceiverInputStream]) -> dict[int, list[TaskLocation]]:
         """Spark's ``scheduleReceivers``: spread the receivers over the executors."""
         preferred = {stream.id: stream.preferred_location() for stream in streams}
         schedule = self.scheduling_policy.schedule_receivers(
@@ -677,7 +672,8 @@ class ReceiverTracker:
 
     def _post(self, event: object) -> None:
         try:
-            self.ssc.scheduler.listener_bus.post(event)
+            if self._listener_bus is not None:
+                self._listener_bus.post(event)
         except Exception:
             logger.exception("Could not post %s to the listener bus", type(event).__name__)
 

@@ -11,9 +11,9 @@ from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from reliable_kafka.dstream.receiver_input_dstream import ReceiverInputDStream
     from reliable_kafka.scheduler.driver_receiver_runner import DriverReceiverRunner
     from reliable_kafka.scheduler.executor_receiver_runner import ExecutorReceiverRunner
+    from reliable_kafka.scheduler.receiver_input import ReceiverInputStream
     from reliable_kafka.scheduler.receiver_scheduling_policy import ExecutorCacheTaskLocation, TaskLocation
     from reliable_kafka.storage.block_store import BlockStore
 
@@ -41,7 +41,7 @@ class SplitReceiverRunner:
     def __repr__(self) -> str:
         return f"SplitReceiverRunner(in driver: {sorted(self.in_driver_ids)}, tasks: {self._on_executors})"
 
-    def check(self, streams: Sequence[ReceiverInputDStream]) -> None:
+    def check(self, streams: Sequence[ReceiverInputStream]) -> None:
         self._on_executors.check([s for s in streams if s.id not in self.in_driver_ids])
 
     def start(self) -> None:
@@ -50,7 +50,7 @@ class SplitReceiverRunner:
     def executors(self) -> list[ExecutorCacheTaskLocation]:
         return self._on_executors.executors()
 
-    def run(self, stream: ReceiverInputDStream, locations: Sequence[TaskLocation], launch: int) -> None:
+    def run(self, stream: ReceiverInputStream, locations: Sequence[TaskLocation], launch: int) -> None:
         runner = self._in_driver if stream.id in self.in_driver_ids else self._on_executors
         runner.run(stream, locations, launch)
 

@@ -49,9 +49,10 @@ from typing import Any
 from pyspark import SparkConf, SparkContext
 
 from reliable_kafka import KafkaUtils, StreamingContext
-from reliable_kafka.dstream.batch_rdd import BlockRDD, offset_ranges_of
+from reliable_kafka.dstream.batch_rdd import BlockRDD
 from reliable_kafka.dstream.block_partition import BlockPartition
 from reliable_kafka.dstream.functions import time_ms_of
+from reliable_kafka.kafka.offset_range import offset_ranges_of_blocks
 from reliable_kafka.scheduler.listener import (
     StreamingListener,
     StreamingListenerReceiverError,
@@ -257,7 +258,8 @@ def main(argv: list[str]) -> int:
                     if info.block_store_result.replica is None
                     else info.block_store_result.replica.executor_id,
                     "ranges": [
-                        [r.topic, r.partition, r.fromOffset, r.untilOffset] for r in offset_ranges_of([info])
+                        [r.topic, r.partition, r.fromOffset, r.untilOffset]
+                        for r in offset_ranges_of_blocks([info])
                     ],
                 }
                 for stream in streams

@@ -48,8 +48,8 @@ from typing import Any
 from pyspark import SparkConf, SparkContext
 
 from reliable_kafka import KafkaUtils, StreamingContext
-from reliable_kafka.dstream.batch_rdd import offset_ranges_of
 from reliable_kafka.dstream.functions import time_ms_of
+from reliable_kafka.kafka.offset_range import offset_ranges_of_blocks
 from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo
 from reliable_kafka.scheduler.received_block_tracker import ReceivedBlockTracker
 from reliable_kafka.scheduler.receiver_tracker import ReceiverTracker
@@ -99,7 +99,7 @@ def delay_block_reports(delay_ms: int) -> None:
 
 
 def block_entry(info: ReceivedBlockInfo) -> dict[str, Any]:
-    ranges = [[r.partition, r.fromOffset, r.untilOffset] for r in offset_ranges_of([info])]
+    ranges = [[r.partition, r.fromOffset, r.untilOffset] for r in offset_ranges_of_blocks([info])]
     return {"id": info.block_id.name, "ranges": ranges}
 
 

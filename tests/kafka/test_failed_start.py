@@ -15,7 +15,6 @@ import pytest
 from reliable_kafka.kafka import ReliableKafkaReceiver
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.scheduler.listener import StreamingListenerReceiverStopped
-from reliable_kafka.scheduler.receiver_tracker import ReceiverTracker
 from reliable_kafka.settings import ReceiverSettings, StreamingSettings, WriteAheadLogSettings
 from reliable_kafka.storage import StorageLevel
 from tests.cluster_backends import unique_name
@@ -108,7 +107,7 @@ def test_a_receiver_that_fails_to_start_is_restarted_after_the_delay_with_its_er
 ) -> None:
     make, mark = receiver_factory(local_cluster, admin_zk, fault, "restartfail")
     ssc = FakeStreamingContext([FakeStream(0, make)], SETTINGS)
-    tracker = ReceiverTracker(ssc)
+    tracker = ssc.receiver_tracker()
     tracker.start()
     try:
 

@@ -19,7 +19,6 @@ from reliable_kafka.kafka import ReliableKafkaReceiver
 from reliable_kafka.kafka.zk.paths import broker_path, topic_path
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.scheduler.listener import StreamingListenerReceiverError
-from reliable_kafka.scheduler.receiver_tracker import ReceiverTracker
 from reliable_kafka.settings import ReceiverSettings, StreamingSettings, WriteAheadLogSettings
 from reliable_kafka.storage import StorageLevel
 from reliable_kafka.ui.status_store import StreamingStatusStore
@@ -101,7 +100,7 @@ def test_an_unreachable_broker_is_logged_and_reported_once_restarts_back_off_and
 
     caplog.set_level(logging.INFO, logger="reliable_kafka")
     ssc = FakeStreamingContext([FakeStream(0, make)], SETTINGS)
-    tracker = ReceiverTracker(ssc)
+    tracker = ssc.receiver_tracker()
     tracker.start()
     try:
         wait_until(

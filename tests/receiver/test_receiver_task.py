@@ -37,8 +37,8 @@ def on_an_executor(monkeypatch: pytest.MonkeyPatch) -> None:
 def served_tracker() -> Iterator[tuple[ReceiverTracker, FakeStreamingContext, ReceiverTrackerServer]]:
     """A tracker that launches nothing itself, behind a tracker socket with secret ``SECRET``."""
     ssc = FakeStreamingContext([FakeStream(0, CounterReceiver)], quick_settings())
-    tracker = ReceiverTracker(
-        ssc, skip_receiver_launch=True, executors=[ExecutorCacheTaskLocation(HOST, EXECUTOR)]
+    tracker = ssc.receiver_tracker(
+        skip_receiver_launch=True, executors=[ExecutorCacheTaskLocation(HOST, EXECUTOR)]
     )
     tracker.start()
     tracker.schedule(ssc.graph.get_receiver_input_streams())  # as its launcher would

@@ -15,7 +15,7 @@ from pyspark.rdd import PipelinedRDD
 
 from reliable_kafka.dstream.batch_rdd import BlockRDD, create_block_rdd
 from reliable_kafka.dstream.block_partition import BlockPartition
-from reliable_kafka.kafka.offset_range import OffsetRange, merge_offset_ranges
+from reliable_kafka.kafka.offset_range import OffsetRange, merge_offset_ranges, offset_ranges_of_blocks
 from reliable_kafka.receiver.received_block import ArrayBufferBlock
 from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo
 from reliable_kafka.receiver.wal_block_handler import (
@@ -103,7 +103,9 @@ def test_recovered_blocks_are_read_from_the_wal(spark_context: SparkContext, tmp
     # The driver restarts: a fresh, empty block manager and a tracker recovered from the metadata WAL.
     recovered = ReceivedBlockTracker.create([0], str(tmp_path), settings, recover_from_write_ahead_log=True)
     infos = recovered.get_blocks_of_batch_and_stream(1000, 0)
-    rdd = create_block_rdd(spark_context, infos, BlockManager(), receiver_wal_enabled=True)
+    rdd = create_block_rdd(
+        spark_context, infos, BlockManager(), receiver_wal_enabled=True, offset_ranges=offset_ranges_of_blocks
+    )
     recovered.stop()
 
     assert rdd.num_from_write_ahead_log == 3

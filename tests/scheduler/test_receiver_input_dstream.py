@@ -41,8 +41,7 @@ def context(
 
 
 def start_tracker(ssc: FakeStreamingContext, **kwargs: object) -> ReceiverTracker:
-    tracker = ReceiverTracker(ssc, **kwargs)  # type: ignore[arg-type]
-    ssc.scheduler.receiver_tracker = tracker
+    tracker = ssc.receiver_tracker(**kwargs)
     tracker.start()
     return tracker
 

@@ -72,14 +72,14 @@ def started() -> list[ReceiverTracker]:
 def test_receiver_wal_without_checkpoint_directory_is_an_error_that_says_so() -> None:
     ssc = FakeStreamingContext(counter_streams(1), quick_settings(wal={"enable": True}))
     with pytest.raises(WriteAheadLogConfigError) as raised:
-        ReceiverTracker(ssc)
+        ssc.receiver_tracker()
     assert str(raised.value) == RECEIVER_WAL_WITHOUT_CHECKPOINT
     assert "streamingContext.checkpoint()" in str(raised.value)
 
 
 def test_without_checkpoint_directory_the_tracker_keeps_metadata_in_memory() -> None:
-    tracker = ReceiverTracker(
-        FakeStreamingContext(counter_streams(1), quick_settings()), skip_receiver_launch=True
+    tracker = FakeStreamingContext(counter_streams(1), quick_settings()).receiver_tracker(
+        skip_receiver_launch=True
     )
     assert not tracker.received_block_tracker.is_write_ahead_log_enabled
 
@@ -87,7 +87,7 @@ def test_without_checkpoint_directory_the_tracker_keeps_metadata_in_memory() -> 
 def test_receivers_run_and_a_graceful_stop_adds_every_record_received(started: list) -> None:
     streams = counter_streams(2)
     ssc = FakeStreamingContext(streams, quick_settings())
-    tracker = ReceiverTracker(ssc)
+    tracker = ssc.receiver_tracker()
     started.append(tracker)
     tracker.start()
     wait_until(lambda: tracker.active_receiver_ids() == [0, 1], what="both receivers registered")
@@ -116,7 +116,7 @@ def test_receivers_run_and_a_graceful_stop_adds_every_record_received(started: l
 def test_a_receiver_that_stops_is_restarted(started: list) -> None:
     (stream,) = counter_streams(1, stop_after=30)
     ssc = FakeStreamingContext([stream], quick_settings())
-    tracker = ReceiverTracker(ssc)
+    tracker = ssc.receiver_tracker()
     started.append(tracker)
     tracker.start()
 
@@ -134,7 +134,7 @@ def test_a_receiver_that_stops_is_restarted(started: list) -> None:
 def test_a_stopping_tracker_restarts_nothing_and_refuses_registration(started: list) -> None:
     (stream,) = counter_streams(1, stop_after=5)
     ssc = FakeStreamingContext([stream], quick_settings(receiver={"restart_delay_ms": 60_000}))
-    tracker = ReceiverTracker(ssc)
+    tracker = ssc.receiver_tracker()
     started.append(tracker)
     tracker.start()
     wait_until(lambda: len(ssc.bus.of_type(StreamingListenerReceiverStopped)) == 1, what="self stop")
@@ -150,7 +150,7 @@ def test_a_stopping_tracker_restarts_nothing_and_refuses_registration(started: l
 def test_registration_checks_stream_and_scheduled_executor() -> None:
     ssc = FakeStreamingContext(counter_streams(1), quick_settings())
     here = ExecutorCacheTaskLocation("host-a", "1")
-    tracker = ReceiverTracker(ssc, skip_receiver_launch=True, executors=[here])
+    tracker = ssc.receiver_tracker(skip_receiver_launch=True, executors=[here])
     tracker.start()
     with pytest.raises(ValueError, match="unexpected id 7"):
         tracker.register_receiver(7, "CounterReceiver", "host-a", "1", object())
@@ -162,7 +162,7 @@ def test_registration_checks_stream_and_scheduled_executor() -> None:
 
 def test_receiver_errors_reach_the_listener_bus() -> None:
     ssc = FakeStreamingContext(counter_streams(1), quick_settings(), clock=ManualClock(5000))
-    tracker = ReceiverTracker(ssc, skip_receiver_launch=True)
+    tracker = ssc.receiver_tracker(skip_receiver_launch=True)
     tracker.report_error(0, "connection lost", "Traceback: boom")
     (event,) = ssc.bus.of_type(StreamingListenerReceiverError)
     assert event.receiver_info.last_error_message == "connection lost"
@@ -173,7 +173,7 @@ def test_receiver_errors_reach_the_listener_bus() -> None:
 def test_rate_updates_reach_the_receivers_rate_limiters(started: list) -> None:
     streams = counter_streams(2)
     ssc = FakeStreamingContext(streams, quick_settings())
-    tracker = ReceiverTracker(ssc)
+    tracker = ssc.receiver_tracker()
     started.append(tracker)
     tracker.start()
     wait_until(lambda: tracker.active_receiver_ids() == [0, 1], what="receivers registered")
@@ -195,7 +195,7 @@ def completed(
 def test_backpressure_updates_from_completed_batches_reach_the_rate_limiter(started: list) -> None:
     (stream,) = counter_streams(1)
     ssc = FakeStreamingContext([stream], quick_settings())
-    tracker = ReceiverTracker(ssc)
+    tracker = ssc.receiver_tracker()
     started.append(tracker)
     tracker.start()
     wait_until(lambda: tracker.active_receiver_ids() == [0], what="receiver registered")
@@ -225,7 +225,7 @@ def test_rate_controller_skips_batches_without_figures_for_its_stream() -> None:
 def test_metadata_of_a_batch_still_running_is_never_cleared() -> None:
     clock = ManualClock(100_000)
     ssc = FakeStreamingContext(counter_streams(1), quick_settings(), clock=clock)
-    tracker = ReceiverTracker(ssc, skip_receiver_launch=True)
+    tracker = ssc.receiver_tracker(skip_receiver_launch=True)
     batches = {}
     for batch_time in (1000, 2000, 3000, 4000):
         info = block_info(0)
@@ -270,7 +270,7 @@ def test_receivers_keep_every_block_a_pending_or_future_batch_may_read(tmp_path:
     ssc = FakeStreamingContext(
         counter_streams(1), settings, checkpoint_dir=str(tmp_path), clock=ManualClock(100_000)
     )
-    tracker = ReceiverTracker(ssc, skip_receiver_launch=True)
+    tracker = ssc.receiver_tracker(skip_receiver_launch=True)
     started.append(tracker)
     tracker.start()
     control = RecordingControl()
@@ -312,7 +312,7 @@ def test_old_blocks_and_wal_segments_are_cleaned_after_batches_complete_and_reme
     settings = quick_settings(wal={"enable": True, "rolling_interval_s": 1})
     clock = ManualClock(int(time.time() * 1000) + 3_600_000)  # batch times far ahead of the WAL's clock
     ssc = FakeStreamingContext([stream], settings, checkpoint_dir=str(tmp_path), clock=clock)
-    tracker = ReceiverTracker(ssc)
+    tracker = ssc.receiver_tracker()
     started.append(tracker)
     tracker.start()
     wait_until(tracker.has_unallocated_blocks, what="blocks")
@@ -342,7 +342,7 @@ def test_old_blocks_and_wal_segments_are_cleaned_after_batches_complete_and_reme
 def test_events_after_a_graceful_stop_are_still_logged_and_no_thread_is_left(tmp_path: Path) -> None:
     threads_before = set(threading.enumerate())
     ssc = FakeStreamingContext(counter_streams(1), quick_settings(), checkpoint_dir=str(tmp_path))
-    tracker = ReceiverTracker(ssc, skip_receiver_launch=True)
+    tracker = ssc.receiver_tracker(skip_receiver_launch=True)
     tracker.start()
     tracker.add_block(last := block_info(0))
     tracker.stop(graceful=True)
@@ -352,7 +352,7 @@ def test_events_after_a_graceful_stop_are_still_logged_and_no_thread_is_left(tmp
     tracker.allocate_blocks_to_batch(2000)
     assert not (set(threading.enumerate()) - threads_before)
 
-    restarted = ReceiverTracker(ssc, skip_receiver_launch=True)
+    restarted = ssc.receiver_tracker(skip_receiver_launch=True)
     assert restarted.get_blocks_of_batch(1000) == {0: [last]}
     assert restarted.pending_batch_times() == [2000]
     restarted.stop(graceful=False)
@@ -363,7 +363,7 @@ def test_a_receiver_failing_at_every_start_is_logged_in_full_once_and_told_to_th
 ) -> None:
     ssc = FakeStreamingContext(counter_streams(1), quick_settings(), clock=ManualClock(5000))
     here = ExecutorCacheTaskLocation("host-a", "1")
-    tracker = ReceiverTracker(ssc, skip_receiver_launch=True, executors=[here])
+    tracker = ssc.receiver_tracker(skip_receiver_launch=True, executors=[here])
     tracker.start()
     error = "Traceback (most recent call last):\n  ...\nNoBrokersError: broker 0 unreachable\n"
     caplog.set_level(logging.INFO, logger="reliable_kafka.scheduler.receiver_tracker")
@@ -426,7 +426,7 @@ def test_a_removed_blocks_second_copy_is_removed_by_the_receivers_on_the_executo
 ) -> None:
     executors = [ExecutorCacheTaskLocation("h1", "1"), ExecutorCacheTaskLocation("h2", "2")]
     ssc = FakeStreamingContext(counter_streams(3), quick_settings(), clock=ManualClock(100_000))
-    tracker = ReceiverTracker(ssc, skip_receiver_launch=True, executors=executors)
+    tracker = ssc.receiver_tracker(skip_receiver_launch=True, executors=executors)
     tracker.runner = ExecutorsKeepBlocks(tracker, tracker.block_store, tracker.settings, None, executors)
     started.append(tracker)
     tracker.start()
@@ -471,7 +471,7 @@ class SlowExecutorsRunner(DriverReceiverRunner):
 def test_a_registration_asks_for_the_executors_outside_the_trackers_lock() -> None:
     here = ExecutorCacheTaskLocation("host-a", "1")
     ssc = FakeStreamingContext(counter_streams(2), quick_settings())
-    tracker = ReceiverTracker(ssc, skip_receiver_launch=True, executors=[here])
+    tracker = ssc.receiver_tracker(skip_receiver_launch=True, executors=[here])
     runner = SlowExecutorsRunner(tracker, tracker.block_store, tracker.settings, None, [here])
     tracker.runner = runner
     tracker.start()
@@ -508,7 +508,7 @@ def test_a_registration_asks_for_the_executors_outside_the_trackers_lock() -> No
 def test_a_registration_refused_after_asking_for_the_executors_is_still_refused() -> None:
     here = ExecutorCacheTaskLocation("host-a", "1")
     ssc = FakeStreamingContext(counter_streams(1), quick_settings())
-    tracker = ReceiverTracker(ssc, skip_receiver_launch=True, executors=[here])
+    tracker = ssc.receiver_tracker(skip_receiver_launch=True, executors=[here])
     runner = SlowExecutorsRunner(tracker, tracker.block_store, tracker.settings, None, [here])
     runner.release.set()
     tracker.runner = runner

@@ -123,9 +123,13 @@ class FakeReceiverInputStream(InputDStream):
     def __init__(self, ssc: StreamingContext) -> None:
         super().__init__(ssc)
         self.calls_seen_at_compute: dict[int, list[str]] = {}
+        self.tracker: Any = None
+
+    def attach_block_source(self, tracker: Any) -> None:
+        self.tracker = tracker
 
     def compute(self, valid_time_ms: int) -> RDD[int]:
-        tracker = self.ssc.scheduler.receiver_tracker
+        tracker = self.tracker
         self.calls_seen_at_compute[valid_time_ms] = tracker.call_names()
         blocks = tracker.get_blocks_of_batch(valid_time_ms).get(self.id, [])
         return self._sc.parallelize(range(sum(blocks)), 1)

@@ -74,7 +74,9 @@ def test_a_fresh_start_runs_the_batch_a_dead_driver_allocated_and_cleanup_moves_
         1,
         settings(),
         clock=(clock := ManualClock(RESTART_MS)),
-        receiver_tracker_factory=lambda ssc: ReceiverTracker(ssc, skip_receiver_launch=True),
+        receiver_tracker_factory=lambda ssc: ReceiverTracker(
+            ssc, skip_receiver_launch=True, listener_bus=ssc.listener_bus, clock=ssc.clock
+        ),
     )
     ssc.checkpoint(checkpoint)
     old_driver_allocates_a_batch_and_dies(checkpoint, records := list(range(25)))

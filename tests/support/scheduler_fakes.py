@@ -12,6 +12,7 @@ from typing import Any
 from reliable_kafka.dstream.dstream_graph import DStreamGraph
 from reliable_kafka.receiver.receiver import Receiver
 from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo, ReceivedBlockStoreResult
+from reliable_kafka.scheduler.receiver_tracker import ReceiverTracker
 from reliable_kafka.settings import StreamingSettings
 from reliable_kafka.storage.block_id import StreamBlockId
 from reliable_kafka.storage.storage_level import StorageLevel
@@ -128,8 +129,17 @@ class FakeStreamingContext:
                 # Spark's default: input streams remember one batch.
                 get_max_input_stream_remember_duration=lambda: batch_duration_ms,
             )
-        self.scheduler = SimpleNamespace(listener_bus=self.bus, clock=clock, receiver_tracker=None)
+        self.clock = clock
         self._stream_ids = itertools.count()
+
+    def receiver_tracker(self, **kwargs: Any) -> ReceiverTracker:
+        """A tracker on this context, as the real context builds it: its events on :attr:`bus`, its
+        clock this context's, attached to the graph's receiver streams that read blocks."""
+        tracker = ReceiverTracker(self, listener_bus=self.bus, clock=self.clock, **kwargs)
+        for stream in self.graph.get_receiver_input_streams():
+            if hasattr(stream, "attach_block_source"):  # FakeStream reads no blocks
+                stream.attach_block_source(tracker)
+        return tracker
 
     def check_accepts_new_streams(self) -> None:
         pass

@@ -54,7 +54,7 @@ def running(spark_context: SparkContext) -> Any:
 
 def test_page_batch_page_and_metrics_of_a_running_context(running: Any) -> None:
     ssc, listener, counted = running
-    ui = ssc.scheduler.status_ui
+    ui = ssc.status_ui
     assert isinstance(ui, StatusUI) and ui.url is not None
     wait_until(lambda: len(counted) >= 5, timeout_s=120, what="the five queued batches")
     ssc.scheduler.listener_bus.wait_until_empty(60)
@@ -83,7 +83,7 @@ def test_page_batch_page_and_metrics_of_a_running_context(running: Any) -> None:
 def test_metrics_agree_with_the_listener(running: Any) -> None:
     """After the stop, every completed batch was seen by both; the histograms hold exactly them."""
     ssc, listener, counted = running
-    ui = ssc.scheduler.status_ui
+    ui = ssc.status_ui
     wait_until(lambda: len(counted) >= 5, timeout_s=120, what="the five queued batches")
     ssc.stop(stopSparkContext=False)
     assert ui.url is not None

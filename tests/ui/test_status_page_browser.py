@@ -171,7 +171,7 @@ def test_status_page_in_chromium(
     try:
         driver = Driver(node, chromium, tmp_path / "chromium-profile")
         ssc.start()
-        ui = ssc.scheduler.status_ui
+        ui = ssc.status_ui
         assert ui is not None and ui.url is not None
         first = {p: FIRST // PARTITIONS for p in range(PARTITIONS)}
         wait_until(lambda: zookeeper_now() == first, timeout_s=120, what="the first records committed")
