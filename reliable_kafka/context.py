@@ -25,7 +25,6 @@ as in Spark. ``setupFunc`` must build the same stateful streams in the same orde
 
 from __future__ import annotations
 
-import atexit
 import enum
 import functools
 import itertools
@@ -52,7 +51,7 @@ from reliable_kafka.scheduler.listener import StreamingListener
 from reliable_kafka.scheduler.listener_bus import StreamingListenerBus
 from reliable_kafka.scheduler.listener_events import StreamingListenerStreamingStarted
 from reliable_kafka.settings import StreamingSettings
-from reliable_kafka.util import jvm_shutdown_hook
+from reliable_kafka.util import interpreter_exit, jvm_shutdown_hook
 from reliable_kafka.util.bounded_stop import stop_within
 from reliable_kafka.util.clock import Clock, SystemClock, wall_clock_ms
 from reliable_kafka.util.ctrl_c import CtrlCStop
@@ -689,11 +688,7 @@ def _register_exit_hook() -> None:
     with _exit_hook_lock:
         if _exit_hook_registered:
             return
-        register = getattr(threading, "_register_atexit", None)
-        if register is None:  # not in the language: CPython's, since 3.9
-            atexit.register(StreamingContext._stop_active_at_exit)
-        else:
-            register(StreamingContext._stop_active_at_exit)
+        interpreter_exit.before_atexit(StreamingContext._stop_active_at_exit)
         _exit_hook_registered = True
 
 

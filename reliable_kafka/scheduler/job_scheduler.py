@@ -61,6 +61,11 @@ _STOP_WAIT_S = 2.0
 _GRACEFUL_STOP_WAIT_S = 3600.0
 
 
+class _JobThreadState(threading.local):
+    # A class attribute: every thread, not only the one that made the object, starts with None.
+    job: Job | None = None
+
+
 class ReceiverTrackerLike(Protocol):
     """What the scheduler and the job generator need of ``scheduler.receiver_tracker.ReceiverTracker``."""
 
@@ -133,7 +138,7 @@ class JobScheduler:
         self._executor: DaemonThreadPool | None = None
         self._saved_properties: Any = None
         self._state = "initialized"  # -> started -> stopping -> stopped
-        self._thread_state = threading.local()
+        self._thread_state = _JobThreadState()
         self._slot_watch: SlotWatch | None = None
 
     @property
@@ -291,7 +296,7 @@ class JobScheduler:
 
     def in_job_thread(self) -> bool:
         """True on a thread running one of this scheduler's jobs (e.g. inside ``foreachRDD``)."""
-        return getattr(self._thread_state, "job", None) is not None
+        return self._thread_state.job is not None
 
     def _run_job(self, job: Job) -> None:
         if not self._accepting_jobs():

@@ -157,8 +157,6 @@ class ReceiverTracker:
             runner = self._default_runner(block_store, executors)
         self.runner = runner
         self.block_store: BlockStore | None = runner.block_store
-        # What batches need to fetch blocks that executors keep (None: no executor keeps any).
-        self.block_fetch_secret: bytes | None = runner.block_fetch_secret
         self.scheduling_policy = ReceiverSchedulingPolicy()
         self.stopping = threading.Event()
         self._launcher = ReceiverLauncher(
@@ -225,6 +223,11 @@ class ReceiverTracker:
         host, executor_id = executor_locations(sc)[0]
         driver_executor = ExecutorCacheTaskLocation(host, executor_id)
         return SplitReceiverRunner(on_executors, self._driver_runner(None, None, driver_executor), in_driver)
+
+    @property
+    def block_fetch_secret(self) -> bytes | None:
+        """What batches need to fetch blocks that executors keep (None: no executor keeps any)."""
+        return self.runner.block_fetch_secret
 
     # ------------------------------------------------------------ life cycle
 
