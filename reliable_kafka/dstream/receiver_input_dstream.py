@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from reliable_kafka.dstream.batch_rdd import BlockRDD, Decoder, create_block_rdd
 from reliable_kafka.dstream.input_dstream import InputDStream
@@ -26,26 +26,9 @@ if TYPE_CHECKING:
     from reliable_kafka.dstream.streaming_context import StreamingContextLike
     from reliable_kafka.receiver.receiver import Receiver
     from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo
-    from reliable_kafka.storage.block_store import BlockStore
+    from reliable_kafka.scheduler.receiver_input import ReceivedBlockSource
 
 logger = logging.getLogger(__name__)
-
-
-class ReceivedBlockSource(Protocol):
-    """What a receiver input stream needs of the receiver tracker, which the context (the
-    composition root) attaches when it starts the tracker."""
-
-    @property
-    def block_store(self) -> BlockStore | None: ...
-
-    @property
-    def block_fetch_secret(self) -> bytes | None: ...
-
-    def get_blocks_of_batch_and_stream(self, time_ms: int, stream_id: int) -> list[ReceivedBlockInfo]: ...
-
-    def remove_blocks(self, block_ids: Sequence[StreamBlockId]) -> None: ...
-
-    def send_rate_update(self, stream_id: int, new_rate: int) -> None: ...
 
 
 class ReceiverInputDStream(InputDStream):

@@ -40,6 +40,7 @@ from reliable_kafka.scheduler.listener_events import (
     StreamingListenerOutputOperationCompleted,
     StreamingListenerOutputOperationStarted,
 )
+from reliable_kafka.scheduler.receiver_input import ReceivedBlockSource
 from reliable_kafka.scheduler.slot_watch import SlotWatch
 from reliable_kafka.util.clock import wall_clock_ms
 from reliable_kafka.util.daemon_pool import DaemonThreadPool
@@ -48,8 +49,6 @@ from reliable_kafka.util.worker_python import report_missing_package
 if TYPE_CHECKING:
     from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo
     from reliable_kafka.scheduler.streaming_context import SchedulerContext
-    from reliable_kafka.storage.block_id import StreamBlockId
-    from reliable_kafka.storage.block_store import BlockStore
 
 logger = logging.getLogger(__name__)
 
@@ -66,8 +65,9 @@ class _JobThreadState(threading.local):
     job: Job | None = None
 
 
-class ReceiverTrackerLike(Protocol):
-    """What the scheduler and the job generator need of ``scheduler.receiver_tracker.ReceiverTracker``."""
+class ReceiverTrackerLike(ReceivedBlockSource, Protocol):
+    """What the scheduler and the job generator need of ``scheduler.receiver_tracker.ReceiverTracker``
+    (and, as their :class:`ReceivedBlockSource`, the receiver input streams)."""
 
     def start(self) -> None: ...
 
@@ -94,19 +94,6 @@ class ReceiverTrackerLike(Protocol):
     def release_receivers(self) -> None: ...
 
     def active_receiver_ids(self) -> list[int]: ...
-
-    # What receiver input streams read through it (``ReceivedBlockSource``).
-    @property
-    def block_store(self) -> BlockStore | None: ...
-
-    @property
-    def block_fetch_secret(self) -> bytes | None: ...
-
-    def get_blocks_of_batch_and_stream(self, time_ms: int, stream_id: int) -> list[ReceivedBlockInfo]: ...
-
-    def remove_blocks(self, block_ids: Sequence[StreamBlockId]) -> None: ...
-
-    def send_rate_update(self, stream_id: int, new_rate: int) -> None: ...
 
 
 ReceiverTrackerFactory = Callable[[], ReceiverTrackerLike]

@@ -11,7 +11,7 @@ import logging
 import sys
 from dataclasses import replace
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from reliable_kafka.kafka.direct_kafka_input_dstream import DirectKafkaInputDStream
 from reliable_kafka.kafka.kafka_input_dstream import KafkaInputDStream
@@ -25,30 +25,15 @@ from reliable_kafka.ui.server import Response, StatusServer
 from reliable_kafka.ui.status_store import StreamingStatusStore
 
 if TYPE_CHECKING:
-    from reliable_kafka.dstream.dstream_graph import DStreamGraph
+    from reliable_kafka.dstream.streaming_context import StreamingContextLike
     from reliable_kafka.scheduler.listener_bus import StreamingListenerBus
-    from reliable_kafka.settings import StreamingSettings
 
 logger = logging.getLogger(__name__)
-
-
-class StatusContext(Protocol):
-    """What the status page reads of the ``StreamingContext`` that starts it."""
-
-    @property
-    def settings(self) -> StreamingSettings: ...
-
-    @property
-    def graph(self) -> DStreamGraph: ...
-
-    @property
-    def batch_duration_ms(self) -> int: ...
-
 
 _HTML = "text/html; charset=utf-8"
 
 
-def lag_sources_of(ssc: StatusContext) -> list[LagSource]:
+def lag_sources_of(ssc: StreamingContextLike) -> list[LagSource]:
     """One source per group and store of the context's Kafka input streams, read where the group
     keeps its offsets: several streams of one group (one createStream per receiver, as Spark's
     guide suggests) share the group's offsets, and a source each would show every partition
@@ -116,7 +101,7 @@ class StatusUI:
         self._server: StatusServer | None = None
 
     @classmethod
-    def for_context(cls, ssc: StatusContext) -> StatusUI:
+    def for_context(cls, ssc: StreamingContextLike) -> StatusUI:
         settings = ssc.settings.ui
         sources = lag_sources_of(ssc)
         lag = LagMonitor(sources, settings.lag_refresh_ms) if sources else None
@@ -173,7 +158,7 @@ class StatusUI:
         return Response(HTTPStatus.OK, _HTML, pages.batch_page(batch, self.store.batch_duration_ms).encode())
 
 
-def start_status_ui(ssc: StatusContext, bus: StreamingListenerBus) -> StatusUI | None:
+def start_status_ui(ssc: StreamingContextLike, bus: StreamingListenerBus) -> StatusUI | None:
     """The context's status page, started; None when ``spark.streaming.ui.enabled`` is off."""
     if not ssc.settings.ui.enabled:
         return None
