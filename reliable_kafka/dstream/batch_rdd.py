@@ -55,13 +55,12 @@ class _ReadBlocks:
     def __call__(self, _split: int, descriptors: Iterable[bytes]) -> Iterator[Any]:
         decoder = self.decoder
         for raw in descriptors:
-            records = decode_block(BlockPartition.decode(raw).read())
+            partition = BlockPartition.decode(raw)
             if decoder is None:
-                yield from records
+                yield from decode_block(partition.read())
             else:
-                for item in map(decoder, records):
-                    if item is not SKIP_RECORD:
-                        yield item
+                # A chunk of the block at a time, in C loops (block_partition.decoded_records).
+                yield from partition.decoded(decoder, SKIP_RECORD)
 
 
 class BlockRDD(PipelinedRDD):
