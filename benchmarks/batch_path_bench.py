@@ -14,8 +14,9 @@ In-process steps, on one block, in one process (seconds per million records, bes
   handler       the same with a messageHandler ``(m.offset, m.message)``, per record
   read chain    the whole executor-side function of a batch RDD (read + decode + decoder), then
                 counted as ``rdd.count()`` counts, for: the default decoder, the handler, none
-Spark steps (--master, one job per figure, one partition per block, best of --repeat):
-  tasks         the same partitions, each task returning at once (launch and result fixed cost)
+Spark steps (--master, one job per figure, one partition per block; wall: best of --repeat; CPU:
+the mean, of the driver's Python, its JVM, and the Python workers, from proc_cpu.py):
+  tasks         the same partitions, each task counting its descriptor (launch and result fixed cost)
   read          each task reads its block's bytes and returns their length
   count         ``rdd.count()`` of the batch RDD with the default decoder (peers.py's (d) job)
   handler       ``rdd.count()`` with the messageHandler
@@ -33,10 +34,14 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from proc_cpu import CpuMeter, CpuUsage, driver_jvm_pid
 
 from reliable_kafka.dstream.batch_rdd import SKIP_RECORD, BlockRDD, _ReadBlocks
 from reliable_kafka.dstream.block_partition import BlockPartition
@@ -148,23 +153,71 @@ def spark_context(master: str) -> Any:
     return sc
 
 
-def spark_steps(
-    sc: Any, descriptors: list[bytes], records: int, repeat: int
-) -> list[tuple[str, float, float | None]]:
+@dataclass(frozen=True)
+class Measured:
+    """A Spark job's best wall time of the runs, and its mean CPU seconds per run by process."""
+
+    wall_s: float
+    cpu: tuple[float, float, float]  # driver Python, driver JVM, Python workers
+
+    def line(self, step: str, records: int, baseline: Measured | None = None) -> str:
+        wall, cpu = per_million(self.wall_s, records), per_million(sum(self.cpu), records)
+        split = "/".join(f"{per_million(c, records):.2f}" for c in self.cpu)
+        text = f"  {step:<26} {wall:6.3f} s/M wall  {cpu:6.3f} CPU s/M (py/jvm/workers {split})"
+        if baseline is not None:
+            base_wall, base_cpu = (
+                per_million(baseline.wall_s, records),
+                per_million(sum(baseline.cpu), records),
+            )
+            text += (
+                f"\n  {'':<26} baseline {base_wall:6.3f} wall {base_cpu:6.3f} CPU; "
+                f"ratio {base_wall / wall:4.2f}x wall, {base_cpu / cpu:4.2f}x CPU"
+            )
+        return text
+
+
+def measure(repeat: int, *jobs: Callable[[], Any]) -> list[Measured]:
+    """Each job run once to warm up, then ``repeat`` rounds of all of them in turn (a baseline
+    and its contender see the same load)."""
+    meter = CpuMeter(driver_jvm_pid())
+    walls: list[list[float]] = [[] for _ in jobs]
+    cpus: list[list[CpuUsage]] = [[] for _ in jobs]
+    for job in jobs:
+        job()
+    for _ in range(repeat):
+        for n, job in enumerate(jobs):
+            meter.start()
+            job()
+            usage = meter.stop()
+            walls[n].append(usage.wall_s)
+            cpus[n].append(usage)
+    return [
+        Measured(
+            min(wall),
+            (
+                sum(u.driver_python_s for u in cpu) / repeat,
+                sum(u.driver_jvm_s for u in cpu) / repeat,
+                sum(u.spark_others_s for u in cpu) / repeat,
+            ),
+        )
+        for wall, cpu in zip(walls, cpus, strict=True)
+    ]
+
+
+def spark_steps(sc: Any, descriptors: list[bytes], records: int, repeat: int) -> list[str]:
+    """The Spark figures' lines."""
     partitions = [BlockPartition.decode(d) for d in descriptors]
     located = [(d, p.preferred_locations) for d, p in zip(descriptors, partitions, strict=True)]
 
-    def job(make: Callable[[], Any], expect: int | None = None) -> float:
+    def checked(make: Callable[[], Any]) -> Callable[[], None]:
         def run() -> None:
-            result = make()
-            if expect is not None and result != expect:
-                raise SystemExit(f"FAILED: counted {result:,}, expected {expect:,}")
+            if (result := make()) != records:
+                raise SystemExit(f"FAILED: counted {result:,}, expected {records:,}")
 
-        run()  # warm: workers started, modules imported
-        return best(repeat, run)
+        return run
 
     def tasks() -> Any:
-        return located_rdd(sc, located).mapPartitions(lambda _: [0]).sum()
+        return located_rdd(sc, located).mapPartitions(lambda it: [sum(1 for _ in it)]).sum()
 
     def read() -> Any:
         return located_rdd(sc, located).map(lambda d: len(BlockPartition.decode(d).read())).sum()
@@ -175,19 +228,20 @@ def spark_steps(
             return located_rdd(sc, located).mapPartitionsWithIndex(ReferenceReadBlocks(decoder)).count()
         return BlockRDD(sc, partitions, decoder=decoder).count()
 
-    default, with_handler = KafkaRecordDecoder(), KafkaRecordDecoder(messageHandler=handler)
-    figures: list[tuple[str, float, float | None]] = [
-        ("tasks (launch + result)", job(tasks), None),
-        ("read", job(read), None),
-    ]
-    for name, decoder in (("default", default), ("messageHandler", with_handler)):
-        now = job(lambda d=decoder: batch(d, False), records)
-        before = job(lambda d=decoder: batch(d, True), records)
-        figures.append((f"count ({name})", now, before))
-    return [
-        (step, per_million(s, records), None if b is None else per_million(b, records))
-        for step, s, b in figures
-    ]
+    lines = []
+    task_cost, read_cost = measure(repeat, tasks, read)
+    per_task = task_cost.wall_s / len(descriptors) * 1000
+    lines.append(task_cost.line("tasks (launch + result)", records) + f"; {per_task:.1f} ms wall per task")
+    lines.append(read_cost.line("read", records))
+    for name, decoder in (
+        ("default", KafkaRecordDecoder()),
+        ("messageHandler", KafkaRecordDecoder(messageHandler=handler)),
+    ):
+        now, before = measure(
+            repeat, checked(lambda d=decoder: batch(d, False)), checked(lambda d=decoder: batch(d, True))
+        )
+        lines.append(now.line(f"count ({name})", records, before))
+    return lines
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -238,8 +292,8 @@ def main(argv: Sequence[str]) -> int:
                 print(line(step, figure, baseline), flush=True)
             if sc is not None:
                 print(f"Spark ({args.master}), {len(descriptors)} partitions:")
-                for step, figure, baseline in spark_steps(sc, descriptors, args.records, args.repeat):
-                    print(line(step, figure, baseline), flush=True)
+                for text in spark_steps(sc, descriptors, args.records, args.repeat):
+                    print(text, flush=True)
     finally:
         if sc is not None:
             sc.stop()
