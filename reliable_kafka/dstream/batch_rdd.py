@@ -53,14 +53,13 @@ class _ReadBlocks:
         self.decoder = decoder
 
     def __call__(self, _split: int, descriptors: Iterable[bytes]) -> Iterator[Any]:
-        decoder = self.decoder
-        for raw in descriptors:
-            partition = BlockPartition.decode(raw)
-            if decoder is None:
-                yield from decode_block(partition.read())
-            else:
-                # A chunk of the block at a time, in C loops (block_partition.decoded_records).
-                yield from partition.decoded(decoder, SKIP_RECORD)
+        if self.decoder is None:
+            return (
+                record for raw in descriptors for record in decode_block(BlockPartition.decode(raw).read())
+            )
+        # A chunk of a block at a time, in C loops, chained without a Python step per record
+        # (block_partition.decoded_records).
+        return BlockPartition.decoded_blocks(descriptors, self.decoder, SKIP_RECORD)
 
 
 class BlockRDD(PipelinedRDD):

@@ -128,6 +128,14 @@ class BlockPartition:
             None if d.get("replica") is None else BlockLocation.from_dict(d["replica"]),
         )
 
+    @staticmethod
+    def decoded_blocks(
+        descriptors: Iterable[bytes], decoder: Callable[[Any], Any], skip: object
+    ) -> Iterator[Any]:
+        """The records of each descriptor's block through ``decoder``, in order, as one iterator
+        (each block read when the one before it is used up)."""
+        return chain.from_iterable(BlockPartition.decode(raw).decoded(decoder, skip) for raw in descriptors)
+
     def decoded(self, decoder: Callable[[Any], Any], skip: object) -> Iterator[Any]:
         """The block read (:meth:`read`), then its records through ``decoder`` (:func:`decoded_records`)."""
         return decoded_records(self.read(), decoder, skip)
