@@ -28,7 +28,7 @@ buffers a few bytes objects per block instead of a tuple per record.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import repeat
 from typing import Any
@@ -109,25 +109,28 @@ def check_block(data: bytes | bytearray | memoryview) -> None:
         )
 
 
+Chunk = tuple[str, int, tuple[Any, ...], tuple[Any, ...], tuple[Any, ...]]
+
+
 def decode_block(data: bytes | bytearray | memoryview) -> list[Any]:
     """The records of a block in either layout."""
-    check_block(data)
-    try:
-        body = msgpack.unpackb(
-            memoryview(data)[_MAGIC_LENGTH:], raw=False, use_list=False, strict_map_key=False
-        )
-    except (ValueError, TypeError) as exc:  # msgpack's unpack errors are ValueErrors
-        raise BlockFormatError(f"corrupt block body: {exc}") from exc
-    if not isinstance(body, tuple):
-        raise BlockFormatError(f"block body is a {type(body).__name__}, not an array")
-    if bytes(data[:_MAGIC_LENGTH]) == BLOCK_MAGIC:
-        return list(body)
-    return _rows_of_chunks(body)
-
-
-def _rows_of_chunks(chunks: tuple[Any, ...]) -> list[Any]:
+    chunks = decode_chunks(data)
+    if chunks is None:
+        return list(_body(data))
     records: list[Any] = []
-    for index, chunk in enumerate(chunks):
+    for chunk in chunks:
+        records.extend(rows_of_chunk(chunk))
+    return records
+
+
+def decode_chunks(data: bytes | bytearray | memoryview) -> list[Chunk] | None:
+    """The chunks of a block in the chunk layout, each checked, as its columns
+    ``(topic, partition, keys, values, offsets)`` (no record built yet); ``None`` for a block in
+    the row layout (read it with :func:`decode_block`)."""
+    body = _body(data)
+    if bytes(data[:_MAGIC_LENGTH]) == BLOCK_MAGIC:
+        return None
+    for index, chunk in enumerate(body):
         if not (isinstance(chunk, tuple) and len(chunk) == 5):
             raise BlockFormatError(f"chunk {index} is not a [topic, partition, keys, values, offsets] array")
         topic, partition, keys, values, offsets = chunk
@@ -140,5 +143,23 @@ def _rows_of_chunks(chunks: tuple[Any, ...]) -> list[Any]:
             and len(keys) == len(values) == len(offsets)
         ):
             raise BlockFormatError(f"chunk {index} has mistyped fields or columns of different lengths")
-        records.extend(zip(keys, values, repeat(topic), repeat(partition), offsets))
-    return records
+    return list(body)
+
+
+def rows_of_chunk(chunk: Chunk) -> Iterator[tuple[Any, ...]]:
+    """A checked chunk's records ``(key, value, topic, partition, offset)``, in order."""
+    topic, partition, keys, values, offsets = chunk
+    return zip(keys, values, repeat(topic), repeat(partition), offsets)
+
+
+def _body(data: bytes | bytearray | memoryview) -> tuple[Any, ...]:
+    check_block(data)
+    try:
+        body = msgpack.unpackb(
+            memoryview(data)[_MAGIC_LENGTH:], raw=False, use_list=False, strict_map_key=False
+        )
+    except (ValueError, TypeError) as exc:  # msgpack's unpack errors are ValueErrors
+        raise BlockFormatError(f"corrupt block body: {exc}") from exc
+    if not isinstance(body, tuple):
+        raise BlockFormatError(f"block body is a {type(body).__name__}, not an array")
+    return body
