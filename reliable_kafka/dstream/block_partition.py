@@ -13,11 +13,10 @@ handles are ever pickled.
 
 Then the block's records go through the stream's decoder (:func:`decoded_records`) a chunk of
 the block at a time, in C loops (``map``, ``zip``), not a Python generator step per record. A
-decoder that maps a record to ``(key_decoder(key), value_decoder(value))`` says so by having
-``message_handler`` None and ``key_decoder``/``value_decoder`` that offer ``decode_column`` (a
-column's values decoded at once, as ``utf8_decoder`` does): then a chunk's pairs are built from
-its columns, without building its rows; should a column fail, the chunk is decoded again record
-by record through the decoder itself, which names, skips or dead-letters the record as before.
+decoder that can build a chunk's elements from its key and value columns at once says so by
+being a :class:`ColumnDecoder` (Kafka's default UTF-8 decoders are); should that fail, the chunk
+is decoded again record by record through the decoder itself, which names, skips or
+dead-letters the record as before.
 """
 
 from __future__ import annotations
@@ -25,10 +24,10 @@ from __future__ import annotations
 import logging
 import operator
 import posixpath
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, repeat
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import msgpack
 
@@ -249,6 +248,14 @@ def _where(location: BlockLocation | None) -> str:
     return "?" if location is None else f"{location.executor_id} on {location.host}"
 
 
+@runtime_checkable
+class ColumnDecoder(Protocol):
+    def decode_columns(self, keys: Sequence[Any], values: Sequence[Any]) -> list[Any] | None:
+        """A chunk's elements from its key and value columns; None: this decoder decodes record
+        by record. Raises when a value does not decode."""
+        ...
+
+
 def decoded_records(data: bytes, decoder: Callable[[Any], Any], skip: object) -> Iterator[Any]:
     """``decoder(record)`` of each record of a block, in order, leaving out what the decoder
     returns as ``skip``; a chunk (or, in the row layout, a slice) of the block at a time."""
@@ -257,33 +264,18 @@ def decoded_records(data: bytes, decoder: Callable[[Any], Any], skip: object) ->
         rows = decode_block(data)
         slices = (rows[start : start + _ROWS_PER_SLICE] for start in range(0, len(rows), _ROWS_PER_SLICE))
         return chain.from_iterable(_decoded(rows_slice, decoder, skip) for rows_slice in slices)
-    columns = _column_decoders(decoder)
-    if columns is None:
+    if not isinstance(decoder, ColumnDecoder):
         return chain.from_iterable(_decoded(rows_of_chunk(chunk), decoder, skip) for chunk in chunks)
-    key_column, value_column = columns
-    return chain.from_iterable(_pairs(chunk, key_column, value_column, decoder, skip) for chunk in chunks)
+    return chain.from_iterable(_from_columns(chunk, decoder, skip) for chunk in chunks)
 
 
-def _column_decoders(decoder: Any) -> tuple[Callable[[Any], Any], Callable[[Any], Any]] | None:
-    if getattr(decoder, "message_handler", True) is not None:
-        return None
-    key_column = getattr(getattr(decoder, "key_decoder", None), "decode_column", None)
-    value_column = getattr(getattr(decoder, "value_decoder", None), "decode_column", None)
-    return None if key_column is None or value_column is None else (key_column, value_column)
-
-
-def _pairs(
-    chunk: Chunk,
-    key_column: Callable[[Any], Any],
-    value_column: Callable[[Any], Any],
-    decoder: Callable[[Any], Any],
-    skip: object,
-) -> list[Any]:
+def _from_columns(chunk: Chunk, decoder: Any, skip: object) -> list[Any]:
     try:
-        return list(zip(key_column(chunk[2]), value_column(chunk[3]), strict=True))
+        items = decoder.decode_columns(chunk[2], chunk[3])
     except Exception:
-        # A key or value the column decoders fail on: the decoder finds, names and handles it.
-        return _decoded(rows_of_chunk(chunk), decoder, skip)
+        # A key or value the columns fail on: the decoder finds, names and handles it.
+        items = None
+    return items if items is not None else _decoded(rows_of_chunk(chunk), decoder, skip)
 
 
 def _decoded(rows: Iterable[Any], decoder: Callable[[Any], Any], skip: object) -> list[Any]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pyspark import StorageLevel as PySparkStorageLevel
@@ -113,6 +113,20 @@ class KafkaRecordDecoder:
             dead_letter=self.dead_letter,
             counters=counters,
         )
+
+    def decode_columns(self, keys: Sequence[Any], values: Sequence[Any]) -> list[tuple[Any, Any]] | None:
+        """A chunk's elements from its key and value columns at once, with no Python call per
+        record (the batch read chain's hook, ``dstream.block_partition.ColumnDecoder``): where there
+        is no ``messageHandler`` and both decoders offer ``decode_column`` (``utf8_decoder`` does).
+        None: decode record by record. Raises when a value does not decode: the read chain then
+        decodes the chunk record by record, and :meth:`__call__` names, skips or dead-letters it."""
+        if self.message_handler is not None:
+            return None
+        key_column = getattr(self.key_decoder, "decode_column", None)
+        value_column = getattr(self.value_decoder, "decode_column", None)
+        if key_column is None or value_column is None:
+            return None
+        return list(zip(key_column(keys), value_column(values), strict=True))
 
     @property
     def wants_metadata(self) -> bool:
