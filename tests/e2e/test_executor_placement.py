@@ -95,8 +95,14 @@ def test_receivers_on_executors_with_the_wal(
         assert "driver" not in executors.values(), started
         if spark_backend.hosts is not None:  # one executor per host: the receivers spread over hosts
             assert len(set(hosts.values())) == 2, started
+        # From both streams, not 30 from one: losing receiver 0's host below needs blocks it stored.
         wait_until(
-            lambda: len(received(read_output(output))) > 30, timeout_s=120, what="records from both streams"
+            lambda: (
+                {topic for topic, _, _ in received(read_output(output))} == set(topics)
+                and len(received(read_output(output))) > 30
+            ),
+            timeout_s=120,
+            what="records from both streams",
         )
 
         # 2. A hostile client cannot disturb the receivers.
