@@ -2,26 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
+from tests.benchmarks import load_benchmark
 
-def _load() -> ModuleType:
-    # benchmarks/ is a folder of scripts, not a package: load the module from its file.
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "batch_path_bench.py"
-    spec = importlib.util.spec_from_file_location("batch_path_bench", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-bench = _load()
+bench = load_benchmark("batch_path_bench")
 
 
 def test_defaults() -> None:

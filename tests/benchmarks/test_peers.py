@@ -2,27 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-from types import ModuleType
-
 import pytest
 
+from tests.benchmarks import load_benchmark
 
-def _load() -> ModuleType:
-    # benchmarks/ is a folder of scripts, not a package: load the module from its file.
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "peers.py"
-    spec = importlib.util.spec_from_file_location("peers", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    # Its dataclasses look their module up in sys.modules while the module runs.
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-peers = _load()
+peers = load_benchmark("peers")
 Run = peers.Run
 
 

@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
+from tests.benchmarks import load_benchmark
 
-def _load() -> ModuleType:
-    # benchmarks/ is a folder of scripts, not a package: load the module from its file.
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "wal_url.py"
-    spec = importlib.util.spec_from_file_location("wal_url", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-wal_url = _load()
+wal_url = load_benchmark("wal_url")
 
 
 def test_properties_lines_split_as_spark_defaults(tmp_path: Path) -> None:
