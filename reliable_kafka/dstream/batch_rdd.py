@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 from pyspark import SparkContext
@@ -53,9 +54,7 @@ class _ReadBlocks:
 
     def __call__(self, _split: int, descriptors: Iterable[bytes]) -> Iterator[Any]:
         if self.decoder is None:
-            return (
-                record for raw in descriptors for record in decode_block(BlockPartition.decode(raw).read())
-            )
+            return chain.from_iterable(decode_block(BlockPartition.decode(raw).read()) for raw in descriptors)
         # A chunk of a block at a time, in C loops, chained without a Python step per record
         # (block_partition.decoded_records).
         return BlockPartition.decoded_blocks(descriptors, self.decoder, SKIP_RECORD)

@@ -113,8 +113,8 @@ class ReceiverInputDStream(InputDStream):
         if isinstance(rdd, BlockRDD):
             self._attached_block_source().remove_blocks([StreamBlockId.parse(name) for name in rdd.block_ids])
 
-    def attach_block_source(self, source: ReceivedBlockSource | None) -> None:
-        """The receiver tracker this stream's blocks come from (None: detached, at a stop)."""
+    def attach_block_source(self, source: ReceivedBlockSource) -> None:
+        """The receiver tracker this stream's blocks come from (the context attaches it at start)."""
         self._block_source = source
 
     def _attached_block_source(self) -> ReceivedBlockSource:

@@ -116,7 +116,7 @@ class ReceiverTracker:
     """Implements :class:`~reliable_kafka.receiver.tracker_endpoint.ReceiverTrackerEndpoint`.
 
     ``skip_receiver_launch``: track blocks but start no receivers (Spark's test hook).
-    ``listener_bus``: where receiver events go (the job scheduler's bus; None: nowhere).
+    ``listener_bus``: where receiver events go (the context's bus; None: nowhere).
     ``clock``: the batch clock block times are taken from (None: the wall clock).
     ``runner``: how receivers run; by default chosen by ``spark.streaming.receiver.placement``
     (see :meth:`_default_runner`). In driver placement, ``block_store`` is where receivers store

@@ -114,11 +114,11 @@ Chunk = tuple[str, int, tuple[Any, ...], tuple[Any, ...], tuple[Any, ...]]
 
 def decode_block(data: bytes | bytearray | memoryview) -> list[Any]:
     """The records of a block in either layout."""
-    chunks = decode_chunks(data)
-    if chunks is None:
-        return list(_body(data))
+    body = _body(data)
+    if _in_row_layout(data):
+        return list(body)
     records: list[Any] = []
-    for chunk in chunks:
+    for chunk in _checked_chunks(body):
         records.extend(rows_of_chunk(chunk))
     return records
 
@@ -126,10 +126,17 @@ def decode_block(data: bytes | bytearray | memoryview) -> list[Any]:
 def decode_chunks(data: bytes | bytearray | memoryview) -> list[Chunk] | None:
     """The chunks of a block in the chunk layout, each checked, as its columns
     ``(topic, partition, keys, values, offsets)`` (no record built yet); ``None`` for a block in
-    the row layout (read it with :func:`decode_block`)."""
-    body = _body(data)
-    if bytes(data[:_MAGIC_LENGTH]) == BLOCK_MAGIC:
+    the row layout, without unpacking it (read it with :func:`decode_block`)."""
+    if _in_row_layout(data):
         return None
+    return _checked_chunks(_body(data))
+
+
+def _in_row_layout(data: bytes | bytearray | memoryview) -> bool:
+    return bytes(data[:_MAGIC_LENGTH]) == BLOCK_MAGIC
+
+
+def _checked_chunks(body: tuple[Any, ...]) -> list[Chunk]:
     for index, chunk in enumerate(body):
         if not (isinstance(chunk, tuple) and len(chunk) == 5):
             raise BlockFormatError(f"chunk {index} is not a [topic, partition, keys, values, offsets] array")
