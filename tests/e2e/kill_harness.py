@@ -18,6 +18,7 @@ from typing import Any
 from confluent_kafka import Producer
 
 from reliable_kafka.local import LocalCluster
+from tests.support.producing import in_order_once
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -98,7 +99,7 @@ class RecordingProducer(threading.Thread):
 
     def __init__(self, cluster: LocalCluster, topic: str, partitions: int, per_tick: int) -> None:
         super().__init__(name="recording-producer", daemon=True)
-        self._producer = Producer(cluster.client_config(**{"linger.ms": 5}))
+        self._producer = Producer(in_order_once(cluster.client_config(**{"linger.ms": 5})))
         self._topic, self._partitions, self._per_tick = topic, partitions, per_tick
         self._stop_sending = threading.Event()
         self.acked: dict[tuple[int, int], str] = {}

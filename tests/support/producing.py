@@ -22,8 +22,12 @@ def produce_acked(
     """Send ``(key, value, partition)`` messages, each with ``record_fields`` (``headers``,
     ``timestamp``), and wait until every one is acknowledged; AssertionError naming the first
     failures otherwise. Returns how many went to each partition (``ANY_PARTITION`` counted as is).
-    A full local queue is waited out, so generators of any length can be sent."""
-    producer = Producer(dict(client_config))
+    A full local queue is waited out, so generators of any length can be sent.
+
+    Each partition gets the messages once and in the order given, retries included: a broker
+    that loses its leadership for a moment (a KRaft broker fenced on a loaded machine) fails the
+    requests in flight, and a plain producer's retries then reorder and duplicate them."""
+    producer = Producer(in_order_once(client_config))
     errors: list[Any] = []
     counts: Counter[int] = Counter()
 
@@ -45,3 +49,14 @@ def produce_acked(
     remaining = producer.flush(ACK_TIMEOUT_S)
     assert remaining == 0 and not errors, f"{remaining} messages unacknowledged, errors {errors[:3]}"
     return dict(counts)
+
+
+def in_order_once(client_config: Mapping[str, Any]) -> dict[str, Any]:
+    """``client_config`` for a producer whose retries neither reorder nor duplicate."""
+    config = dict(client_config)
+    if str(config.get("api.version.request", "true")).lower() == "false":
+        # Kafka 0.9 has no idempotent producer (0.11+): one request in flight keeps the order.
+        config.setdefault("max.in.flight.requests.per.connection", 1)
+    else:
+        config.setdefault("enable.idempotence", True)
+    return config
