@@ -48,7 +48,11 @@ from reliable_kafka.storage.executor_block_store import ExecutorBlockStore
 from reliable_kafka.storage.storage_level import StorageLevel
 from reliable_kafka.util import instruments
 from reliable_kafka.util.filesystems import FilesystemOptions
-from reliable_kafka.util.located_rdd import current_executor, task_attempt_number
+from reliable_kafka.util.located_rdd import (
+    current_executor,
+    current_executor_bind_address,
+    task_attempt_number,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -176,7 +180,7 @@ def _run(description: ReceiverTaskDescription) -> str:
     store = ExecutorBlockStore(f"{description.app_id}-stream-{sid}")
     settings = StreamingSettings(**description.settings)
     tls = settings.receiver.tls()
-    server = _start_block_server(store, description.secret, settings)
+    server = _start_block_server(store, description.secret, settings, current_executor_bind_address())
     port = server.address[1]
     lost = threading.Event()
     supervisor: ReceiverSupervisor | None = None
@@ -261,13 +265,16 @@ def _run(description: ReceiverTaskDescription) -> str:
         store.close()
 
 
-def _start_block_server(store: ExecutorBlockStore, secret: bytes, settings: StreamingSettings) -> BlockServer:
-    """Listens on every interface (other hosts fetch from it); advertised under the executor's
-    host. Serves the store's blocks, and keeps peers' second copies in it."""
+def _start_block_server(
+    store: ExecutorBlockStore, secret: bytes, settings: StreamingSettings, bind_address: str
+) -> BlockServer:
+    """Listens where the executor's own servers do (other hosts fetch from it); advertised under
+    the executor's host. Serves the store's blocks, and keeps peers' second copies in it."""
     tls = settings.receiver.tls()
     return BlockServer(
         _reader_of(store),
         secret,
+        host=bind_address,
         port=settings.receiver.block_server_port,
         port_retries=settings.receiver.port_max_retries,
         ssl_context=None if tls is None else tls.server_context(),

@@ -34,8 +34,8 @@ KeepReplica = Callable[[str, bytes, StorageLevel], str | None]
 class BlockServer:
     """Serves ``read_block(block_id)`` (e.g. ``lambda name: store.get(StreamBlockId.parse(name))``).
 
-    Listens on all interfaces by default, since other executors fetch from it; advertise the
-    executor's host name with :attr:`address`'s port.
+    Listens on ``host`` only: an executor's, as Spark's block transfer service binds its executor's
+    address, never every interface of the machine. Advertise that host with :attr:`address`'s port.
     """
 
     def __init__(
@@ -43,7 +43,7 @@ class BlockServer:
         read_block: ReadBlock,
         secret: bytes,
         *,
-        host: str = "0.0.0.0",  # noqa: S104 - other executors must reach it
+        host: str,
         port: int = 0,
         ssl_context: ssl.SSLContext | None = None,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,

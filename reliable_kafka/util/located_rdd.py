@@ -8,8 +8,9 @@ runs on, so this module does what Spark's ``ReceiverTracker`` does on the JVM:
   whose deserializer hands each element's raw bytes to Python (nothing pickled);
 * :func:`executor_locations` / :func:`wait_for_executors` list the live executors (Spark's
   ``ReceiverTracker.getExecutors`` and its dummy job);
-* :func:`current_executor` / :func:`task_attempt_number` answer, inside a Python worker, where
-  this task runs and which attempt it is.
+* :func:`current_executor` / :func:`current_executor_bind_address` / :func:`task_attempt_number`
+  answer, inside a Python worker, where this task runs, which address its executor's servers bind
+  to, and which attempt it is.
 
 How a worker knows its executor (:func:`current_executor`), in order:
 
@@ -19,8 +20,9 @@ How a worker knows its executor (:func:`current_executor`), in order:
    context's ``environment`` (the variables PySpark gives every Python worker it starts).
 2. Cluster masters: Python workers are children of the executor JVM (``pyspark.daemon`` forks them
    when workers are reused), and every cluster manager starts that JVM as
-   ``CoarseGrainedExecutorBackend ... --executor-id <id> --hostname <host>``. The worker walks
-   its ancestors through Linux ``/proc`` to the first such command line.
+   ``CoarseGrainedExecutorBackend ... --executor-id <id> --hostname <host>`` (and
+   ``--bind-address <address>`` where the manager binds elsewhere than the host it advertises).
+   The worker walks its ancestors through Linux ``/proc`` to the first such command line.
 3. Kubernetes without a readable ``/proc``: the executor pod's ``SPARK_EXECUTOR_ID`` and
    ``SPARK_EXECUTOR_POD_IP``, which workers inherit.
 
@@ -186,7 +188,8 @@ def current_executor() -> tuple[str, str]:
     Constant for the life of a worker process, so it is worked out once (see the module
     docstring for how, and its limits). Raises ``RuntimeError`` when no method applies.
     """
-    return _current_executor()
+    host, executor_id, _ = _current_executor()
+    return host, executor_id
 
 
 def task_attempt_number() -> int:
@@ -197,18 +200,25 @@ def task_attempt_number() -> int:
     return context.attemptNumber()
 
 
+def current_executor_bind_address() -> str:
+    """Inside a Python worker: the address its executor's servers bind to, as Spark's executor
+    backend binds its own (``--bind-address``, else the host it advertises)."""
+    return _current_executor()[2]
+
+
 @functools.cache
-def _current_executor() -> tuple[str, str]:
+def _current_executor() -> tuple[str, str, str]:
+    """``(host, executor_id, bind_address)``."""
     driver_host = os.environ.get(DRIVER_HOST_ENV)
     if driver_host:
-        return driver_host, DRIVER_EXECUTOR_ID
+        return driver_host, DRIVER_EXECUTOR_ID, driver_host
     for argv in _ancestor_command_lines():
         executor = _executor_backend_arguments(argv)
         if executor is not None:
             return executor
     pod_id, pod_ip = os.environ.get("SPARK_EXECUTOR_ID"), os.environ.get("SPARK_EXECUTOR_POD_IP")
     if pod_id and pod_ip:
-        return pod_ip, pod_id
+        return pod_ip, pod_id, pod_ip
     raise RuntimeError(
         "cannot tell which executor this process runs under: no ancestor executor JVM in /proc, "
         f"no {DRIVER_HOST_ENV} (local masters: call located_rdd or executor_locations on the "
@@ -216,15 +226,17 @@ def _current_executor() -> tuple[str, str]:
     )
 
 
-def _executor_backend_arguments(argv: Sequence[str]) -> tuple[str, str] | None:
+def _executor_backend_arguments(argv: Sequence[str]) -> tuple[str, str, str] | None:
+    """``(host, executor_id, bind_address)`` from an executor backend's command line."""
     if "--executor-id" not in argv or "--hostname" not in argv:
         return None
     try:
         executor_id = argv[argv.index("--executor-id") + 1]
         host = argv[argv.index("--hostname") + 1]
+        bind_address = argv[argv.index("--bind-address") + 1] if "--bind-address" in argv else host
     except IndexError:
         return None
-    return host, executor_id
+    return host, executor_id, bind_address
 
 
 def _ancestor_command_lines() -> Iterator[list[str]]:

@@ -187,11 +187,12 @@ def test_packed_venv_on_several_hosts(
             assert package.is_relative_to(prefix / "lib"), row
 
         # 3. The fixed ports: the tracker on the driver's address, the receiver's block server on
-        # every interface (it has no bind address setting); the status page where it was told,
-        # and /metrics scraped as Prometheus would.
+        # its executor's host address only (as Spark's block transfer binds); the status page
+        # where it was told, and /metrics scraped as Prometheus would.
         listening = listening_ports()
         assert ("127.0.0.1", ports["tracker"]) in listening
-        assert ("0.0.0.0", ports["block"]) in listening, sorted(listening)
+        block_servers = {address for address, port in listening if port == ports["block"]}
+        assert len(block_servers) == 1 and block_servers <= set(work_dirs), sorted(listening)
         assert ("127.0.0.1", ports["ui"]) in listening
         wait_until(
             lambda: scrape(ports["ui"]).get("reliable_kafka_records_received_total{stream_id=0}") == RECORDS,

@@ -16,6 +16,7 @@ from reliable_kafka.storage.executor_block_store import ExecutorBlockStore, read
 from reliable_kafka.storage.storage_level import StorageLevel
 from reliable_kafka.util.located_rdd import (
     current_executor,
+    current_executor_bind_address,
     executor_locations,
     located_rdd,
     task_attempt_number,
@@ -35,6 +36,7 @@ def where_it_ran(split: int, elements: object) -> object:
             "data": data.hex(),
             "host": host,
             "executor": executor_id,
+            "bind_address": current_executor_bind_address(),
             "attempt": task_attempt_number(),
             "pid": os.getpid(),
         }

@@ -109,6 +109,8 @@ def test_one_element_rdd_runs_on_the_executor_it_names_first_a_then_b(cluster: d
         assert run["scheduler_locations"] == [[_loc(host, executor_id)]]
         [row] = run["rows"]
         assert (row["host"], row["executor"]) == (host, executor_id)
+        # A standalone worker starts its executors without --bind-address: they bind their host.
+        assert row["bind_address"] == host
 
 
 def test_each_element_reaches_python_as_its_raw_bytes(cluster: dict[str, Any]) -> None:
@@ -174,8 +176,21 @@ def test_local_master_has_one_executor_the_driver_and_tasks_name_it(local: dict[
     run = local["single"]["driver"]
     assert run["source_locations"] == [[_loc(host, "driver")]]
     [row] = run["rows"]
-    assert (row["host"], row["executor"]) == (host, "driver")
+    assert (row["host"], row["executor"], row["bind_address"]) == (host, "driver", host)
     assert bytes.fromhex(row["data"]) == b"\x00\xffone-driver"
+
+
+def test_an_executor_backend_command_line_names_host_id_and_bind_address() -> None:
+    backend = ["java", "org.apache.spark.executor.CoarseGrainedExecutorBackend", "--driver-url", "spark://d"]
+    parse = located._executor_backend_arguments
+    assert parse([*backend, "--executor-id", "3", "--hostname", "h1"]) == ("h1", "3", "h1")
+    assert parse([*backend, "--executor-id", "3", "--bind-address", "127.0.0.9", "--hostname", "h1"]) == (
+        "h1",
+        "3",
+        "127.0.0.9",
+    )
+    assert parse([*backend, "--executor-id", "3"]) is None  # not an executor backend's
+    assert parse([*backend, "--executor-id", "3", "--hostname"]) is None  # cut short
 
 
 def test_current_executor_outside_a_spark_worker_says_so() -> None:
