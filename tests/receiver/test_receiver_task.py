@@ -31,6 +31,7 @@ def on_an_executor(monkeypatch: pytest.MonkeyPatch) -> None:
     """What Spark's TaskContext would tell a first task attempt on executor 7."""
     monkeypatch.setattr(receiver_task, "task_attempt_number", lambda: 0)
     monkeypatch.setattr(receiver_task, "current_executor", lambda: (HOST, EXECUTOR))
+    monkeypatch.setattr(receiver_task, "current_executor_bind_address", lambda: HOST)
 
 
 @pytest.fixture
