@@ -180,19 +180,6 @@ def test_local_master_has_one_executor_the_driver_and_tasks_name_it(local: dict[
     assert bytes.fromhex(row["data"]) == b"\x00\xffone-driver"
 
 
-def test_an_executor_backend_command_line_names_host_id_and_bind_address() -> None:
-    backend = ["java", "org.apache.spark.executor.CoarseGrainedExecutorBackend", "--driver-url", "spark://d"]
-    parse = located._executor_backend_arguments
-    assert parse([*backend, "--executor-id", "3", "--hostname", "h1"]) == ("h1", "3", "h1")
-    assert parse([*backend, "--executor-id", "3", "--bind-address", "127.0.0.9", "--hostname", "h1"]) == (
-        "h1",
-        "3",
-        "127.0.0.9",
-    )
-    assert parse([*backend, "--executor-id", "3"]) is None  # not an executor backend's
-    assert parse([*backend, "--executor-id", "3", "--hostname"]) is None  # cut short
-
-
 def test_current_executor_outside_a_spark_worker_says_so() -> None:
     with pytest.raises(RuntimeError, match="cannot tell which executor"):
         located.current_executor()
