@@ -8,6 +8,7 @@ import os
 import re
 import socket
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -118,13 +119,13 @@ def test_broker_sigkill_and_restart_keeps_data_written_before(kafka_cluster: Clu
     topic = unique_name("survive")
     kafka_cluster.create_topic(topic, 2)
     before = [(i % 2, f"before-{i}".encode()) for i in range(500)]
-    _produce(kafka_cluster, topic, before)
+    counts = Counter(_produce(kafka_cluster, topic, before))
 
     kafka_cluster.restart_broker()
 
     after = [(i % 2, f"after-{i}".encode()) for i in range(100)]
-    _produce(kafka_cluster, topic, after)
-    got = _consume_all(kafka_cluster, topic, {p: sum(q == p for q, _ in before + after) for p in (0, 1)})
+    counts.update(_produce(kafka_cluster, topic, after))
+    got = _consume_all(kafka_cluster, topic, counts)
     for partition in range(2):
         expected = [v for p, v in before if p == partition] + [v for p, v in after if p == partition]
         assert got[partition] == expected
@@ -150,8 +151,7 @@ def test_zookeeper_sigkill_and_restart_keeps_znodes_and_the_broker_serves(
         zk.close()
     topic = unique_name("after-zk")
     kafka_cluster.create_topic(topic, 1)
-    _produce(kafka_cluster, topic, [(0, b"x")])
-    assert _consume_all(kafka_cluster, topic, {0: 1})[0] == [b"x"]
+    assert _consume_all(kafka_cluster, topic, _produce(kafka_cluster, topic, [(0, b"x")]))[0] == [b"x"]
 
 
 @ZOOKEEPER_BROKERS
@@ -394,8 +394,8 @@ def test_discovery_picks_the_reachable_listener_of_a_broker_with_two(
         admin_client = AdminClient({"bootstrap.servers": expected})
         admin_client.create_topics([NewTopic(topic, 1, 1)])[topic].result(60)
         cluster = _Address(expected)
-        _produce(cluster, topic, [(0, b"through EXTERNAL")])  # type: ignore[arg-type]
-        assert _consume_all(cluster, topic, {0: 1})[0] == [b"through EXTERNAL"]  # type: ignore[arg-type]
+        sent_through = _produce(cluster, topic, [(0, b"through EXTERNAL")])  # type: ignore[arg-type]
+        assert _consume_all(cluster, topic, sent_through)[0] == [b"through EXTERNAL"]  # type: ignore[arg-type]
 
         # And a receiver given only ZooKeeper and the listener name finds the broker the same way.
         sent = produce({"bootstrap.servers": expected}, topic, 1, 20)
