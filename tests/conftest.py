@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import shutil
@@ -13,6 +14,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+
+from tests.parallel_layout import (
+    auto_workers,
+    broker_in_node_id,
+    estimate_s,
+    group_of,
+    load_durations,
+)
 
 if TYPE_CHECKING:
     from pyspark import SparkContext
@@ -30,7 +39,7 @@ logging.getLogger("kazoo.client").setLevel(logging.WARNING)
 KAFKA_KINDS = ("3.9", "4", "0.9")
 DEFAULT_TEST_KAFKA = ("3.9",)
 _SECONDS_PER_BROKER: dict[str, float] = {}
-_BROKER_OF_TEST: dict[str, str] = {}
+_SECONDS_PER_TEST: dict[str, float] = {}
 # Where the project and Spark leave files: the temporary directory (local clusters, the example's
 # work dir, Spark's scratch space) and shared memory (executor block stores). The machine is shared,
 # so only names this project or Spark would create are watched.
@@ -70,6 +79,16 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             "(Spark's local-cluster[2,2,1024], one host), hosts (LocalSparkHosts: two workers, each a "
             "host of its own; needs root for private mounts), or all (the default: both, hosts only "
             "as root). Also RELIABLE_KAFKA_TEST_SPARK."
+        ),
+    )
+    parser.addoption(
+        "--record-durations",
+        default=None,
+        metavar="FILE",
+        help=(
+            "write each test's seconds (setup + call + teardown) to FILE as JSON, for "
+            "tests/durations.json, which orders a parallel run longest first "
+            "(python -m tests.support.durations merges a run's file into it)."
         ),
     )
 
@@ -214,6 +233,35 @@ def pytest_itemcollected(item: pytest.Item) -> None:
         item.add_marker(pytest.mark.integration)
     if _on_docker(item):
         item.add_marker(pytest.mark.docker)  # so that `-m docker` selects the docker half
+    # Here, before xdist's loadgroup reads the groups (it names them in the node ids).
+    group = group_of(item, _on_docker(item), _broker_of(item))
+    if group is not None:
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    return auto_workers()
+
+
+def _distributed(config: pytest.Config) -> bool:
+    return (
+        bool(getattr(config.option, "numprocesses", None))
+        or os.environ.get("PYTEST_XDIST_WORKER") is not None
+    )
+
+
+def _longest_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The order in which xdist hands out the work: whole groups and single tests, longest first
+    (the longest-processing-time rule), so that no long test starts when the rest is nearly done.
+    Stable: equal estimates keep the broker order."""
+    durations = load_durations()
+    units: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        marker = item.get_closest_marker("xdist_group")
+        units.setdefault(f"group {marker.args[0]}" if marker else f"test {item.nodeid}", []).append(item)
+    ranked = sorted(units.values(), key=lambda unit: -sum(estimate_s(item, durations) for item in unit))
+    return [item for unit in ranked for item in unit]
 
 
 @pytest.hookimpl(trylast=True)
@@ -238,13 +286,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # Stable: pytest's own grouping (by module) stays as it was within a broker; a broker's docker
     # tests come last, so that its compose cluster is up only while they run.
     items[:] = sorted(keep, key=lambda item: (order.get(_broker_of(item) or "", 0), _on_docker(item)))
-    _BROKER_OF_TEST.update((item.nodeid, _broker_of(item) or "none") for item in items)
+    if _distributed(config):
+        items[:] = _longest_first(items)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     # Setup and teardown included: a broker's start and stop are part of what it costs the suite.
-    broker = _BROKER_OF_TEST.get(report.nodeid, "none")
+    # Summed over the workers of a parallel run: the brokers' shares of the work, not of the wall.
+    broker = broker_in_node_id(report.nodeid) or "none"
     _SECONDS_PER_BROKER[broker] = _SECONDS_PER_BROKER.get(broker, 0.0) + report.duration
+    node_id = report.nodeid.split("@", 1)[0]  # xdist's loadgroup appends the group
+    _SECONDS_PER_TEST[node_id] = _SECONDS_PER_TEST.get(node_id, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    target = session.config.getoption("--record-durations")
+    if target and os.environ.get("PYTEST_XDIST_WORKER") is None:  # the controller saw every report
+        Path(target).write_text(
+            json.dumps({k: round(v, 2) for k, v in sorted(_SECONDS_PER_TEST.items())}, indent=0)
+        )
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
@@ -311,15 +371,38 @@ def kafka_version(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-@pytest.fixture(scope="session")
-def local_cluster(kafka_version: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
-    """The cluster the project starts itself, one per broker; the fault-injection tests need this one."""
-    # Imported here, not at module level: tests/wal must run without Spark or Kafka installed.
-    from reliable_kafka.local import LocalCluster
+class _BrokerClusters:
+    """Each broker's cluster, started on first use and kept until the session (the worker) ends:
+    a worker takes its tests longest first, whatever their broker, and must not stop and start a
+    broker each time the next test wants another one."""
 
-    cluster = LocalCluster(tmp_path_factory.mktemp(f"local-cluster-{kafka_version}"), kafka=kafka_version)
-    with cluster:
-        yield cluster
+    def __init__(self, stack: contextlib.ExitStack, factory: pytest.TempPathFactory) -> None:
+        self._stack = stack
+        self._factory = factory
+        self._started: dict[str, LocalCluster] = {}
+
+    def of(self, kafka_version: str) -> LocalCluster:
+        if kafka_version not in self._started:
+            # Imported here, not at module level: tests/wal must run without Spark or Kafka installed.
+            from reliable_kafka.local import LocalCluster
+
+            cluster = LocalCluster(
+                self._factory.mktemp(f"local-cluster-{kafka_version}"), kafka=kafka_version
+            )
+            self._started[kafka_version] = self._stack.enter_context(cluster)
+        return self._started[kafka_version]
+
+
+@pytest.fixture(scope="session")
+def broker_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_BrokerClusters]:
+    with contextlib.ExitStack() as stack:
+        yield _BrokerClusters(stack, tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def local_cluster(kafka_version: str, broker_clusters: _BrokerClusters) -> LocalCluster:
+    """The cluster the project starts itself, one per broker; the fault-injection tests need this one."""
+    return broker_clusters.of(kafka_version)
 
 
 @pytest.fixture(scope="session")

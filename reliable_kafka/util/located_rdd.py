@@ -61,6 +61,9 @@ _DUMMY_JOB_THREAD = "reliable-kafka-executor-wait"
 _POLL_INTERVAL_S = 0.1
 # A cancelled job's waiter returns as soon as the scheduler handles the cancellation.
 _CANCEL_JOIN_S = 30.0
+# How often the cancel is repeated while the waiter lives: a job not yet submitted when a cancel
+# comes (the waiter thread is slow to reach the JVM on a loaded machine) is not cancelled by it.
+_CANCEL_AGAIN_S = 0.5
 
 
 def located_rdd(sc: SparkContext, elements: Sequence[tuple[bytes, Sequence[str]]]) -> RDD[bytes]:
@@ -171,10 +174,11 @@ def wait_for_executors(sc: SparkContext, min_executors: int, timeout_s: float) -
         if len(found) >= min_executors or time.monotonic() >= deadline:
             break
         time.sleep(_POLL_INTERVAL_S)
-    if dummy.is_alive():
+    cancel_deadline = time.monotonic() + _CANCEL_JOIN_S
+    while dummy.is_alive() and time.monotonic() < cancel_deadline:
         # No executor came to run it; left alone it would hold a thread until one does.
         sc.cancelJobGroup(group)
-        dummy.join(_CANCEL_JOIN_S)
+        dummy.join(_CANCEL_AGAIN_S)
     if len(found) < min_executors:
         logger.warning(
             "Only %d of %d executors registered within %.1f s", len(found), min_executors, timeout_s

@@ -1,0 +1,133 @@
+"""How the suite runs on several pytest-xdist workers (``-n auto``): how many, in which order, and
+which tests must share a worker.
+
+- Workers: most end-to-end tests wait on batches, restarts and servers rather than burn CPU, so a
+  machine serves more workers than it has cores; memory bounds them (each worker starts its own
+  brokers, Spark driver and, for some tests, executors). Measured on a 2-core, 24 GB machine: see
+  the README's Tests section.
+- Order: longest first (``tests/durations.json``, measured by ``python -m tests.support.durations``),
+  so that the kill loops start at once and the run ends on short tests, not on a long one that
+  started last. A test the file does not know is placed by its markers.
+- Groups (``xdist_group``): tests that use a server with fixed ports (a broker's compose cluster),
+  or an expensive fixture of their module, run on one worker, so that it starts once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+DURATIONS_FILE = Path(__file__).with_name("durations.json")
+# A worker's share of memory: its brokers (up to five JVMs), a Spark driver, local-cluster
+# executors or a child application's, and the Python workers.
+_GIB_PER_WORKER = 5
+_MAX_WORKERS = 3
+# Per-test estimates for tests that durations.json does not know yet (a new test).
+_UNKNOWN_SLOW_S = 120.0
+_UNKNOWN_E2E_S = 30.0
+_UNKNOWN_BROKER_S = 5.0
+_UNKNOWN_S = 0.5
+
+_BROKER_IN_ID = re.compile(r"\[(?:[^\]]*-)?kafka-(3\.9|4|0\.9)(?:-[^\]]*)?\]")
+
+
+def broker_in_node_id(node_id: str) -> str | None:
+    """The broker a test id names (``test_x[local-kafka-4]`` -> ``4``), else None. Read from the id,
+    not from the collected item, because the xdist controller collects nothing."""
+    found = _BROKER_IN_ID.search(node_id)
+    return found.group(1) if found else None
+
+
+def _available_memory_gib() -> float:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) / 2**20
+    except OSError:
+        pass
+    return float(_GIB_PER_WORKER)
+
+
+def auto_workers() -> int:
+    """``-n auto``: one worker more than the cores, at most :data:`_MAX_WORKERS` (with more, the
+    end-to-end tests' Spark and broker start-ups queue on the cores and their liveness bounds
+    run out), fewer where memory is short; ``RELIABLE_KAFKA_TEST_WORKERS`` overrides."""
+    override = os.environ.get("RELIABLE_KAFKA_TEST_WORKERS")
+    if override:
+        return max(0, int(override))
+    cores = len(os.sched_getaffinity(0))
+    by_memory = int(_available_memory_gib() // _GIB_PER_WORKER)
+    return max(1, min(cores + 1, _MAX_WORKERS, by_memory))
+
+
+def load_durations() -> dict[str, float]:
+    try:
+        return {str(k): float(v) for k, v in json.loads(DURATIONS_FILE.read_text()).items()}
+    except (OSError, ValueError):
+        return {}
+
+
+def _same_test_on_another_broker(node_id: str, durations: dict[str, float]) -> float | None:
+    """A test new on one broker (or on the docker half) costs about what it costs on another."""
+    found = _BROKER_IN_ID.search(node_id)
+    if found is None:
+        return None
+    for broker in ("3.9", "4", "0.9"):
+        params = (
+            found.group(0)
+            .replace(f"kafka-{found.group(1)}", f"kafka-{broker}")
+            .replace("[docker-", "[local-")
+        )
+        other = node_id[: found.start()] + params + node_id[found.end() :]
+        if other in durations:
+            return durations[other]
+    return None
+
+
+def estimate_s(item: pytest.Item, durations: dict[str, float]) -> float:
+    node_id = item.nodeid.split("@", 1)[0]  # xdist's loadgroup appends the group
+    known = durations.get(node_id)
+    if known is None:
+        known = _same_test_on_another_broker(node_id, durations)
+    if known is not None:
+        return known
+    if item.get_closest_marker("slow") is not None:
+        return _UNKNOWN_SLOW_S
+    if "/e2e/" in item.nodeid or item.nodeid.startswith("tests/e2e/"):
+        return _UNKNOWN_E2E_S
+    if item.get_closest_marker("integration") is not None:
+        return _UNKNOWN_BROKER_S
+    return _UNKNOWN_S
+
+
+def _uses_module_fixture(item: pytest.Item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(
+        definition.scope == "module"
+        for definitions in info.name2fixturedefs.values()
+        for definition in definitions
+    )
+
+
+def group_of(item: pytest.Item, on_docker: bool, broker: str | None) -> str | None:
+    """The worker group of a test, or None for any worker.
+
+    - a broker's compose cluster has fixed ports: its tests share one worker;
+    - a module-scoped fixture (a packed venv's hosts, a child Spark run) is built once per worker
+      that runs a test of the module: its tests share one worker;
+    - the several-hosts Spark cluster: every host binds 127.0.0.2 and 127.0.0.3, and one cluster
+      is four JVMs and two executors: its tests share one worker rather than start four."""
+    if on_docker:
+        return f"docker-kafka-{broker}"
+    if _uses_module_fixture(item):
+        return f"module-{item.nodeid.split('::', 1)[0]}"
+    callspec = getattr(item, "callspec", None)
+    if callspec is not None and callspec.params.get("spark_backend") == "hosts":
+        return "spark-hosts"
+    return None
