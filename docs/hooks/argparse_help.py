@@ -35,7 +35,8 @@ def render(spec: re.Match[str]) -> str:
     try:
         parts = [f"```text\n$ {parser.prog} --help\n{parser.format_help()}```"]
         for name, sub in _subparsers(parser).items():
-            parts.append(f"### `{parser.prog} {name}`\n\n```text\n$ {parser.prog} {name} --help\n{sub.format_help()}```")
+            command = f"{parser.prog} {name}"
+            parts.append(f"### `{command}`\n\n```text\n$ {command} --help\n{sub.format_help()}```")
     finally:
         if old is None:
             del os.environ["COLUMNS"]
