@@ -67,3 +67,9 @@ def test_the_docs_table_shows_every_version() -> None:
     table = hook.on_page_markdown("before\n{{ tested_versions }}\nafter")
     for tested in versions.TESTED:
         assert f"| {tested.name} | {', '.join(tested.versions)} |" in table
+
+
+def test_the_local_cluster_page_names_the_same_brokers() -> None:
+    page = (REPO / "docs" / "local-cluster.md").read_text(encoding="utf-8")
+    for kind, full in versions.KAFKA.items():
+        assert f'| `"{kind}"`' in page and f"Kafka {full}" in page, (kind, full)
