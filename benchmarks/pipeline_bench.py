@@ -617,7 +617,7 @@ def run_placement(
         .set("spark.ui.enabled", "false")
         .set("spark.ui.showConsoleProgress", "false")
         .set("spark.python.worker.reuse", "true")
-        # What the README recommends off local[N] (where a StreamingContext sets it itself): fresh
+        # What docs/sizing.md recommends off local[N] (where a StreamingContext sets it itself): fresh
         # Python workers fork with the task code imported. --conf ...=pyspark.daemon: PySpark's own.
         .set(DAEMON_MODULE_KEY, DAEMON_MODULE)
         .set("spark.streaming.receiver.placement", target.receiver_placement)

@@ -352,7 +352,7 @@ def write_snapshot(
     if any(f.codec == "python" for f in files):
         logger.warning(
             "state checkpoint %s holds values that are not plain data (msgpack): stored pickled "
-            "(see the README's recovery semantics)",
+            "(see docs/recovery.md, Stateful streams)",
             snapshot_dir,
         )
     return StateSnapshot(time_ms, snapshot_dir, files, hash_partitioned)

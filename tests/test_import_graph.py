@@ -38,6 +38,7 @@ STAGES = (
 # Top-level modules of reliable_kafka that are not a package named after their stage.
 _MODULE_STAGES = {
     "checkpoint_remote": "checkpoint",
+    "versions": "util",
     "state_checkpoint": "checkpoint",
     "local": "tools",
     "cli": "tools",

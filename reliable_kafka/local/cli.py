@@ -189,7 +189,47 @@ def build_parser() -> argparse.ArgumentParser:
         help="default docker/artifacts (run it from the repo)",
     )
     docker.set_defaults(run=None)
+    docs = commands.add_parser(
+        "docs", help="serve this checkout's docs site on 127.0.0.1 with mkdocs (pip install -e '.[docs]')"
+    )
+    docs.add_argument("--port", type=port_number, default=DOCS_PORT, help=f"default {DOCS_PORT}")
+    docs.set_defaults(run=None)
     return parser
+
+
+DOCS_PORT = 8000
+
+
+def docs_command(port: int, checkout: Path | None = None) -> tuple[list[str], Path]:
+    """``mkdocs serve`` of the checkout's ``mkdocs.yml``, on loopback only, to run in the checkout
+    (the config's paths are the checkout's); ValueError (the command's usage error) when mkdocs or
+    the checkout is missing."""
+    import importlib.util  # noqa: PLC0415 - only this command needs it
+
+    root = checkout or Path(__file__).resolve().parents[2]
+    config = root / "mkdocs.yml"
+    if not config.is_file():
+        raise ValueError(
+            f"no mkdocs.yml at {root}: the docs are served from a checkout of the repository "
+            "(installed with pip install -e '.[docs]')"
+        )
+    if importlib.util.find_spec("mkdocs") is None:
+        raise ValueError(
+            "mkdocs is not installed in this environment: pip install -e '.[docs]' "
+            "(mkdocs, mkdocs-material, mkdocstrings[python])"
+        )
+    return [sys.executable, "-m", "mkdocs", "serve", "-f", str(config), "-a", f"127.0.0.1:{port}"], root
+
+
+def _docs(port: int) -> int:
+    import subprocess  # noqa: PLC0415
+
+    command, checkout = docs_command(port)
+    print(f"serving the docs on http://127.0.0.1:{port}/ (Ctrl-C stops)", flush=True)
+    try:
+        return subprocess.call(command, cwd=checkout)
+    except KeyboardInterrupt:
+        return 0
 
 
 def _fetch(kinds: Sequence[str]) -> int:
@@ -261,6 +301,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _fetch(args.brokers)
         if args.command == "docker-context":
             return _docker_context(args.into)
+        if args.command == "docs":
+            return _docs(args.port)
         ports = {
             "zookeeper_port": getattr(args, "zookeeper_port", None),
             "kafka_port": getattr(args, "kafka_port", None),

@@ -23,7 +23,7 @@ PREFIX = "reliable_kafka"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 # Every family this module exposes (counters without their ``_total`` suffix, as
-# prometheus_client's parser names them); the README lists them and a test checks the list.
+# prometheus_client's parser names them); docs/operations.md lists them, tests/test_docs.py checks.
 FAMILIES: tuple[str, ...] = (
     f"{PREFIX}_batches_completed",
     f"{PREFIX}_batches_active",

@@ -56,7 +56,7 @@ def default_daemon_module(sc: Any) -> bool:
     (``local``, ``local[N]``) and ``spark.python.daemon.module`` is unset; True if it did.
 
     Elsewhere (``local-cluster``, clusters) the executors read their SparkConf when they start, so
-    only the application's own SparkConf can choose it (see the README). With
+    only the application's own SparkConf can choose it (see docs/sizing.md). With
     ``spark.python.use.daemon=false`` there is no daemon to choose.
     """
     if not _IN_DRIVER_JVM.match(sc.master or ""):

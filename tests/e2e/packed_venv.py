@@ -1,4 +1,4 @@
-"""A packed virtualenv of this checkout, as the README's "Running on a cluster" recipe ships it.
+"""A packed virtualenv of this checkout, as the "Running on a cluster" recipe (docs/cluster.md) ships it.
 
     python -m venv --without-pip env
     pip --python env/bin/python install --no-deps reliable_kafka-*.whl   # a wheel of this checkout

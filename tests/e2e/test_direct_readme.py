@@ -1,5 +1,6 @@
-"""The README's "Direct streams" blocks, run as written: Spark 2.4's direct_kafka_wordcount.py with
-the import changed, and the 2.4 guide's offset ranges pattern inserted before its ``ssc.start()``.
+"""The blocks of docs/direct-streams.md (the README's before the docs site), run as written:
+Spark 2.4's direct_kafka_wordcount.py with the import changed, and the 2.4 guide's offset ranges
+pattern inserted before its ``ssc.start()``.
 
 The app gets only ``metadata.broker.list``, as a 2.4 app would: on Kafka 0.9 that means the stream
 itself must find out that the broker predates ``ApiVersionRequest``.
@@ -30,14 +31,14 @@ from confluent_kafka import Producer
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.util.librdkafka_log import with_logger
 from tests.cluster_backends import unique_name
-from tests.e2e.kill_harness import REPO_ROOT
 from tests.e2e.test_readme_example import start_app
+from tests.support.docs_blocks import blocks_run_by
 
 pytestmark = pytest.mark.integration
 
 START = "ssc.start()\n"
 SENT = ["a b a", "b c", "a"] * 5  # a: 15, b: 10, c: 5
-# The test's own output operation, after the README's: each batch's ranges from its own RDD.
+# The test's own output operation, after the page's: each batch's ranges from its own RDD.
 PROBE = """
 
 def printBatchOffsetRanges(time, rdd):
@@ -52,9 +53,8 @@ Range = tuple[int, int, int]  # partition, fromOffset, untilOffset
 
 
 def readme_blocks() -> list[str]:
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("\n### Direct streams\n", 1)[1].split("\n### ", 1)[0]
-    return re.findall(r"```python\n(.*?)```", section, re.DOTALL)
+    """The blocks of docs/direct-streams.md marked ``<!-- runnable: tests/e2e/test_direct_readme.py -->``."""
+    return blocks_run_by("tests/e2e/test_direct_readme.py", "direct-streams.md")
 
 
 def direct_app() -> str:

@@ -1,4 +1,4 @@
-"""The README's "Running on a cluster" recipe, run as written: a packed virtualenv shipped with
+"""The "Running on a cluster" recipe (docs/cluster.md), run as written: a packed virtualenv shipped with
 ``spark-submit --archives``, on a standalone master with two worker hosts (LocalSparkHosts).
 
 The workers are started without ``PYTHONPATH`` and have no package of ours: executors can import
@@ -46,7 +46,7 @@ RECORDS = 200
 # SIGTERM to exit: a graceful stop of 2 s batches with nothing left to process, Spark's stop, and
 # the JVM's exit, on a loaded 2-core machine.
 STOP_BOUND_S = 60.0
-# The README's Kubernetes preStop hook, after it found spark-submit's JVM ($jvm): SIGTERM to the
+# The Kubernetes preStop hook of docs/operations.md, after it found spark-submit's JVM ($jvm): SIGTERM to the
 # JVM's children (the Python driver), then wait for them to end.
 PRE_STOP = 'pkill -TERM -P "$jvm"; while pgrep -P "$jvm" >/dev/null; do sleep 1; done'
 
@@ -200,10 +200,10 @@ def test_packed_venv_on_several_hosts(
             what="/metrics to count every record",
         )
 
-        # 4. The README's preStop hook: SIGTERM to the Python driver, a child of spark-submit's JVM.
+        # 4. docs/operations.md's preStop hook: SIGTERM to the Python driver, a child of spark-submit's JVM.
         # With stopGracefullyOnShutdown the stream stops gracefully, then spark-submit exits. (A
         # SIGTERM to spark-submit's JVM alone stops Spark from the JVM's shutdown hook, under the
-        # Python driver: no graceful stop. The README says so.)
+        # Python driver: no graceful stop. docs/operations.md says so.)
         driver = python_driver(submit.pid)
         stop_began = time.monotonic()
         # The hook returns once the JVM has no child left: the driver is gone.

@@ -1,6 +1,7 @@
-"""The README's "Using it" example, run as written against a local cluster.
+"""The docs' first application (docs/getting-started.md, "A first application"; the README's
+"Using it" example before the docs site), run as written against a local cluster.
 
-Only what the README says is the reader's own is replaced: the ZooKeeper quorum and the checkpoint
+Only what the page says is the reader's own is replaced: the ZooKeeper quorum and the checkpoint
 directory. The app runs in its own process, as ``python app.py`` would (a local master), and is
 stopped by SIGTERM with ``stopGracefullyOnShutdown`` set through the environment, as a service
 manager would stop it.
@@ -9,7 +10,6 @@ manager would stop it.
 from __future__ import annotations
 
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -23,7 +23,7 @@ from confluent_kafka import Producer
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.util.librdkafka_log import with_logger
 from tests.e2e.console import noise
-from tests.e2e.kill_harness import REPO_ROOT
+from tests.support.docs_blocks import blocks_run_by
 
 pytestmark = pytest.mark.integration
 
@@ -31,12 +31,14 @@ README_QUORUM = "zk1:2181,zk2:2181"
 README_CHECKPOINT = "/data/checkpoints/wordcount"
 
 
+PAGE = "getting-started.md"
+
+
 def readme_example() -> str:
-    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("\n## Using it\n", 1)[1]
-    match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
-    assert match is not None, "no python block in the README's Using it section"
-    return match.group(1)
+    """The block of docs/getting-started.md marked ``<!-- runnable: tests/e2e/test_readme_example.py -->``."""
+    blocks = blocks_run_by("tests/e2e/test_readme_example.py", PAGE)
+    assert len(blocks) == 1, f"expected one block of docs/{PAGE} run by this test, found {len(blocks)}"
+    return blocks[0]
 
 
 class Output:

@@ -1,7 +1,7 @@
-// Drives Debian's chromium (headless, through playwright-core) for test_status_page_browser.py.
-// Usage: node drive_page.mjs CHROMIUM USER_DATA_DIR. Reads one JSON command per line on stdin
-// ({"op": "page", "url": ...}, {"op": "batch", "url": ...}, {"op": "screenshot", "path": ...},
-// {"op": "quit"}) and answers each with one JSON line on stdout, so the test can read ZooKeeper
+// Drives Debian's chromium (headless, through playwright-core) for test_status_page_browser.py and
+// test_docs_browser.py. Usage: node drive_page.mjs CHROMIUM USER_DATA_DIR. Reads one JSON command
+// per line on stdin ({"op": "page", "url": ...}, {"op": "batch", "url": ...}, {"op": "visit",
+// "url": ...}, {"op": "screenshot", "path": ...}, {"op": "quit"}) and answers each with one JSON line on stdout, so the test can read ZooKeeper
 // and the broker right before and after each page load.
 import { createInterface } from "node:readline";
 import { chromium } from "playwright-core";
@@ -90,6 +90,17 @@ async function readBatchPage(url) {
   return { ranges, operations, requests: [...requests] };
 }
 
+// Any page: its title and headings, the images that did not load, and every request it made.
+async function visitPage(url) {
+  requests.length = 0;
+  const response = await page.goto(url, { waitUntil: "load" });
+  const headings = await texts(page.locator("article h1, article h2"));
+  const brokenImages = await page
+    .locator("article img")
+    .evaluateAll((images) => images.filter((i) => !i.complete || i.naturalWidth === 0).map((i) => i.src));
+  return { status: response.status(), title: await page.title(), headings, brokenImages, requests: [...requests] };
+}
+
 console.log(JSON.stringify({ ready: true }));
 for await (const line of createInterface({ input: process.stdin })) {
   const command = JSON.parse(line);
@@ -97,6 +108,7 @@ for await (const line of createInterface({ input: process.stdin })) {
   try {
     if (command.op === "page") answer = await readStreamingPage(command.url);
     else if (command.op === "batch") answer = await readBatchPage(command.url);
+    else if (command.op === "visit") answer = await visitPage(command.url);
     else if (command.op === "screenshot") {
       await page.screenshot({ path: command.path, fullPage: true });
       answer = { saved: command.path };
