@@ -246,6 +246,11 @@ class SharedFetchClient:
         self._flow_changed: set[PartitionHandoff] = set()
         self._dispatcher: threading.Thread | None = None
         self._closing = threading.Event()
+        # Packed readers not yet closed (under _lock): librdkafka aborts the process when a queue
+        # is read or destroyed after its consumer closed, so a reader's thread that outlived its
+        # join at a stop closes the consumer itself, last (see close()).
+        self._open_packed_readers = 0
+        self._consumer_closed = False
         self._events_due = 0.0
         self._idle_watch_lock = threading.Lock()
         self._idle_watch_due = 0.0
@@ -282,6 +287,8 @@ class SharedFetchClient:
         if self._packed_fetch:
             packed = PackedFetch.attach(self.consumer, tp)
             if packed is not None:
+                with self._lock:
+                    self._open_packed_readers += 1
                 return PackedReader(self, packed, tp)
         handoff = PartitionHandoff(self, tp, self._handoff_bytes)
         with self._lock:
@@ -444,10 +451,13 @@ class SharedFetchClient:
                 # Kept after unassign too: a partition assigned again may still be paused there.
                 self._admission_paused.discard(tp)
                 resume.append(TopicPartition(tp.topic, tp.partition))
-        if pause:
-            self.consumer.pause(pause)
-        if resume:
-            self.consumer.resume(resume)
+        try:
+            if pause:
+                self.consumer.pause(pause)
+            if resume:
+                self.consumer.resume(resume)
+        except (KafkaException, RuntimeError) as exc:  # closed: the reader that closed it was last
+            logger.debug("pausing %s, resuming %s: %r", pause, resume, exc)
 
     def flow_changed(self, handoff: PartitionHandoff) -> None:
         """``handoff`` wants to be paused or resumed: the dispatcher does it before its next poll.
@@ -469,10 +479,13 @@ class SharedFetchClient:
                 handoff.client_paused = wanted
                 (pause if wanted else resume).append(TopicPartition(handoff.tp.topic, handoff.tp.partition))
         # One call each for all the partitions that changed (librdkafka serves each call on its own).
-        if pause:
-            self.consumer.pause(pause)
-        if resume:
-            self.consumer.resume(resume)
+        try:
+            if pause:
+                self.consumer.pause(pause)
+            if resume:
+                self.consumer.resume(resume)
+        except (KafkaException, RuntimeError) as exc:  # closed: the reader that closed it was last
+            logger.debug("pausing %s, resuming %s: %r", pause, resume, exc)
 
     # ------------------------------------------------------------ client events
 
@@ -538,10 +551,32 @@ class SharedFetchClient:
     # ------------------------------------------------------------ life cycle
 
     def close(self) -> None:
+        """Closes the consumer, or, while a packed reader is still open (its thread outlived the
+        stop's join), leaves that to the last reader's close."""
         self._closing.set()
         dispatcher = self._dispatcher
         if dispatcher is not None and dispatcher is not threading.current_thread():
             dispatcher.join()
+        with self._lock:
+            readers = self._open_packed_readers
+        if readers:
+            logger.info(
+                "the receiver's Kafka client closes once its %d partition reader(s) still reading end",
+                readers,
+            )
+        self._close_consumer_unless_read()
+
+    def packed_reader_closed(self) -> None:
+        with self._lock:
+            self._open_packed_readers -= 1
+        if self._closing.is_set():
+            self._close_consumer_unless_read()
+
+    def _close_consumer_unless_read(self) -> None:
+        with self._lock:
+            if self._open_packed_readers or self._consumer_closed:
+                return
+            self._consumer_closed = True
         try:
             self.consumer.close()
         except (KafkaException, RuntimeError) as exc:
@@ -558,6 +593,7 @@ class PackedReader:
         # The size and last offset of the batch last fetched, reported once its thread is back.
         self._taken = 0
         self._last = -1
+        self._closed = False
 
     def fetch(self, max_messages: int, timeout_s: float) -> FetchedBatch:
         client = self._client
@@ -577,7 +613,13 @@ class PackedReader:
         return not self._client.admission.admitted(self._tp)
 
     def close(self) -> None:
+        """Releases the partition's queue (idempotent); the client's consumer closes after the
+        last reader's queue."""
+        if self._closed:
+            return
+        self._closed = True
         self._packed.close()
+        self._client.packed_reader_closed()
 
 
 class PartitionHandoff:
