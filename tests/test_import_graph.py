@@ -151,14 +151,14 @@ def test_the_rules_see_a_backward_import(tmp_path: Path) -> None:
 
 def test_the_zookeeper_wing_imports_no_spark_rpc_wal_or_pydantic() -> None:
     probe = (
-        "import sys, reliable_kafka.kafka.zk.paths\n"
+        "import sys, reliable_kafka.kafka.client.zk.paths\n"
         "heavy = ('pyspark', 'reliable_kafka.rpc', 'wal', 'pydantic')\n"
         "print('\\n'.join(m for m in sys.modules if m.split('.')[0] in heavy or m.startswith(heavy)))\n"
     )
     loaded = subprocess.run(
         [sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True
     ).stdout.split()
-    assert not loaded, f"importing reliable_kafka.kafka.zk.paths loaded {loaded}"
+    assert not loaded, f"importing reliable_kafka.kafka.client.zk.paths loaded {loaded}"
 
 
 def main() -> None:

@@ -24,11 +24,11 @@ from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from reliable_kafka.kafka.dual_offset_store import larger_offset
-from reliable_kafka.kafka.group.offset_store import KafkaOffsetStore
-from reliable_kafka.kafka.topic_partition import TopicAndPartition
-from reliable_kafka.kafka.zk.broker_discovery import topic_partitions
-from reliable_kafka.kafka.zk.paths import group_dir, offset_path, owner_path
+from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.client.zk.broker_discovery import topic_partitions
+from reliable_kafka.kafka.client.zk.paths import group_dir, offset_path, owner_path
+from reliable_kafka.kafka.offsets.dual import larger_offset
+from reliable_kafka.kafka.offsets.group.offset_store import KafkaOffsetStore
 from reliable_kafka.util.kafka_errors import kafka_error_of
 from reliable_kafka.util.librdkafka_log import with_logger
 

@@ -19,8 +19,8 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from kazoo.client import KazooClient
 
-from reliable_kafka.kafka.topic_partition import TopicAndPartition
-from reliable_kafka.kafka.zk.broker_discovery import discover_bootstrap_servers, legacy_protocol_config
+from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.client.zk.broker_discovery import discover_bootstrap_servers, legacy_protocol_config
 from reliable_kafka.settings import is_secret_key
 from reliable_kafka.ui.group_view import OFFSETS_STORAGES, GroupView, OffsetsStorage
 from reliable_kafka.util.clock import wall_clock_ms

@@ -13,9 +13,9 @@ from dataclasses import replace
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any
 
-from reliable_kafka.kafka.direct_kafka_input_dstream import DirectKafkaInputDStream
-from reliable_kafka.kafka.kafka_input_dstream import KafkaInputDStream
-from reliable_kafka.kafka.params import ConsumerGroupParams, ZooKeeperParams
+from reliable_kafka.kafka.client.params import ConsumerGroupParams, ZooKeeperParams
+from reliable_kafka.kafka.direct.direct_kafka_input_dstream import DirectKafkaInputDStream
+from reliable_kafka.kafka.receiver.kafka_input_dstream import KafkaInputDStream
 from reliable_kafka.settings import UISettings
 from reliable_kafka.ui import metrics, pages
 from reliable_kafka.ui.group_view import OffsetsStorage

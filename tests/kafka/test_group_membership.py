@@ -13,12 +13,12 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from kazoo.loggingsupport import BLATHER
 
-from reliable_kafka.kafka.offset_store import CommitResult
-from reliable_kafka.kafka.params import ConsumerGroupParams, ZooKeeperParams
-from reliable_kafka.kafka.topic_partition import TopicAndPartition as TP
-from reliable_kafka.kafka.zk.client import close_zookeeper, connect_zookeeper
-from reliable_kafka.kafka.zk.group_membership import ZookeeperConsumerGroup
-from reliable_kafka.kafka.zk.offset_store import ZooKeeperOffsetStore
+from reliable_kafka.kafka.client.params import ConsumerGroupParams, ZooKeeperParams
+from reliable_kafka.kafka.client.topic_partition import TopicAndPartition as TP
+from reliable_kafka.kafka.client.zk.client import close_zookeeper, connect_zookeeper
+from reliable_kafka.kafka.offsets.store import CommitResult
+from reliable_kafka.kafka.offsets.zk.group_membership import ZookeeperConsumerGroup
+from reliable_kafka.kafka.offsets.zk.offset_store import ZooKeeperOffsetStore
 from reliable_kafka.local import LocalCluster
 from tests.cluster_backends import unique_name
 from tests.kafka.harness import expire_session
@@ -162,7 +162,7 @@ def test_a_partition_still_held_by_another_member_is_waited_for(zk_params, admin
     fake_topic(admin, topic, 1)
     # A foreign owner node: a departed member that has not yet released (its session lingers).
     admin.create(f"/consumers/{group}/owners/{topic}/0", b"ghost-0", makepath=True)
-    caplog.set_level(logging.INFO, logger="reliable_kafka.kafka.zk.group_membership")
+    caplog.set_level(logging.INFO, logger="reliable_kafka.kafka.offsets.zk.group_membership")
     member = Member(zk_params, group, {topic: 1})
     starter = threading.Thread(target=member.start)
     starter.start()

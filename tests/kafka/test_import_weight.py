@@ -8,9 +8,9 @@ import sys
 import pytest
 
 
-@pytest.mark.parametrize("module", ["reliable_kafka.kafka.zk.paths", "reliable_kafka.kafka"])
+@pytest.mark.parametrize("module", ["reliable_kafka.kafka.client.zk.paths", "reliable_kafka.kafka"])
 def test_the_zookeeper_wing_and_the_kafka_package_load_no_pyspark_rpc_or_wal(module: str) -> None:
-    """``import reliable_kafka.kafka.zk.paths`` loaded 385 modules (pyspark, the RPC layer, the
+    """``import reliable_kafka.kafka.client.zk.paths`` loaded 385 modules (pyspark, the RPC layer, the
     write-ahead log...) through the package's eager imports."""
     code = (
         "import sys\n"

@@ -14,11 +14,11 @@ import msgpack
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
-from reliable_kafka.kafka import packed_fetch
-from reliable_kafka.kafka.packed_fetch import SWITCH_ENV, FetchedBatch, PackedFetch
-from reliable_kafka.kafka.partition_consumer import PartitionConsumer
-from reliable_kafka.kafka.shared_client import SharedFetchClient
-from reliable_kafka.kafka.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.client import packed_fetch
+from reliable_kafka.kafka.client.packed_fetch import SWITCH_ENV, FetchedBatch, PackedFetch
+from reliable_kafka.kafka.client.shared_client import SharedFetchClient
+from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.receiver.partition_consumer import PartitionConsumer
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.storage.block_format import PackedChunk, decode_block, encode_chunks, pack_chunk
 from tests.cluster_backends import unique_name

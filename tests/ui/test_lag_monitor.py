@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from reliable_kafka.kafka.params import parse_kafka_params
+from reliable_kafka.kafka.client.params import parse_kafka_params
 from reliable_kafka.ui.lag import LagMonitor, LagSource
 from reliable_kafka.ui.status_ui import offsets_storage_of
 
