@@ -8,8 +8,9 @@ import pytest
 from pyspark import SparkContext
 
 from reliable_kafka.context import StreamingContext
-from reliable_kafka.kafka.client.params import is_secret_key, parse_kafka_params, redacted
+from reliable_kafka.kafka.client.params import parse_kafka_params
 from reliable_kafka.kafka.receiver.kafka_input_dstream import KafkaInputDStream
+from reliable_kafka.settings import is_secret_key, redacted
 
 
 def test_defaults_and_passthrough() -> None:

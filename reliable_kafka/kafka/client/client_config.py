@@ -10,7 +10,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException
 
-from reliable_kafka.kafka.client.params import is_secret_key
+from reliable_kafka.settings import is_secret_key
 from reliable_kafka.util.kafka_errors import kafka_error_of
 
 # The configuration check's client has no brokers, and says so; nobody needs to read that.

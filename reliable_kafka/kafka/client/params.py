@@ -16,25 +16,14 @@ from typing import Any, Literal
 
 from reliable_kafka.kafka.client.fetch_stall import DEFAULT_FETCH_STALL_TIMEOUT_MS, FETCH_STALL_TIMEOUT_PARAM
 from reliable_kafka.kafka.client.zk.broker_discovery import LISTENER_NAME_PARAM
-from reliable_kafka.settings import is_secret_key, redacted
 
 # kafkaParams key (ours, not librdkafka's): what a receiver's client may prefetch, whatever its
 # partition count (see kafka/client/shared_client.py).
 PREFETCH_PARAM = "receiver.prefetch.bytes"
 DEFAULT_PREFETCH_BYTES = 64 << 20
 
-# is_secret_key and redacted are re-exported: the rule lives with the settings, which must not
-# import the kafka package (it imports the receivers, which import the settings).
-__all__ = [
-    "ConsumerGroupParams",
-    "KafkaParams",
-    "OffsetReset",
-    "OffsetsStorage",
-    "ZooKeeperParams",
-    "is_secret_key",
-    "parse_kafka_params",
-    "redacted",
-]
+# No settings here (pydantic, ~1 s): the ZooKeeper wing reads ZooKeeperParams and
+# ConsumerGroupParams and must load light. Secrets are masked by settings.redacted where logged.
 
 logger = logging.getLogger(__name__)
 

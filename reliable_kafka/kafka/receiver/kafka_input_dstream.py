@@ -13,17 +13,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from reliable_kafka.dstream.batch_rdd import BlockRDD
 from reliable_kafka.dstream.receiver_input_dstream import ReceiverInputDStream
 from reliable_kafka.kafka.client.client_config import check_client_config
 from reliable_kafka.kafka.client.offset_range import OffsetRange, offset_ranges_of_blocks, ranges_in_metadata
-from reliable_kafka.kafka.client.params import KafkaParams, parse_kafka_params, redacted
+from reliable_kafka.kafka.client.params import KafkaParams, parse_kafka_params
 from reliable_kafka.kafka.receiver.block_reread import recovery_source
 from reliable_kafka.kafka.receiver.consumer_group_receiver import validate_topics
 from reliable_kafka.kafka.receiver.decode_errors import DEAD_LETTERED_KEY, SKIPPED_KEY
 from reliable_kafka.kafka.receiver.receiver_factory import kafka_receiver_descriptor
+from reliable_kafka.settings import redacted
 from reliable_kafka.storage.storage_level import StorageLevel
 
 if TYPE_CHECKING:
@@ -31,7 +32,6 @@ if TYPE_CHECKING:
     from pyspark.accumulators import Accumulator
 
     from reliable_kafka.dstream.streaming_context import StreamingContextLike
-    from reliable_kafka.kafka.kafka_utils import KafkaRecordDecoder
     from reliable_kafka.receiver.descriptor import ReceiverDescriptor
     from reliable_kafka.receiver.receiver import Receiver
     from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo
@@ -51,6 +51,17 @@ class DecodeErrorCounters:
         return {SKIPPED_KEY: self.skipped.value, DEAD_LETTERED_KEY: self.dead_lettered.value}
 
 
+class RecordDecoder(Protocol):
+    """What the stream needs of its decoder (``KafkaUtils``' record decoder is one): a record ->
+    the element, and a copy counting one batch's records set aside by ``decodeErrors``."""
+
+    decode_errors: str
+
+    def __call__(self, record: tuple[Any, ...]) -> Any: ...
+
+    def for_batch(self, counters: DecodeErrorCounters | None) -> RecordDecoder: ...
+
+
 class KafkaInputDStream(ReceiverInputDStream):
     """A Kafka 0.8-style consumer group read by one receiver; see the module docstring.
 
@@ -66,7 +77,7 @@ class KafkaInputDStream(ReceiverInputDStream):
         kafka_params: Mapping[str, Any],
         topics: Mapping[str, int],
         storage_level: StorageLevel | str | Any,
-        decoder: KafkaRecordDecoder | None = None,
+        decoder: RecordDecoder | None = None,
     ) -> None:
         # Validate before registering with the graph: a bad stream must not be left behind in it.
         self.kafka_params: dict[str, Any] = dict(kafka_params)
