@@ -108,7 +108,7 @@ class KafkaOffsetStore:
         self._closed = False
         # Last offset committed or fetched per owned partition (None: the group has none).
         self._known: dict[TopicAndPartition, int | None] = {}
-        self._lock = threading.Lock()  # one request at a time keeps the cache coherent
+        self._lock = threading.Lock()  # one request attempt at a time (see _locked)
 
     @classmethod
     def standalone(
@@ -147,13 +147,20 @@ class KafkaOffsetStore:
         tps = sorted(set(partitions))
         if not tps:
             return {}
-        with self._lock:
-            return self._fetch_locked(tps)
+        return self._fetch(tps)
 
-    def _fetch_locked(self, tps: list[TopicAndPartition]) -> dict[TopicAndPartition, int | None]:
-        fetched: dict[TopicAndPartition, int | None] = self._retrying()(self._fetch_once, tps)
-        self._known.update(fetched)
+    def _fetch(self, tps: list[TopicAndPartition]) -> dict[TopicAndPartition, int | None]:
+        fetched: dict[TopicAndPartition, int | None] = self._retrying()(self._locked, self._fetch_once, tps)
+        with self._lock:
+            self._known.update(fetched)
         return fetched
+
+    def _locked(self, request: Callable[..., Any], *args: Any) -> Any:
+        """One attempt of a request, alone on this store: Kafka has no conditional write, so two
+        commits of a partition must not pass each other. Held for that attempt only (bounded by
+        its timeout), never across the backoff before the next one."""
+        with self._lock:
+            return request(*args)
 
     def _fetch_once(self, tps: list[TopicAndPartition]) -> dict[TopicAndPartition, int | None]:
         request = [TopicPartition(tp.topic, tp.partition) for tp in tps]
@@ -191,8 +198,7 @@ class KafkaOffsetStore:
                 raise ValueError(f"cannot commit negative offset {offset} for {tp}")
         started = time.perf_counter()
         try:
-            with self._lock:
-                results = self._commit_locked(dict(offsets))
+            results = self._commit(dict(offsets))
         except Exception:
             instruments.OFFSET_COMMIT_FAILURES.inc()
             raise
@@ -211,38 +217,31 @@ class KafkaOffsetStore:
                 )
         return results
 
-    def _commit_locked(self, offsets: dict[TopicAndPartition, int]) -> dict[TopicAndPartition, CommitResult]:
+    def _commit(self, offsets: dict[TopicAndPartition, int]) -> dict[TopicAndPartition, CommitResult]:
         results: dict[TopicAndPartition, CommitResult] = {}
         owned: dict[TopicAndPartition, int] = {}
         for tp, offset in offsets.items():
             if self._owns(tp):
                 owned[tp] = offset
             else:
-                self._known.pop(tp, None)
+                with self._lock:
+                    self._known.pop(tp, None)
                 results[tp] = CommitResult.NOT_OWNER
-        unknown = [tp for tp in sorted(owned) if tp not in self._known]
+        with self._lock:
+            unknown = [tp for tp in sorted(owned) if tp not in self._known]
         if unknown:
-            self._fetch_locked(unknown)
-        writes: dict[TopicAndPartition, int] = {}
-        for tp, offset in owned.items():
-            known = self._known[tp]
-            if known is not None and offset < known:
-                results[tp] = CommitResult.BACKWARDS
-            elif known == offset:
-                results[tp] = CommitResult.UNCHANGED
-            else:
-                writes[tp] = offset
-        if writes:
-            self._retrying()(self._commit_once, writes, results)
+            self._fetch(unknown)
+        if owned:
+            self._retrying()(self._locked, self._commit_once, owned, results)
         return results
 
     def _commit_once(
         self, pending: dict[TopicAndPartition, int], results: dict[TopicAndPartition, CommitResult]
     ) -> None:
-        """One OffsetCommit of what is still ``pending``; settled partitions leave it."""
-        for tp in list(pending):
-            if not self._owns(tp):  # lost while retrying
-                self._refuse_not_owner(tp, pending, results)
+        """One OffsetCommit of what is still ``pending``; settled partitions leave it. Each attempt
+        checks ownership and the never-backwards rule afresh (another commit may have passed
+        during the backoff before it)."""
+        self._settle_before_sending(pending, results)
         if not pending:
             return
         answered = self._send(pending)
@@ -268,6 +267,25 @@ class KafkaOffsetStore:
             raise _RetriableError(
                 retry_on or KafkaError(KafkaError._FAIL, "partitions missing in the answer")
             )
+
+    def _settle_before_sending(
+        self, pending: dict[TopicAndPartition, int], results: dict[TopicAndPartition, CommitResult]
+    ) -> None:
+        """Settles what is no longer owned (NOT_OWNER) or not past the known offset (BACKWARDS,
+        UNCHANGED); what remains is sent."""
+        for tp in list(pending):
+            if not self._owns(tp):  # lost while retrying
+                self._refuse_not_owner(tp, pending, results)
+                continue
+            if tp not in self._known:  # dropped since (ownership was lost and came back): ask again
+                self._known.update(self._fetch_once([tp]))
+            known = self._known[tp]
+            if known is not None and pending[tp] < known:
+                results[tp] = CommitResult.BACKWARDS
+                del pending[tp]
+            elif known == pending[tp]:
+                results[tp] = CommitResult.UNCHANGED
+                del pending[tp]
 
     def _send(self, pending: dict[TopicAndPartition, int]) -> list[TopicPartition] | None:
         """The coordinator's answer per partition; None when this member's generation is over."""
@@ -301,23 +319,42 @@ class KafkaOffsetStore:
         Only by an owner, and only if the coordinator still holds ``rejected``; lower is allowed
         here, because an offset past the log end is no position anyone reached.
         """
-        with self._lock:
-            result = self._repair_locked(tp, rejected, reset_to)
+        result = self._repair(tp, rejected, reset_to)
         log_repair(logger, result, tp, group=f"{self._group}, in Kafka", rejected=rejected, reset_to=reset_to)
         return result
 
-    def _repair_locked(self, tp: TopicAndPartition, rejected: int, reset_to: int) -> CommitResult:
+    def _repair(self, tp: TopicAndPartition, rejected: int, reset_to: int) -> CommitResult:
         if not self._owns(tp):
-            self._known.pop(tp, None)
+            with self._lock:
+                self._known.pop(tp, None)
             return CommitResult.NOT_OWNER
-        current = self._fetch_locked([tp])[tp]
+        current = self._fetch([tp])[tp]
         if current == reset_to:
             return CommitResult.UNCHANGED
         if current != rejected:
             return CommitResult.CONFLICT
         results: dict[TopicAndPartition, CommitResult] = {}
-        self._retrying()(self._commit_once, {tp: reset_to}, results)
+        self._retrying()(self._locked, self._repair_once, tp, rejected, reset_to, results)
         return results[tp]
+
+    def _repair_once(
+        self,
+        tp: TopicAndPartition,
+        rejected: int,
+        reset_to: int,
+        results: dict[TopicAndPartition, CommitResult],
+    ) -> None:
+        """One attempt of a repair: lower than the known offset is allowed here, but only while
+        the coordinator (as last seen) still holds ``rejected``."""
+        if self._known.get(tp, rejected) not in (rejected, reset_to, None):
+            results[tp] = CommitResult.CONFLICT  # another commit passed since the fetch
+            return
+        self._known[tp] = None  # the never-backwards check does not apply to the repair
+        try:
+            self._commit_once({tp: reset_to}, results)
+        finally:
+            if tp not in results:  # the attempt failed: the next one starts from what was fetched
+                self._known[tp] = rejected
 
     def close(self) -> None:
         """Closes the consumer only if :meth:`standalone` made it. Idempotent."""

@@ -64,7 +64,7 @@ from reliable_kafka.kafka.client.zk.paths import (
     topic_path,
 )
 from reliable_kafka.kafka.offsets.group_member import RebalanceListener, consumer_thread_id, new_consumer_id
-from reliable_kafka.kafka.offsets.zk.ownership import Claim
+from reliable_kafka.kafka.offsets.zk.ownership import DEFAULT_RELEASE_WAIT_S, Claim, CommitsInFlight
 from reliable_kafka.kafka.offsets.zk.range_assignor import consumer_threads_per_topic, range_assign
 
 logger = logging.getLogger(__name__)
@@ -131,6 +131,7 @@ class ZookeeperConsumerGroup:
         *,
         acl: list[ACL] | None = None,
         session_timeout_ms: int = 6000,
+        release_wait_s: float = DEFAULT_RELEASE_WAIT_S,
     ) -> None:
         if not topics:
             raise ValueError("a consumer group member needs at least one topic")
@@ -149,6 +150,7 @@ class ZookeeperConsumerGroup:
         }
 
         self._ownership_lock = threading.RLock()
+        self.commits_in_flight = CommitsInFlight(self._ownership_lock, release_wait_s)
         self._claims: dict[TopicAndPartition, Claim] = {}
         self._undeleted: dict[TopicAndPartition, Claim] = {}  # released, owner node still there
         self._generation = 0  # bumped when the session is lost: every claim of it is void
@@ -518,8 +520,9 @@ class ZookeeperConsumerGroup:
         """Stop the consumers, withdraw the claims, delete the owner nodes, in that order.
 
         The partitions stay ours while their consumers stop, so what those consumers stored
-        can still be committed (0.8 committed before releasing too); withdrawing waits for a
-        commit in flight, and no commit passes after it.
+        can still be committed (0.8 committed before releasing too). Withdrawing takes the
+        ownership lock for a moment only; the owner nodes are deleted after the commits already
+        out for these partitions (at most ``release_wait_s``), so none lands after them.
         """
         with self._ownership_lock:
             held = {tp: self._claims[tp] for tp in partitions if tp in self._claims}
@@ -529,6 +532,15 @@ class ZookeeperConsumerGroup:
         with self._ownership_lock:
             for tp in held:
                 self._claims.pop(tp, None)
+        # No commit starts for these any more; one already out may still land, so the owner nodes
+        # go only after it (bounded: its store asks for the claim again before another attempt).
+        if not self.commits_in_flight.wait_for(held):
+            logger.warning(
+                "%s: a commit of %s was still out after %.0f s; releasing anyway",
+                self.consumer_id,
+                ", ".join(str(tp) for tp in sorted(held)),
+                self.commits_in_flight.bound_s,
+            )
         self._undeleted.update(held)
         self._delete_owner_nodes()
         logger.info("%s: released %s", self.consumer_id, ", ".join(str(tp) for tp in sorted(held)))

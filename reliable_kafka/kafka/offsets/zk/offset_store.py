@@ -107,15 +107,19 @@ class ZooKeeperOffsetStore:
         """Commit next offsets to read; returns what happened to each partition.
 
         Connection loss is retried for ``retry_for_s``; then it raises, and the caller decides
-        (a commit that did not happen only costs re-reading data after a failure).
+        (a commit that did not happen only costs re-reading data after a failure). No lock is held
+        across a ZooKeeper call or the backoff between attempts: the versioned writes, not the
+        lock, keep two commits of one partition from passing each other.
         """
         if not offsets:
             return {}
+        for tp, offset in offsets.items():
+            if offset < 0:
+                raise ValueError(f"cannot commit negative offset {offset} for {tp}")
         retrying = zk_retrying(self._retry_for_s, stop_event=self._stop_event)
         started = time.perf_counter()
         try:
-            with self._lock:
-                results = retrying(self._commit_locked, dict(offsets))
+            results = retrying(self._commit_attempt, dict(offsets))
         except Exception:
             instruments.OFFSET_COMMIT_FAILURES.inc()
             raise
@@ -134,36 +138,44 @@ class ZooKeeperOffsetStore:
         node still holds ``rejected``.
         """
         retrying = zk_retrying(self._retry_for_s, stop_event=self._stop_event)
-        with self._lock:
-            result = retrying(self._repair_locked, tp, rejected, reset_to)
+        result = retrying(self._repair_once, tp, rejected, reset_to)
         log_repair(logger, result, tp, group=self._group, rejected=rejected, reset_to=reset_to)
         return result
 
-    def _repair_locked(self, tp: TopicAndPartition, rejected: int, reset_to: int) -> CommitResult:
+    def _repair_once(self, tp: TopicAndPartition, rejected: int, reset_to: int) -> CommitResult:
         ensure_connected(self._zk)
+        with self._ownership.ownership_lock:
+            if self._valid_claim(tp) is None:
+                return CommitResult.NOT_OWNER
+        known = self._read_known(tp)
+        with self._lock:
+            self._known[tp] = known
+        if known.offset == reset_to:
+            return CommitResult.UNCHANGED
+        if known.offset != rejected:
+            return CommitResult.CONFLICT
         with self._ownership.ownership_lock:
             claim = self._valid_claim(tp)
             if claim is None:
                 return CommitResult.NOT_OWNER
-            known = self._known[tp] = self._read_known(tp)
-            if known.offset == reset_to:
-                return CommitResult.UNCHANGED
-            if known.offset != rejected:
-                return CommitResult.CONFLICT
             transaction = self._zk.transaction()
             transaction.check(owner_path(self._group, tp), claim.owner_version)
             value = str(reset_to).encode("ascii")
             transaction.set_data(offset_path(self._group, tp), value, version=known.version)
-            outcome = transaction.commit()
-            errors = [item for item in outcome if isinstance(item, Exception)]
-            if not errors:
+            # Queued on the session while the claim holds: a release's owner-node delete, queued
+            # later on the same session, is applied after it. The answer is awaited unlocked.
+            sent = transaction.commit_async()
+        errors = [item for item in sent.get() if isinstance(item, Exception)]
+        if not errors:
+            with self._lock:
                 self._known[tp] = _Known(reset_to, known.version + 1)
-                return CommitResult.COMMITTED
+            return CommitResult.COMMITTED
+        with self._lock:
             self._known.pop(tp, None)
-            real = [e for e in errors if not isinstance(e, RolledBackError)]
-            if any(not isinstance(e, BadVersionError | NoNodeError) for e in real):
-                raise real[0]
-            return self._diagnose(tp)
+        real = [e for e in errors if not isinstance(e, RolledBackError)]
+        if any(not isinstance(e, BadVersionError | NoNodeError) for e in real):
+            raise real[0]
+        return self._diagnose(tp)
 
     def close(self) -> None:
         """Nothing to release: the ZooKeeper client belongs to the group membership."""
@@ -174,7 +186,7 @@ class ZooKeeperOffsetStore:
             self._zk.ensure_path(directory, acl=self._acl)
             self._topic_dirs.add(directory)
 
-    def _commit_locked(self, offsets: dict[TopicAndPartition, int]) -> dict[TopicAndPartition, CommitResult]:
+    def _commit_attempt(self, offsets: dict[TopicAndPartition, int]) -> dict[TopicAndPartition, CommitResult]:
         ensure_connected(self._zk)
         results: dict[TopicAndPartition, CommitResult] = {}
         pending = dict(offsets)
@@ -191,23 +203,32 @@ class ZooKeeperOffsetStore:
         client_id = self._zk.client_id
         return valid_claim(self._ownership, client_id[0] if client_id is not None else None, tp)
 
+    def _read_unknown(self, offsets: Mapping[TopicAndPartition, int]) -> None:
+        """Reads (unlocked) the offsets this store has not seen, for :meth:`_plan`."""
+        with self._lock:
+            unknown = [tp for tp in offsets if tp not in self._known]
+        for tp in unknown:
+            known = self._read_known(tp)
+            with self._lock:
+                self._known.setdefault(tp, known)
+        for topic in {tp.topic for tp in offsets}:
+            self._ensure_topic_dir(topic)
+
     def _plan(
         self, offsets: dict[TopicAndPartition, int]
     ) -> tuple[dict[TopicAndPartition, CommitResult], dict[TopicAndPartition, tuple[Claim, _Known, int]]]:
-        """Refusals decided locally, and the writes that remain."""
+        """Refusals decided locally, and the writes that remain (no ZooKeeper call: both locks held)."""
         results: dict[TopicAndPartition, CommitResult] = {}
         writes: dict[TopicAndPartition, tuple[Claim, _Known, int]] = {}
         for tp, offset in offsets.items():
-            if offset < 0:
-                raise ValueError(f"cannot commit negative offset {offset} for {tp}")
             claim = self._valid_claim(tp)
             if claim is None:
                 results[tp] = CommitResult.NOT_OWNER
                 continue
             known = self._known.get(tp)
-            if known is None:
-                known = self._known[tp] = self._read_known(tp)
-            if known.offset is not None and offset < known.offset:
+            if known is None:  # dropped by a concurrent failed write since it was read: read again
+                results[tp] = CommitResult.CONFLICT
+            elif known.offset is not None and offset < known.offset:
                 results[tp] = CommitResult.BACKWARDS
             elif known.offset == offset:
                 results[tp] = CommitResult.UNCHANGED
@@ -217,36 +238,42 @@ class ZooKeeperOffsetStore:
 
     def _try_commit(self, offsets: dict[TopicAndPartition, int]) -> dict[TopicAndPartition, CommitResult]:
         """One multi-op for every partition that still needs writing."""
-        # Held across the write: a release of any of these partitions waits for it to finish.
-        with self._ownership.ownership_lock:
+        self._read_unknown(offsets)
+        with self._lock, self._ownership.ownership_lock:
             results, writes = self._plan(offsets)
             if not writes:
                 return results
             transaction = self._zk.transaction()
             for tp, (claim, known, offset) in writes.items():
-                self._ensure_topic_dir(tp.topic)
                 transaction.check(owner_path(self._group, tp), claim.owner_version)
                 value = str(offset).encode("ascii")
                 if known.offset is None:
                     transaction.create(offset_path(self._group, tp), value, acl=self._acl)
                 else:
                     transaction.set_data(offset_path(self._group, tp), value, version=known.version)
-            outcome = transaction.commit()
-            errors = [item for item in outcome if isinstance(item, Exception)]
-            if not errors:
+            # Queued on the session while the claims hold: a release's owner-node delete, queued
+            # later on the same session, is applied after it (ZooKeeper keeps a session's order).
+            # The answer is awaited with no lock held.
+            sent = transaction.commit_async()
+        outcome = sent.get()
+        errors = [item for item in outcome if isinstance(item, Exception)]
+        if not errors:
+            with self._lock:
                 for tp, (_, known, offset) in writes.items():
                     self._known[tp] = _Known(offset, known.version + 1 if known.offset is not None else 0)
                     results[tp] = CommitResult.COMMITTED
-                return results
-            real = [e for e in errors if not isinstance(e, RolledBackError)]
-            if any(not isinstance(e, BadVersionError | NoNodeError | NodeExistsError) for e in real):
-                raise real[0]
-            # The multi-op is all or nothing; learn afresh which partition broke it, so that a
-            # good one is retried rather than held back.
+            return results
+        real = [e for e in errors if not isinstance(e, RolledBackError)]
+        if any(not isinstance(e, BadVersionError | NoNodeError | NodeExistsError) for e in real):
+            raise real[0]
+        # The multi-op is all or nothing; learn afresh which partition broke it, so that a
+        # good one is retried rather than held back.
+        with self._lock:
             for tp in writes:
                 self._known.pop(tp, None)
-                results[tp] = self._diagnose(tp)
-            return results
+        for tp in writes:
+            results[tp] = self._diagnose(tp)
+        return results
 
     def _diagnose(self, tp: TopicAndPartition) -> CommitResult:
         """After a failed multi-op: not the owner any more, or just a stale cache (retry)."""
