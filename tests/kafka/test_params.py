@@ -9,6 +9,7 @@ from pyspark import SparkContext
 
 from reliable_kafka.context import StreamingContext
 from reliable_kafka.kafka.client.params import parse_kafka_params
+from reliable_kafka.kafka.offsets.registry import storage_of
 from reliable_kafka.kafka.receiver.kafka_input_dstream import KafkaInputDStream
 from reliable_kafka.settings import is_secret_key, redacted
 
@@ -108,7 +109,7 @@ def test_offsets_storage_and_dual_commit_follow_kafka_082_defaults() -> None:
     assert choice(offsets_storage="kafka", dual_commit_enabled="false") == ("kafka", False)
     assert choice(offsets_storage="ZooKeeper", dual_commit_enabled="true") == ("zookeeper", False)
     parsed = parse_kafka_params({**base, "offsets.storage": "kafka"})
-    assert parsed.group.offsets_in_zookeeper and parsed.group.offsets_in_kafka
+    assert storage_of(parsed.group) == "dual"
     # Both are the receiver's, never librdkafka's.
     assert "offsets.storage" not in parsed.client_config
     assert "dual.commit.enabled" not in parsed.client_config

@@ -125,15 +125,8 @@ class ConsumerGroupParams:
     # Kafka 0.8.2's names: where offsets live, and whether ZooKeeper gets them too while a group
     # moves to Kafka (read from both at start, the larger wins).
     offsets_storage: OffsetsStorage = "zookeeper"
+    # Which store these name is decided in one place: kafka.offsets.registry.storage_of.
     dual_commit_enabled: bool = False
-
-    @property
-    def offsets_in_zookeeper(self) -> bool:
-        return self.offsets_storage == "zookeeper" or self.dual_commit_enabled
-
-    @property
-    def offsets_in_kafka(self) -> bool:
-        return self.offsets_storage == "kafka"
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from reliable_kafka.kafka.direct.kafka_cluster import KafkaCluster
 from reliable_kafka.kafka.direct.kafka_rdd import Decoder, KafkaRDD, with_offset_ranges
 from reliable_kafka.kafka.direct.offset_commit import DirectOffsetCommitter
 from reliable_kafka.kafka.direct.rate_limit import DirectKafkaRateController, max_messages_per_partition
+from reliable_kafka.kafka.offsets.watched_group import WatchedGroup
 from reliable_kafka.scheduler.listener_events import BatchInfo, StreamInputInfo
 from reliable_kafka.scheduler.rate_controller import RateController
 from reliable_kafka.scheduler.rate_estimator import RateEstimator
@@ -191,6 +192,15 @@ class DirectKafkaInputDStream(InputDStream):
     def committer(self) -> DirectOffsetCommitter | None:
         """The group commit of completed batches, if on (the status page reads its group's lag)."""
         return self._committer
+
+    def watched_group(self) -> WatchedGroup | None:
+        """The group completed batches are committed to (the status page's lag); None without the
+        group commit: then no group holds this stream's position."""
+        committer = self._committer
+        if committer is None or committer.params is None:
+            return None
+        topics = tuple(sorted({tp.topic for tp in self.current_offsets}))
+        return WatchedGroup(committer.params, topics, committer.client_config)
 
     def on_batch_completed(self, batch_info: BatchInfo) -> None:
         """With the group commit on: the batch's ranges, or its failure, to the committer."""

@@ -4,9 +4,10 @@ A direct stream keeps its position in the checkpoint, not in a consumer group, s
 (``kafka-consumer-groups``, Burrow, ``reliable-kafka lag``, the status page) see nothing of it
 (SPARK-27549). With ``StreamingSettings.kafka.commit_completed_batches`` and a ``group.id`` in
 ``kafkaParams``, every batch whose output operations all succeeded has its ranges' ends committed
-to the group's store: Kafka's group coordinator, ZooKeeper (``offsets.storage=zookeeper``, which
-needs ``zookeeper.connect``), or both (``dual.commit.enabled``). This is for watching only: the
-stream never reads these offsets back (a restart continues from the checkpoint).
+to the group's store, as the offsets registry picks it: Kafka's group coordinator, ZooKeeper
+(``offsets.storage=zookeeper``, which needs ``zookeeper.connect``), or both
+(``dual.commit.enabled``). This is for watching only: the stream never reads these offsets
+back (a restart continues from the checkpoint).
 
 The rules: a batch's commit comes only after it completed; an offset never moves backwards;
 after a failed batch nothing more is committed by this run (a later batch's offsets would skip
@@ -22,12 +23,14 @@ import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from kazoo.client import KazooClient
+
 from reliable_kafka.kafka.client.offset_range import OffsetRange
 from reliable_kafka.kafka.client.params import KafkaParams, parse_kafka_params
 from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
 from reliable_kafka.kafka.client.zk.client import close_zookeeper, connect_zookeeper, zookeeper_acl
-from reliable_kafka.kafka.offsets.dual import DualOffsetStore
 from reliable_kafka.kafka.offsets.group.offset_store import KafkaOffsetStore
+from reliable_kafka.kafka.offsets.registry import in_zookeeper, open_store, storage_of
 from reliable_kafka.kafka.offsets.store import OffsetStore
 from reliable_kafka.kafka.offsets.zk.unowned_offsets import UnownedZooKeeperOffsets
 
@@ -134,7 +137,7 @@ class DirectOffsetCommitter:
 
 def committer_for(stream_name: str, kafka_params: Mapping[str, Any]) -> DirectOffsetCommitter:
     """The committer of the group ``kafka_params`` name (a direct stream's params, ``group.id``
-    required), in the stores ``ConsumerGroupParams`` reads from them, as ``createStream``'s group
+    required), in the store the offsets registry picks from them, as ``createStream``'s group
     would use: ``offsets.storage`` (``kafka`` here unless ``zookeeper.connect`` is given, 0.8's
     default store then), ZooKeeper as well with ``dual.commit.enabled``."""
     params = dict(kafka_params)
@@ -142,31 +145,53 @@ def committer_for(stream_name: str, kafka_params: Mapping[str, Any]) -> DirectOf
         params["offsets.storage"] = "kafka"  # a direct stream needs no ZooKeeper
     parsed = parse_kafka_params(params)
     group = parsed.group
-    servers = str(params.get("bootstrap.servers") or params["metadata.broker.list"])
-    client_config = {**parsed.consumer_config(servers), "bootstrap.servers": servers}
-    kafka: OffsetStore | None = None
-    if group.offsets_in_kafka:
-        kafka = KafkaOffsetStore.standalone(client_config, group.group_id, owns=lambda _tp: True)
-    if not group.offsets_in_zookeeper:
-        assert kafka is not None
-        return DirectOffsetCommitter(
-            stream_name, group.group_id, kafka, params=parsed, client_config=client_config
-        )
-    if parsed.zookeeper is None:
-        if kafka is not None:
-            kafka.close()
+    storage = storage_of(group)
+    if in_zookeeper(storage) and parsed.zookeeper is None:
         raise ValueError(
             f"group {group.group_id}: offsets.storage={group.offsets_storage} "
             f"(dual.commit.enabled={str(group.dual_commit_enabled).lower()}) needs zookeeper.connect"
         )
-    zk = connect_zookeeper(parsed.zookeeper)
-    in_zookeeper = UnownedZooKeeperOffsets(zk, group.group_id, acl=zookeeper_acl(parsed.zookeeper))
-    store: OffsetStore = in_zookeeper if kafka is None else DualOffsetStore(in_zookeeper, kafka)
+    servers = str(params.get("bootstrap.servers") or params["metadata.broker.list"])
+    client_config = {**parsed.consumer_config(servers), "bootstrap.servers": servers}
+    backends = _UnownedBackends(parsed, client_config)
+    try:
+        store = open_store(storage, backends)
+    except BaseException:
+        backends.close()
+        raise
     return DirectOffsetCommitter(
         stream_name,
         group.group_id,
         store,
-        close=lambda: close_zookeeper(zk),
+        close=backends.close,
         params=parsed,
         client_config=client_config,
     )
+
+
+class _UnownedBackends:
+    """A direct stream's stores: it owns no partition in the group's sense (no member, no owner
+    node), so it commits as a committer outside the group; ZooKeeper's client is made here and
+    closed with the committer."""
+
+    def __init__(self, params: KafkaParams, client_config: Mapping[str, Any]) -> None:
+        self._params = params
+        self._client_config = client_config
+        self._zk: KazooClient | None = None
+
+    def zookeeper(self) -> OffsetStore:
+        assert self._params.zookeeper is not None  # checked by committer_for
+        self._zk = connect_zookeeper(self._params.zookeeper)
+        return UnownedZooKeeperOffsets(
+            self._zk, self._params.group.group_id, acl=zookeeper_acl(self._params.zookeeper)
+        )
+
+    def kafka(self) -> OffsetStore:
+        return KafkaOffsetStore.standalone(
+            self._client_config, self._params.group.group_id, owns=lambda _tp: True
+        )
+
+    def close(self) -> None:
+        if self._zk is not None:
+            close_zookeeper(self._zk)
+            self._zk = None

@@ -28,9 +28,9 @@ from reliable_kafka.kafka.client.shared_client import SharedFetchClient
 from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
 from reliable_kafka.kafka.client.zk.broker_discovery import discover_bootstrap_servers, legacy_protocol_config
 from reliable_kafka.kafka.client.zk.client import close_zookeeper, connect_zookeeper, zookeeper_acl
-from reliable_kafka.kafka.offsets.dual import DualOffsetStore
 from reliable_kafka.kafka.offsets.group.membership import KafkaGroupMembership
 from reliable_kafka.kafka.offsets.group.offset_store import KafkaOffsetStore
+from reliable_kafka.kafka.offsets.registry import in_kafka, open_store, storage_of, where
 from reliable_kafka.kafka.offsets.store import OffsetStore
 from reliable_kafka.kafka.offsets.zk.group_membership import ZookeeperConsumerGroup
 from reliable_kafka.kafka.offsets.zk.offset_store import ZooKeeperOffsetStore
@@ -137,9 +137,7 @@ class ConsumerConnector:
             consumer_id=self._params.group.consumer_id,
         )
         self._group = member
-        self._offsets = KafkaOffsetStore(
-            member.consumer, self._params.group.group_id, owns=member.owns, run=member.call
-        )
+        self._offsets = open_store(storage_of(self._params.group), _CoordinatorBackends(member, self._params))
         member.start()
 
     def _join_in_zookeeper(self) -> None:
@@ -169,27 +167,20 @@ class ConsumerConnector:
         self, zk: KazooClient, group: ZookeeperConsumerGroup, acl: Any, session_timeout_ms: int
     ) -> OffsetStore:
         params = self._params.group
-        retry_for_s = max(10.0, session_timeout_ms / 1000.0)
-        if not params.offsets_in_kafka:
-            return ZooKeeperOffsetStore(zk, params.group_id, group, acl=acl, retry_for_s=retry_for_s)
-
-        def owns(tp: TopicAndPartition) -> bool:
-            client_id = zk.client_id
-            return valid_claim(group, client_id[0] if client_id is not None else None, tp) is not None
-
-        # A committer outside the group's generations, which the coordinator accepts while
-        # the group has no Kafka members: membership stays in ZooKeeper.
-        in_kafka = KafkaOffsetStore.standalone(self._consumer_config, params.group_id, owns=owns)
-        store: OffsetStore = in_kafka
-        if params.offsets_in_zookeeper:
-            in_zookeeper = ZooKeeperOffsetStore(zk, params.group_id, group, acl=acl, retry_for_s=retry_for_s)
-            store = DualOffsetStore(in_zookeeper, in_kafka)
-        logger.info(
-            "group %s commits offsets to %s",
+        storage = storage_of(params)
+        backends = _ZooKeeperGroupBackends(
+            zk,
+            group,
             params.group_id,
-            "ZooKeeper and Kafka" if params.offsets_in_zookeeper else "Kafka",
+            acl=acl,
+            session_timeout_ms=session_timeout_ms,
+            consumer_config=self._consumer_config,
         )
-        return OwnershipGuardedStore(store, group)
+        store = open_store(storage, backends)
+        logger.info("group %s commits offsets to %s", params.group_id, where(storage))
+        # Kafka's store cannot check ZooKeeper's ownership inside its write: a release waits for
+        # the commits out instead (see OwnershipGuardedStore).
+        return OwnershipGuardedStore(store, group) if in_kafka(storage) else store
 
     def positions(self) -> dict[TopicAndPartition, int]:
         """Next offset to read of every running consumer that has read something."""
@@ -368,3 +359,57 @@ class ConsumerConnector:
     def _consumer_failed(self, message: str, error: BaseException) -> None:
         if not self._closing.is_set():
             self._on_failure(message, error)
+
+
+class _ZooKeeperGroupBackends:
+    """A ZooKeeper group's stores: ZooKeeper's checks its owner nodes in every write; Kafka's is
+    a committer outside the group's generations (the coordinator accepts it while the group has
+    no Kafka members: membership stays in ZooKeeper), asking the ZooKeeper claims before each
+    attempt."""
+
+    def __init__(
+        self,
+        zk: KazooClient,
+        group: ZookeeperConsumerGroup,
+        group_id: str,
+        *,
+        acl: Any,
+        session_timeout_ms: int,
+        consumer_config: Mapping[str, Any],
+    ) -> None:
+        self._zk = zk
+        self._group = group
+        self._group_id = group_id
+        self._acl = acl
+        self._retry_for_s = max(10.0, session_timeout_ms / 1000.0)
+        self._consumer_config = consumer_config
+
+    def zookeeper(self) -> OffsetStore:
+        return ZooKeeperOffsetStore(
+            self._zk, self._group_id, self._group, acl=self._acl, retry_for_s=self._retry_for_s
+        )
+
+    def kafka(self) -> OffsetStore:
+        zk, group = self._zk, self._group
+
+        def owns(tp: TopicAndPartition) -> bool:
+            client_id = zk.client_id
+            return valid_claim(group, client_id[0] if client_id is not None else None, tp) is not None
+
+        return KafkaOffsetStore.standalone(self._consumer_config, self._group_id, owns=owns)
+
+
+class _CoordinatorBackends:
+    """A group kept by Kafka's coordinator: its offsets go through the member itself, so the
+    coordinator accepts them (generation, member id) while the group is active."""
+
+    def __init__(self, member: KafkaGroupMembership, params: KafkaParams) -> None:
+        self._member = member
+        self._group_id = params.group.group_id
+
+    def zookeeper(self) -> OffsetStore:
+        raise ValueError(f"group {self._group_id} has no ZooKeeper (zookeeper.connect) to keep offsets in")
+
+    def kafka(self) -> OffsetStore:
+        member = self._member
+        return KafkaOffsetStore(member.consumer, self._group_id, owns=member.owns, run=member.call)

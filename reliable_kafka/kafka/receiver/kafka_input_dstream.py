@@ -20,6 +20,7 @@ from reliable_kafka.dstream.receiver_input_dstream import ReceiverInputDStream
 from reliable_kafka.kafka.client.client_config import check_client_config
 from reliable_kafka.kafka.client.offset_range import OffsetRange, offset_ranges_of_blocks, ranges_in_metadata
 from reliable_kafka.kafka.client.params import KafkaParams, parse_kafka_params
+from reliable_kafka.kafka.offsets.watched_group import WatchedGroup
 from reliable_kafka.kafka.receiver.block_reread import recovery_source
 from reliable_kafka.kafka.receiver.consumer_group_receiver import validate_topics
 from reliable_kafka.kafka.receiver.decode_errors import DEAD_LETTERED_KEY, SKIPPED_KEY
@@ -124,6 +125,10 @@ class KafkaInputDStream(ReceiverInputDStream):
             storage_level=self.receiver_storage_level,
             store_max_attempts=self._ssc.settings.receiver.store_max_attempts,
         )
+
+    def watched_group(self) -> WatchedGroup:
+        """The group the stream's receivers read for, where it keeps its offsets (the status page)."""
+        return WatchedGroup(self.params, tuple(sorted(self.topics)), self.params.client_config, (self.id,))
 
     def block_recovery_source(self, info: ReceivedBlockInfo) -> dict[str, Any] | None:
         ranges = ranges_in_metadata(info.metadata)
