@@ -14,13 +14,17 @@ How it reaches librdkafka, and what keeps that safe:
 - The ``rd_kafka_t`` is the one of the partition's confluent-kafka ``Consumer``, which keeps
   doing everything else (assign, metadata, watermarks, close). confluent-kafka's C ``Handle``
   holds it right after the object header: confluent-kafka's own layout, not an API, and a wrong
-  guess dereferences a bad pointer (a crash, not a fallback). So it is read only on CPython
-  (where ``id()`` is the object's address), from an object whose type is exactly
-  confluent-kafka's C ``Consumer`` (a subclass may add fields), with a confluent-kafka and a
-  librdkafka whose versions are in :data:`VERIFIED_VERSIONS` (others fall back to the Python
-  path, logged once, unless ``RELIABLE_KAFKA_PACKED_FETCH=1``); and then used only after
-  librdkafka confirms it: ``rd_kafka_opaque()`` of the handle must be the ``Consumer`` object
-  itself, as confluent-kafka sets it, and ``rd_kafka_type()`` must say consumer.
+  guess dereferences a bad pointer (a crash, not a fallback). So nothing is dereferenced before
+  the layout is checked: once per process, a probe ``Consumer`` made with known callbacks must
+  hold them (and its type) in the slots after ``rk`` where that layout puts them, read inside
+  the object's own memory; then a consumer is read only on CPython (where ``id()`` is the
+  object's address), when its type is exactly confluent-kafka's C ``Consumer`` (a subclass may
+  add fields) and its own type slot says consumer, with a confluent-kafka and a librdkafka whose
+  versions are in :data:`VERIFIED_VERSIONS` (others fall back to the Python path with a
+  WARNING; ``RELIABLE_KAFKA_PACKED_FETCH=1`` uses them anyway, with a WARNING, and still after
+  the layout check). Only then does librdkafka confirm it: ``rd_kafka_opaque()`` of the handle
+  must be the ``Consumer`` object itself, as confluent-kafka sets it, and ``rd_kafka_type()``
+  must say consumer.
 - librdkafka is the copy confluent-kafka loaded (found in ``/proc/self/maps``), called through
   ctypes for the queue calls and through function addresses by the extension.
 - The partition's queue is detached from the consumer queue before ``assign()``
@@ -32,7 +36,7 @@ How it reaches librdkafka, and what keeps that safe:
 Without the extension (no C compiler at install), off Linux or CPython, with an unverified
 confluent-kafka or librdkafka, or with ``RELIABLE_KAFKA_PACKED_FETCH=0`` in the environment,
 :meth:`PackedFetch.attach` returns None and the receivers pack in Python, as before; the reason
-is logged once at INFO.
+is logged once (at WARNING for a confluent-kafka or librdkafka never verified, INFO otherwise).
 """
 
 from __future__ import annotations
@@ -89,12 +93,84 @@ class _Librdkafka:
     message_destroy: int
 
 
+class _HandlePrefix(ctypes.Structure):
+    """The start of confluent-kafka's C ``Handle`` (``confluent_kafka.h``, the same through 2.x):
+    the object header, ``rk``, three callbacks, ``initiated``, the TLS key (``Py_tss_t``), the
+    client type, the logger. Read only from inside an object at least this large."""
+
+    _fields_ = (
+        ("ob_refcnt", ctypes.c_ssize_t),
+        ("ob_type", ctypes.c_void_p),
+        ("rk", ctypes.c_void_p),
+        ("error_cb", ctypes.c_void_p),
+        ("throttle_cb", ctypes.c_void_p),
+        ("stats_cb", ctypes.c_void_p),
+        ("initiated", ctypes.c_int),
+        ("tls_is_initialized", ctypes.c_int),
+        ("tls_key", ctypes.c_uint),
+        ("type", ctypes.c_int),
+        ("logger", ctypes.c_void_p),
+    )
+
+
+def _handle_prefix(consumer: Consumer) -> _HandlePrefix | None:
+    """The Handle prefix of ``consumer``, read inside its own memory; None if it is smaller."""
+    if type(consumer).__basicsize__ < ctypes.sizeof(_HandlePrefix):
+        return None
+    return _HandlePrefix.from_buffer_copy(ctypes.string_at(id(consumer), ctypes.sizeof(_HandlePrefix)))
+
+
+def _callback(*_args: object) -> None:
+    pass
+
+
+def _layout_mismatch() -> str | None:
+    """Why confluent-kafka's Handle is not laid out as :class:`_HandlePrefix` says, if it is not:
+    a probe consumer made with known callbacks must hold them where the layout puts them. Reads
+    only the probe's own memory."""
+    if object.__basicsize__ != _HandlePrefix.rk.offset:
+        return "this Python's object header is not the one confluent-kafka's layout was read for"
+    error_cb, throttle_cb, stats_cb = (functools.partial(_callback, i) for i in range(3))
+    probe_logger = logging.getLogger(f"{__name__}.layout_probe")
+    probe = Consumer(
+        {
+            "group.id": "reliable-kafka-layout-probe",
+            "error_cb": error_cb,
+            "throttle_cb": throttle_cb,
+            "stats_cb": stats_cb,
+            "logger": probe_logger,
+        }
+    )
+    try:
+        prefix = _handle_prefix(probe)
+        expected = (id(error_cb), id(throttle_cb), id(stats_cb), id(probe_logger), _RD_KAFKA_CONSUMER, 1)
+        if (
+            prefix is None
+            or not prefix.rk
+            or expected
+            != (
+                prefix.error_cb,
+                prefix.throttle_cb,
+                prefix.stats_cb,
+                prefix.logger,
+                prefix.type,
+                prefix.initiated,
+            )
+        ):
+            return "confluent-kafka's consumer is not laid out as packed fetch reads it"
+        return None
+    finally:
+        probe.close()
+
+
 @functools.cache
 def _librdkafka() -> _Librdkafka | str:
     """librdkafka as confluent-kafka loaded it, or why packed fetch is off (logged once)."""
     found = _find_librdkafka()
     if isinstance(found, str):
-        logger.info("packed fetch is off (%s): receivers pack records in Python", found)
+        # A confluent-kafka release nobody verified yet is news for an operator; the others are choices.
+        level = logging.WARNING if found == _unverified() else logging.INFO
+        logger.log(level, "packed fetch is off (%s): receivers pack records in Python", found)
     else:
         library = _version_of(confluent_kafka.libversion())
         logger.info("packed fetch is on: librdkafka %s at %s", library, found.path)
@@ -140,7 +216,13 @@ def _why_off() -> str | None:
     implementation = platform.python_implementation()
     if implementation != "CPython":
         return f"it reads confluent-kafka's objects by address, which {implementation} does not give"
-    return None if switch in _FORCED else _unverified()
+    unverified = _unverified()
+    if unverified is not None and switch in _FORCED:
+        # A layout never verified may still pass the layout check and be read wrong elsewhere:
+        # say so where an operator looks, every process.
+        logger.warning("packed fetch forced on by %s=1 although %s", SWITCH_ENV, unverified.split(";")[0])
+        return None
+    return unverified
 
 
 def _find_librdkafka() -> _Librdkafka | str:
@@ -155,6 +237,9 @@ def _find_librdkafka() -> _Librdkafka | str:
     if len(paths) != 1:
         return f"expected one librdkafka in this process, found {sorted(paths) or 'none'}"
     (path,) = paths
+    mismatch = _layout_mismatch()
+    if mismatch is not None:
+        return mismatch
     lib = ctypes.CDLL(path)
     for name, restype, argtypes in (
         ("rd_kafka_opaque", ctypes.c_void_p, [ctypes.c_void_p]),
@@ -178,11 +263,15 @@ def _address_of(lib: ctypes.CDLL, name: str) -> int:
 
 def _client_handle(consumer: Consumer, librdkafka: _Librdkafka) -> int | str:
     """The ``rd_kafka_t *`` of ``consumer``, or why it cannot be trusted."""
-    header = object.__basicsize__
     # Exactly the C type: a subclass (with __slots__ or a __dict__) lays out fields of its own.
-    if type(consumer) is not Consumer or Consumer.__basicsize__ < header + ctypes.sizeof(ctypes.c_void_p):
+    if type(consumer) is not Consumer:
         return f"{type(consumer).__qualname__} is not confluent-kafka's C Consumer itself"
-    handle = ctypes.c_void_p.from_address(id(consumer) + header).value
+    # The layout was checked (_layout_mismatch) before librdkafka was looked up; this consumer's
+    # own slots must agree before its rk is handed to librdkafka.
+    prefix = _handle_prefix(consumer)
+    if prefix is None or prefix.type != _RD_KAFKA_CONSUMER or prefix.initiated != 1:
+        return "confluent-kafka's consumer does not hold its librdkafka handle where expected"
+    handle = prefix.rk
     if not handle or librdkafka.lib.rd_kafka_opaque(handle) != id(consumer):
         return "confluent-kafka's consumer does not hold its librdkafka handle where expected"
     if librdkafka.lib.rd_kafka_type(handle) != _RD_KAFKA_CONSUMER:
