@@ -164,8 +164,9 @@ def later_stage_imports() -> list[Import]:
 
 
 def walks_through_the_context() -> list[str]:
-    """``ssc.scheduler...`` or ``job_scheduler.ssc...`` outside the context: a part reaching the
-    collaborators of another through the context instead of being handed them."""
+    """``ssc.scheduler...``, ``job_scheduler.ssc...`` or ``job_scheduler.receiver_tracker``
+    outside the context: a part reaching the collaborators of another through the context or its
+    owner instead of being handed them."""
     walks = []
     for module, path in our_modules().items():
         if module == "reliable_kafka.context":
@@ -175,7 +176,7 @@ def walks_through_the_context() -> list[str]:
                 continue
             owner = node.value.id if isinstance(node.value, ast.Name) else node.value.attr
             if (owner.lstrip("_") == "ssc" and node.attr == "scheduler") or (
-                owner.lstrip("_") == "job_scheduler" and node.attr == "ssc"
+                owner.lstrip("_") == "job_scheduler" and node.attr in ("ssc", "receiver_tracker")
             ):
                 walks.append(f"{module}:{node.lineno}: {owner}.{node.attr}")
     return walks
