@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import ast
 import collections
+import functools
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -101,6 +102,7 @@ def our_modules() -> dict[str, Path]:
     return modules
 
 
+@functools.cache
 def lazy_exports(path: Path) -> dict[str, str]:
     """A package's ``_LAZY_EXPORTS`` (name -> the module defining it), as its ``__getattr__`` reads it."""
     for node in ast.parse(path.read_text(), str(path)).body:

@@ -196,7 +196,7 @@ def test_a_receiver_task_logs_through_logging_with_time_level_logger_and_stream_
     )
     (line,) = [line for line in worker.stderr.splitlines() if "no endpoint reachable" in line]
     assert re.match(
-        r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} WARNING reliable_kafka\.kafka\.zk\.broker_discovery "
+        r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} WARNING reliable_kafka\.kafka\.client\.zk\.broker_discovery "
         r"\[receiver 3\]: broker discovery: broker 0: no endpoint reachable",
         line,
     ), line
