@@ -74,9 +74,9 @@ from confluent_kafka import KafkaException
 from kazoo.client import KazooClient, KazooState
 from kazoo.exceptions import KazooException, NoNodeError
 
-from reliable_kafka.kafka.group.offset_store import KafkaOffsetStore
-from reliable_kafka.kafka.topic_partition import TopicAndPartition
-from reliable_kafka.kafka.zk.paths import offset_path
+from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.client.zk.paths import offset_path
+from reliable_kafka.kafka.offsets.group.offset_store import KafkaOffsetStore
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.local.spark_hosts import LocalSparkHosts
 from tests.e2e.kill_harness import ChildApp, RecordingProducer

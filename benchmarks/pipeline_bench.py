@@ -125,7 +125,7 @@ from proc_cpu import CpuMeter, CpuUsage, driver_jvm_pid
 
 from reliable_kafka import KafkaUtils, StreamingContext
 from reliable_kafka.dstream.functions import time_ms_of
-from reliable_kafka.kafka.offset_range import offset_ranges_of_blocks
+from reliable_kafka.kafka.client.offset_range import offset_ranges_of_blocks
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.local.spark_hosts import LocalSparkHosts
 from reliable_kafka.scheduler.listener import (

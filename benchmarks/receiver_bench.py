@@ -36,7 +36,7 @@ receiver's memory and threads do as its partitions grow, beside a plain consumer
 (a') the same, with one consumer and one thread per partition, as the receiver reads; printed for
     comparison, the ratio is against (a) or (a'), whichever is faster.
 (c) (a') whose threads read as the receiver's consumer threads do and nothing after it: with
-    packed fetch (``reliable_kafka/kafka/packed_fetch.py``) the C extension takes each batch and
+    packed fetch (``reliable_kafka/kafka/client/packed_fetch.py``) the C extension takes each batch and
     packs it; without, confluent-kafka's Messages are packed in Python. What (b) costs beyond (c)
     is the block generator, the write-ahead log, the block store and the commits.
 (w) the write-ahead log alone: the same number of records, packed as the receiver packs them, in
@@ -78,9 +78,10 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, Topic
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from reliable_kafka.kafka import ReliableKafkaReceiver, packed_fetch, parse_kafka_params
-from reliable_kafka.kafka.packed_fetch import SWITCH_ENV, PackedFetch
-from reliable_kafka.kafka.topic_partition import TopicAndPartition
+from reliable_kafka.kafka import ReliableKafkaReceiver, parse_kafka_params
+from reliable_kafka.kafka.client import packed_fetch
+from reliable_kafka.kafka.client.packed_fetch import SWITCH_ENV, PackedFetch
+from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.receiver import (
     ReceivedBlockInfo,

@@ -51,7 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from wal_url import filesystem_options, remove, run_directory, where
 
 from reliable_kafka.dstream.block_partition import BlockPartition
-from reliable_kafka.kafka.offset_range import OffsetRange, block_metadata
+from reliable_kafka.kafka.client.offset_range import OffsetRange, block_metadata
 from reliable_kafka.receiver import (
     ByteBufferBlock,
     ReceivedBlockInfo,

@@ -9,12 +9,12 @@ __version__ = "0.1.0"
 # start importing pyspark.
 _LAZY_EXPORTS = {
     # pyspark.streaming.kafka's names (its __all__), so a 2.4 app changes only its imports.
-    "Broker": "reliable_kafka.kafka.broker",
-    "KafkaMessageAndMetadata": "reliable_kafka.kafka.message_and_metadata",
+    "Broker": "reliable_kafka.kafka.direct.broker",
+    "KafkaMessageAndMetadata": "reliable_kafka.kafka.direct.message_and_metadata",
     "KafkaUtils": "reliable_kafka.kafka.kafka_utils",
-    "OffsetRange": "reliable_kafka.kafka.offset_range",
-    "TopicAndPartition": "reliable_kafka.kafka.topic_partition",
-    "utf8_decoder": "reliable_kafka.kafka.message_and_metadata",
+    "OffsetRange": "reliable_kafka.kafka.client.offset_range",
+    "TopicAndPartition": "reliable_kafka.kafka.client.topic_partition",
+    "utf8_decoder": "reliable_kafka.kafka.direct.message_and_metadata",
     "StreamingContext": "reliable_kafka.context",
     # pyspark's StorageLevel with 2.4's names (MEMORY_AND_DISK_SER_2...) that pyspark 3 dropped.
     "StorageLevel": "reliable_kafka.storage.pyspark_levels",

@@ -21,7 +21,6 @@ import json
 import logging
 import os
 import time
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ from urllib.parse import urlparse
 
 from reliable_kafka import checkpoint_remote
 from reliable_kafka.state_checkpoint import StateStreamRecord
+from reliable_kafka.util.atomic_file import write_atomically
 from reliable_kafka.util.filesystems import FilesystemOptions, configured_options, is_local, locate, qualify
 from wal.failure_log import FailureLog
 
@@ -215,24 +215,7 @@ def write_checkpoint(
         checkpoint_remote.ensure_directory(location)
         return checkpoint_remote.write(location, CHECKPOINT_FILE_NAME, checkpoint.to_bytes())
     target_dir = Path(ensure_checkpoint_dir(url))
-    target = target_dir / CHECKPOINT_FILE_NAME
-    temp = target_dir / f".{CHECKPOINT_FILE_NAME}.{uuid.uuid4().hex}.tmp"
-    data = checkpoint.to_bytes()
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), FILE_MODE)
-    try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(temp, target)
-    except BaseException:
-        temp.unlink(missing_ok=True)
-        raise
-    _fsync_directory(target_dir)
-    return target
+    return write_atomically(target_dir, CHECKPOINT_FILE_NAME, checkpoint.to_bytes(), FILE_MODE)
 
 
 def read_checkpoint(
@@ -319,20 +302,6 @@ class CheckpointWriter:
             logger.info(
                 "removed %d leftover(s) of interrupted checkpoint writes in %s", removed, self.directory
             )
-
-
-def _fsync_directory(directory: Path) -> None:
-    # The rename is durable only once the directory entry is; not every platform allows it.
-    try:
-        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        logger.debug("fsync of directory %s is not supported here", directory)
-    finally:
-        os.close(fd)
 
 
 def _is_int(value: Any) -> bool:

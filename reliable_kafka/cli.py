@@ -26,7 +26,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from reliable_kafka.ui.group_view import OFFSETS_STORAGES
+from reliable_kafka.kafka.offsets.registry import OFFSETS_STORAGES, default_storage, in_kafka, in_zookeeper
 from reliable_kafka.ui.lag import LagSource, PartitionLag, close_clients, open_group_view, read_group_lag
 
 EXIT_OK, EXIT_LAG, EXIT_ERROR = 0, 1, 2
@@ -71,7 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _usage_error(args: argparse.Namespace) -> str | None:
     if not args.zookeeper and not args.bootstrap_servers:
         return "give --zookeeper (a ZooKeeper group), --bootstrap-servers (offsets in Kafka), or both"
-    if args.offsets_storage in ("zookeeper", "dual") and not args.zookeeper:
+    if args.offsets_storage is not None and in_zookeeper(args.offsets_storage) and not args.zookeeper:
         return f"--offsets-storage {args.offsets_storage} needs --zookeeper"
     return None
 
@@ -83,7 +83,7 @@ def source_of(args: argparse.Namespace) -> LagSource:
     return LagSource(
         group=args.group,
         topics=tuple(args.topic or ()),
-        offsets_storage=args.offsets_storage or ("zookeeper" if args.zookeeper else "kafka"),
+        offsets_storage=args.offsets_storage or default_storage(has_zookeeper=bool(args.zookeeper)),
         client_config=config,
         zookeeper_connect=args.zookeeper or None,
     )
@@ -127,14 +127,19 @@ def _print_round(rows: Sequence[PartitionLag], as_json: bool, out: TextIO) -> No
 def _store_read(source: LagSource) -> str:
     kafka = f"Kafka's group coordinator (via {source.client_config.get('bootstrap.servers', 'the brokers')})"
     zookeeper = f"ZooKeeper at {source.zookeeper_connect}"
-    return {"zookeeper": zookeeper, "kafka": kafka}.get(source.offsets_storage, f"{zookeeper} and {kafka}")
+    read = [
+        where
+        for where, used in ((zookeeper, in_zookeeper), (kafka, in_kafka))
+        if used(source.offsets_storage)
+    ]
+    return " and ".join(read)
 
 
 def _nothing_committed(source: LagSource, held: Sequence[str]) -> str:
     asked = "topic " + ", ".join(source.topics) if source.topics else "any topic"
     holds = f"it holds offsets of the group for: {', '.join(held)}" if held else "it holds none of the group"
     hint = ""
-    if source.offsets_storage == "kafka" and source.zookeeper_connect is None:
+    if not in_zookeeper(source.offsets_storage) and source.zookeeper_connect is None:
         hint = " (a createStream group with a zkQuorum keeps its offsets in ZooKeeper: give --zookeeper)"
     return f"group {source.group} has no committed offset on {asked} in {_store_read(source)}; {holds}{hint}"
 

@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import logging
-import os
 import pickle
 import shutil
 import uuid
@@ -40,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack
 
+from reliable_kafka.util.atomic_file import write_atomically
 from reliable_kafka.util.filesystems import FilesystemOptions, RemoteDirectory, is_local, join, locate
 
 if TYPE_CHECKING:
@@ -242,22 +242,7 @@ def _store(directory: dict[str, Any] | str, name_parts: tuple[str, ...], data: b
     if isinstance(directory, str):
         target_dir = Path(directory, *name_parts[:-1])
         _make_local_dirs(target_dir)
-        target = target_dir / name_parts[-1]
-        temp = target_dir / f".{name_parts[-1]}.{uuid.uuid4().hex}.tmp"
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), FILE_MODE)
-        try:
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.replace(temp, target)
-        except BaseException:
-            temp.unlink(missing_ok=True)
-            raise
-        _fsync_directory(target_dir)
+        write_atomically(target_dir, name_parts[-1], data, FILE_MODE)
         return
     from reliable_kafka.checkpoint_remote import store_errors  # noqa: PLC0415 - remote only
     from wal.fsspec_storage import set_mode  # noqa: PLC0415
@@ -295,18 +280,6 @@ def _make_local_dirs(path: Path) -> None:
         with contextlib.suppress(FileExistsError):
             directory.mkdir(mode=DIR_MODE)
             directory.chmod(DIR_MODE)  # the umask filters mkdir's mode
-
-
-def _fsync_directory(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    except OSError:
-        return
-    try:
-        with contextlib.suppress(OSError):
-            os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def directory_handle(checkpoint_dir: str, options: FilesystemOptions | None = None) -> dict[str, Any] | str:

@@ -15,6 +15,7 @@ from pyspark import RDD
 
 from reliable_kafka.dstream.dstream import DEFAULT_PERSIST_LEVEL, DStream
 from reliable_kafka.dstream.functions import function_name
+from reliable_kafka.dstream.window import WindowOverParent
 
 logger = logging.getLogger(__name__)
 
@@ -24,7 +25,7 @@ _INCREMENTAL_MIN_SLIDES = 5
 ReduceFunc = Callable[[Any, Any], Any]
 
 
-class ReducedWindowedDStream(DStream):
+class ReducedWindowedDStream(WindowOverParent):
     must_checkpoint = True
 
     def __init__(
@@ -38,15 +39,7 @@ class ReducedWindowedDStream(DStream):
         num_partitions: int,
         filter_func: Callable[[tuple[Any, Any]], bool] | None = None,
     ) -> None:
-        if window_duration_ms % parent.slide_duration_ms or slide_duration_ms % parent.slide_duration_ms:
-            raise ValueError(
-                f"window ({window_duration_ms} ms) and slide ({slide_duration_ms} ms) durations must be "
-                f"multiples of the parent's slide duration ({parent.slide_duration_ms} ms)"
-            )
-        super().__init__(parent.ssc)
-        self.parent = parent
-        self.window_duration_ms = window_duration_ms
-        self._slide_duration_ms = slide_duration_ms
+        super().__init__(parent, window_duration_ms, slide_duration_ms)
         self._reduce = _reducer(reduce_func, num_partitions, filter_func)
         self._inv_reduce = _inverse_reducer(reduce_func, inv_reduce_func, num_partitions)
         self._filter_func = filter_func
@@ -55,20 +48,6 @@ class ReducedWindowedDStream(DStream):
         super().persist(DEFAULT_PERSIST_LEVEL)
         if parent.storage_level is None:
             parent.persist(DEFAULT_PERSIST_LEVEL)
-
-    @property
-    def slide_duration_ms(self) -> int:
-        return self._slide_duration_ms
-
-    @property
-    def dependencies(self) -> list[DStream]:
-        return [self.parent]
-
-    @property
-    def parent_remember_duration_ms(self) -> int | None:
-        if self.remember_duration_ms is None:
-            return None
-        return self.remember_duration_ms + self.window_duration_ms
 
     def checkpoint_signature(self) -> str:
         return (

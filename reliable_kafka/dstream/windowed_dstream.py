@@ -8,43 +8,17 @@ from typing import Any
 from pyspark import RDD, StorageLevel
 
 from reliable_kafka.dstream.dstream import DEFAULT_PERSIST_LEVEL, DStream
+from reliable_kafka.dstream.window import WindowOverParent
 
 logger = logging.getLogger(__name__)
 
 
-class WindowedDStream(DStream):
+class WindowedDStream(WindowOverParent):
     def __init__(self, parent: DStream, window_duration_ms: int, slide_duration_ms: int) -> None:
-        if window_duration_ms % parent.slide_duration_ms:
-            raise ValueError(
-                f"The window duration of windowed DStream ({window_duration_ms} ms) must be a multiple "
-                f"of the slide duration of parent DStream ({parent.slide_duration_ms} ms)"
-            )
-        if slide_duration_ms % parent.slide_duration_ms:
-            raise ValueError(
-                f"The slide duration of windowed DStream ({slide_duration_ms} ms) must be a multiple "
-                f"of the slide duration of parent DStream ({parent.slide_duration_ms} ms)"
-            )
-        super().__init__(parent.ssc)
-        self.parent = parent
-        self.window_duration_ms = window_duration_ms
-        self._slide_duration_ms = slide_duration_ms
+        super().__init__(parent, window_duration_ms, slide_duration_ms)
         # Every parent RDD is read by several windows: keep it, unless the user chose a level.
         if parent.storage_level is None:
             parent.persist(DEFAULT_PERSIST_LEVEL)
-
-    @property
-    def slide_duration_ms(self) -> int:
-        return self._slide_duration_ms
-
-    @property
-    def dependencies(self) -> list[DStream]:
-        return [self.parent]
-
-    @property
-    def parent_remember_duration_ms(self) -> int | None:
-        if self.remember_duration_ms is None:
-            return None
-        return self.remember_duration_ms + self.window_duration_ms
 
     def persist(self, storageLevel: StorageLevel = DEFAULT_PERSIST_LEVEL) -> DStream:
         # Windows share the parent's RDDs; persisting each union would store every batch many

@@ -44,11 +44,11 @@ from tenacity import retry, retry_if_exception, stop_after_delay, wait_fixed
 
 from reliable_kafka import KafkaUtils, StreamingContext
 from reliable_kafka.examples.line_producer import LineProducer
-from reliable_kafka.kafka.group.offset_store import KafkaOffsetStore
-from reliable_kafka.kafka.offset_store import REFUSED
-from reliable_kafka.kafka.topic_partition import TopicAndPartition
-from reliable_kafka.kafka.zk.broker_discovery import broker_registrations, legacy_protocol_config
-from reliable_kafka.kafka.zk.paths import offset_path
+from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.client.zk.broker_discovery import broker_registrations, legacy_protocol_config
+from reliable_kafka.kafka.client.zk.paths import offset_path
+from reliable_kafka.kafka.offsets.group.offset_store import KafkaOffsetStore
+from reliable_kafka.kafka.offsets.store import REFUSED
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.local.cluster import create_topic_in_zookeeper
 from reliable_kafka.util.kafka_errors import kafka_error_of

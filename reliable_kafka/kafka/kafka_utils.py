@@ -30,24 +30,32 @@ from pyspark import StorageLevel as PySparkStorageLevel
 
 from reliable_kafka.dstream.batch_rdd import SKIP_RECORD
 from reliable_kafka.dstream.streaming_context import StreamingContextLike
-from reliable_kafka.kafka.broker import Broker
-from reliable_kafka.kafka.create_direct_stream import checked_from_offsets, checked_topics, starting_offsets
-from reliable_kafka.kafka.create_rdd import create_rdd
-from reliable_kafka.kafka.decode_errors import (
+from reliable_kafka.kafka.client.offset_range import OffsetRange
+from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.direct.broker import Broker
+from reliable_kafka.kafka.direct.create_direct_stream import (
+    checked_from_offsets,
+    checked_topics,
+    starting_offsets,
+)
+from reliable_kafka.kafka.direct.create_rdd import create_rdd
+from reliable_kafka.kafka.direct.direct_kafka_input_dstream import DirectKafkaInputDStream
+from reliable_kafka.kafka.direct.kafka_cluster import KafkaCluster
+from reliable_kafka.kafka.direct.kafka_rdd import KafkaRDD
+from reliable_kafka.kafka.direct.message_and_metadata import (
+    KafkaMessageAndMetadata,
+    KeyValueDecoder,
+    utf8_decoder,
+)
+from reliable_kafka.kafka.direct.offset_commit import committer_for
+from reliable_kafka.kafka.direct.params import direct_kafka_params
+from reliable_kafka.kafka.receiver.decode_errors import (
     DeadLetterWriter,
     DecodeErrors,
     RecordDecodeError,
     check_decode_errors,
 )
-from reliable_kafka.kafka.direct_kafka_input_dstream import DirectKafkaInputDStream
-from reliable_kafka.kafka.direct_offset_commit import committer_for
-from reliable_kafka.kafka.direct_params import direct_kafka_params
-from reliable_kafka.kafka.kafka_cluster import KafkaCluster
-from reliable_kafka.kafka.kafka_input_dstream import DecodeErrorCounters, KafkaInputDStream
-from reliable_kafka.kafka.kafka_rdd import KafkaRDD
-from reliable_kafka.kafka.message_and_metadata import KafkaMessageAndMetadata, KeyValueDecoder, utf8_decoder
-from reliable_kafka.kafka.offset_range import OffsetRange
-from reliable_kafka.kafka.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.receiver.kafka_input_dstream import DecodeErrorCounters, KafkaInputDStream
 from reliable_kafka.settings import KafkaStreamSettings
 
 if TYPE_CHECKING:

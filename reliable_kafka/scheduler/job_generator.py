@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from reliable_kafka import state_checkpoint
 from reliable_kafka.checkpoint import Checkpoint, CheckpointWriter, InputStreamRecord
@@ -42,8 +42,10 @@ from reliable_kafka.util.clock import wall_clock_ms
 from reliable_kafka.util.recurring_timer import RecurringTimer
 
 if TYPE_CHECKING:
-    from reliable_kafka.scheduler.job_scheduler import JobScheduler
-    from reliable_kafka.scheduler.streaming_context import SchedulerContext
+    from collections.abc import Sequence
+
+    from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo
+    from reliable_kafka.scheduler.streaming_context import GeneratorContext
 
 logger = logging.getLogger(__name__)
 
@@ -88,12 +90,42 @@ JobGeneratorEvent = GenerateJobs | ClearMetadata | DoCheckpoint | ClearCheckpoin
 _STOP = object()
 
 
+class JobRunner(Protocol):
+    """What the generator hands its batches to (the job scheduler)."""
+
+    def submit_job_set(self, job_set: JobSet) -> None: ...
+
+    def report_error(self, message: str, error: BaseException) -> None: ...
+
+    def get_pending_times(self) -> list[int]: ...
+
+
+class BatchBlocks(Protocol):
+    """What the generator uses of the receiver tracker: each batch's blocks."""
+
+    def allocate_blocks_to_batch(self, time_ms: int) -> None: ...
+
+    def get_blocks_of_batch(self, time_ms: int) -> dict[int, list[ReceivedBlockInfo]]: ...
+
+    def num_records_of_batch(self, time_ms: int) -> dict[int, int]: ...
+
+    def has_unallocated_blocks(self) -> bool: ...
+
+    def pending_batch_times(self) -> list[int]: ...
+
+    def deallocate_batches(self, batch_times_ms: Sequence[int]) -> list[int]: ...
+
+    def cleanup_old_blocks_and_batches(self, clean_threshold_ms: int) -> None: ...
+
+
 class JobGenerator:
     """``ssc``: what the generator uses of its context (graph, clock, checkpoint settings);
-    ``job_scheduler``: its owner, which runs the job sets and holds the receiver tracker."""
+    ``jobs``: where its batches' job sets go (the job scheduler). The receiver tracker, built when
+    the streams start, is handed to :meth:`start` (None: no receiver input streams)."""
 
-    def __init__(self, ssc: SchedulerContext, job_scheduler: JobScheduler) -> None:
-        self.job_scheduler = job_scheduler
+    def __init__(self, ssc: GeneratorContext, jobs: JobRunner) -> None:
+        self._jobs = jobs
+        self._tracker: BatchBlocks | None = None
         self.ssc = ssc
         self.graph = ssc.graph
         self.clock = ssc.clock
@@ -125,10 +157,11 @@ class JobGenerator:
     def should_checkpoint(self) -> bool:
         return self.ssc.checkpoint_dir is not None
 
-    def start(self) -> None:
+    def start(self, receiver_tracker: BatchBlocks | None = None) -> None:
         with self._lock:
             if self._thread is not None:
                 return
+            self._tracker = receiver_tracker
             if self.should_checkpoint:
                 self._checkpoint_writer = CheckpointWriter(self.ssc.checkpoint_dir)
                 self._state_handle = state_checkpoint.directory_handle(self.ssc.checkpoint_dir)
@@ -167,7 +200,7 @@ class JobGenerator:
         timeout_ms = graceful_stop_timeout_ms(self.ssc.settings.jobs, self.batch_duration_ms)
         deadline = time.monotonic() + timeout_ms / 1000
         poll_s = min(_MAX_POLL_S, self.batch_duration_ms / 1000 / 10)
-        tracker = self.job_scheduler.receiver_tracker
+        tracker = self._tracker
 
         def wait_for(condition_met: Callable[[], bool], what: str) -> None:
             logger.info("Waiting for %s", what)
@@ -225,12 +258,12 @@ class JobGenerator:
         self.timer.start(plan.restart_time_ms)
 
     def _tracker_pending(self) -> list[int]:
-        tracker = self.job_scheduler.receiver_tracker
+        tracker = self._tracker
         return tracker.pending_batch_times() if tracker is not None else []
 
     def _return_to_queue(self, batch_times_ms: list[int], why: str) -> None:
         """Have the receiver tracker give these pending batches' blocks to the next batch."""
-        tracker = self.job_scheduler.receiver_tracker
+        tracker = self._tracker
         if tracker is None or not batch_times_ms:
             return
         returned = tracker.deallocate_batches(batch_times_ms)
@@ -271,7 +304,7 @@ class JobGenerator:
             try:
                 self._process(event)
             except Exception as exc:
-                self.job_scheduler.report_error("Error in job generator", exc)
+                self._jobs.report_error("Error in job generator", exc)
 
     def _process(self, event: object) -> None:
         match event:
@@ -287,7 +320,7 @@ class JobGenerator:
                 raise TypeError(f"unknown job generator event {event!r}")
 
     def _generate_jobs(self, time_ms: int) -> None:
-        tracker = self.job_scheduler.receiver_tracker
+        tracker = self._tracker
         try:
             if tracker is not None:
                 tracker.allocate_blocks_to_batch(time_ms)
@@ -299,7 +332,7 @@ class JobGenerator:
                 self.last_generated_batch_time_ms = _later(self.last_generated_batch_time_ms, time_ms)
                 # It will never complete: a graceful stop must not wait for it.
                 self._not_fully_processed.discard(time_ms)
-            self.job_scheduler.report_error(f"Error generating jobs for time {time_ms} ms", exc)
+            self._jobs.report_error(f"Error generating jobs for time {time_ms} ms", exc)
             try:
                 self._return_to_queue([time_ms], "its jobs could not be generated")
             except Exception:
@@ -315,7 +348,7 @@ class JobGenerator:
                 late = stream.late_input_metadata(time_ms)
                 if late is not None:
                     job_set.late_input_metadata[stream.id] = late
-            self.job_scheduler.submit_job_set(job_set)
+            self._jobs.submit_job_set(job_set)
         self._events.put(DoCheckpoint(time_ms, clear_checkpoint_data_later=False))
 
     def _reported_input_infos(self, time_ms: int) -> dict[int, StreamInputInfo]:
@@ -352,7 +385,7 @@ class JobGenerator:
         self._mark_batch_fully_processed(time_ms)
 
     def _cleanup_receiver_tracker(self, clear_time: int | None) -> None:
-        tracker = self.job_scheduler.receiver_tracker
+        tracker = self._tracker
         if tracker is None or clear_time is None:
             return
         max_remember = self.graph.get_max_input_stream_remember_duration() or 0
@@ -415,7 +448,7 @@ class JobGenerator:
             batch_duration_ms=self.batch_duration_ms,
             checkpoint_duration_ms=self.ssc.checkpoint_duration_ms,
             last_generated_batch_time_ms=last_generated,
-            pending_times_ms=tuple(self.job_scheduler.get_pending_times()),
+            pending_times_ms=tuple(self._jobs.get_pending_times()),
             remember_duration_ms=graph.remember_duration_ms,
             max_input_remember_duration_ms=graph.get_max_input_stream_remember_duration(),
             input_streams=tuple(

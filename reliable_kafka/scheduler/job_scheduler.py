@@ -66,8 +66,9 @@ class _JobThreadState(threading.local):
 
 
 class ReceiverTrackerLike(ReceivedBlockSource, Protocol):
-    """What the scheduler and the job generator need of ``scheduler.receiver_tracker.ReceiverTracker``
-    (and, as their :class:`ReceivedBlockSource`, the receiver input streams)."""
+    """What the scheduler needs of ``scheduler.receiver_tracker.ReceiverTracker``, which it builds at
+    start and hands to the job generator (its ``BatchBlocks``) and, as their
+    :class:`ReceivedBlockSource`, to the receiver input streams."""
 
     def start(self) -> None: ...
 
@@ -148,7 +149,7 @@ class JobScheduler:
         self.receiver_tracker = self._receiver_tracker_factory()
         self.receiver_tracker.start()
         self._start_slot_watch(self.receiver_tracker)
-        self.job_generator.start()
+        self.job_generator.start(self.receiver_tracker)
         logger.info("Started JobScheduler with %d job thread(s)", settings.jobs.concurrent_jobs)
 
     def _start_slot_watch(self, tracker: ReceiverTrackerLike) -> None:

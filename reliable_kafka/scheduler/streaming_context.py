@@ -1,4 +1,5 @@
-"""What the job scheduler and the job generator use of the context and its DStream graph.
+"""What the job scheduler and the job generator use of the context and its DStream graph, one
+protocol each.
 
 Protocols, not imports: the scheduler comes before the DStreams and the context in the package's
 layering (``tests/test_import_graph.py``). The context, the composition root, hands the scheduler
@@ -80,8 +81,9 @@ class StreamGraph(Protocol):
     def state_records(self) -> tuple[StateStreamRecord, ...]: ...
 
 
-class SchedulerContext(Protocol):
-    """The ``StreamingContext``, as the scheduler sees it."""
+class GeneratorContext(Protocol):
+    """What the job generator uses of the ``StreamingContext``: the graph, the clock, the batch
+    interval and the checkpoint settings."""
 
     @property
     def settings(self) -> StreamingSettings: ...
@@ -106,6 +108,11 @@ class SchedulerContext(Protocol):
 
     @property
     def initial_checkpoint(self) -> Checkpoint | None: ...
+
+
+class SchedulerContext(GeneratorContext, Protocol):
+    """What the job scheduler uses of the ``StreamingContext``: its own (errors to
+    ``awaitTermination``) and what it hands the job generator it builds."""
 
     def notify_error(self, error: BaseException) -> None:
         """Reports an error to ``awaitTermination``."""

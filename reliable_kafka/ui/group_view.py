@@ -1,10 +1,11 @@
 """One consumer group as the lag tools see it: its committed offsets, partitions and owners, read
 wherever the group keeps them.
 
-- Committed offsets: ZooKeeper (``/consumers/<group>/offsets/<topic>/<p>``, its mtime the last
-  commit), Kafka (the group coordinator's OffsetFetch, through a :class:`KafkaOffsetStore` that owns
-  no partition, so it can never commit), or both while a group migrates ("dual": the larger, which
-  is where a starting receiver resumes).
+- Committed offsets, where the offsets registry says the group keeps them: ZooKeeper
+  (``/consumers/<group>/offsets/<topic>/<p>``, its mtime the last commit), Kafka (the group
+  coordinator's OffsetFetch, through a :class:`KafkaOffsetStore` that owns no partition, so it can
+  never commit), or both while a group migrates ("dual": the larger, which is where a starting
+  receiver resumes).
 - Partitions: ``/brokers/topics`` when there is a ZooKeeper, else the brokers' metadata.
 - Owners: ZooKeeper's owner nodes for a ZooKeeper group, else the members the coordinator lists.
 
@@ -17,25 +18,23 @@ import logging
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from reliable_kafka.kafka.dual_offset_store import larger_offset
-from reliable_kafka.kafka.group.offset_store import KafkaOffsetStore
-from reliable_kafka.kafka.topic_partition import TopicAndPartition
-from reliable_kafka.kafka.zk.broker_discovery import topic_partitions
-from reliable_kafka.kafka.zk.paths import group_dir, offset_path, owner_path
+from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.client.zk.broker_discovery import topic_partitions
+from reliable_kafka.kafka.client.zk.paths import group_dir, offset_path, owner_path
+from reliable_kafka.kafka.offsets.dual import larger_offset
+from reliable_kafka.kafka.offsets.group.offset_store import KafkaOffsetStore
+from reliable_kafka.kafka.offsets.registry import OffsetsStorage, checked_storage, in_kafka, in_zookeeper
 from reliable_kafka.util.kafka_errors import kafka_error_of
 from reliable_kafka.util.librdkafka_log import with_logger
 
 logger = logging.getLogger(__name__)
-
-OffsetsStorage = Literal["zookeeper", "kafka", "dual"]
-OFFSETS_STORAGES: tuple[OffsetsStorage, ...] = ("zookeeper", "kafka", "dual")
 
 ADMIN_TIMEOUT_S = 10.0
 # Consumer settings an admin client has no use for (librdkafka warns about each one it is given).
@@ -102,28 +101,26 @@ class GroupView:
         zk: KazooClient | None,
         client_config: Mapping[str, Any],
     ) -> None:
-        if offsets_storage not in OFFSETS_STORAGES:
-            expected = ", ".join(OFFSETS_STORAGES)
-            raise ValueError(f"offsets storage {offsets_storage!r}: expected one of {expected}")
-        if zk is None and offsets_storage != "kafka":
+        offsets_storage = checked_storage(offsets_storage)
+        if zk is None and in_zookeeper(offsets_storage):
             raise ValueError(f"offsets storage {offsets_storage} needs the group's ZooKeeper")
         self.group = group
         self._storage = offsets_storage
         self._zk = zk
         self._admin: AdminClient | None = None
         self._kafka: KafkaOffsetStore | None = None
-        if zk is None or offsets_storage != "zookeeper":
+        if zk is None or in_kafka(offsets_storage):
             if not client_config.get("bootstrap.servers"):
                 raise ValueError(f"offsets storage {offsets_storage} needs bootstrap.servers")
             self._admin = AdminClient(with_logger(_admin_config(client_config)))
-        if offsets_storage != "zookeeper":
+        if in_kafka(offsets_storage):
             self._kafka = KafkaOffsetStore.standalone(
                 client_config, group, owns=_owns_nothing, retry_for_s=ADMIN_TIMEOUT_S
             )
 
     @property
     def _in_zookeeper(self) -> bool:
-        return self._storage != "kafka"
+        return in_zookeeper(self._storage)
 
     # -- topics and partitions --------------------------------------------------------------
 

@@ -19,10 +19,11 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from kazoo.client import KazooClient
 
-from reliable_kafka.kafka.topic_partition import TopicAndPartition
-from reliable_kafka.kafka.zk.broker_discovery import discover_bootstrap_servers, legacy_protocol_config
+from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.client.zk.broker_discovery import discover_bootstrap_servers, legacy_protocol_config
+from reliable_kafka.kafka.offsets.registry import OffsetsStorage, checked_storage, in_zookeeper
 from reliable_kafka.settings import is_secret_key
-from reliable_kafka.ui.group_view import OFFSETS_STORAGES, GroupView, OffsetsStorage
+from reliable_kafka.ui.group_view import GroupView
 from reliable_kafka.util.clock import wall_clock_ms
 from reliable_kafka.util.kazoo_log import kazoo_client, stop_kazoo
 from reliable_kafka.util.librdkafka_log import with_logger
@@ -137,12 +138,9 @@ class LagSource:
     zookeeper_auth: str | None = field(default=None, repr=False)  # digest user:password
 
     def __post_init__(self) -> None:
-        if self.offsets_storage not in OFFSETS_STORAGES:
-            raise ValueError(
-                f"offsets storage {self.offsets_storage!r}: expected one of {', '.join(OFFSETS_STORAGES)}"
-            )
+        checked_storage(self.offsets_storage)
         if self.zookeeper_connect is None:
-            if self.offsets_storage != "kafka":
+            if in_zookeeper(self.offsets_storage):
                 raise ValueError(f"group {self.group}: {self.offsets_storage} offsets need zookeeper_connect")
             if not self.bootstrap_servers:
                 raise ValueError(f"group {self.group}: without ZooKeeper, bootstrap.servers is needed")

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from html import escape
 from typing import Any
 
-from reliable_kafka.kafka.offset_range import OffsetRange, merge_offset_ranges, ranges_in_metadata
+from reliable_kafka.kafka.client.offset_range import OffsetRange, merge_offset_ranges, ranges_in_metadata
 from reliable_kafka.scheduler.batch_input_info import BLOCKS_KEY
 from reliable_kafka.scheduler.listener_events import BatchInfo
 from reliable_kafka.ui import svg

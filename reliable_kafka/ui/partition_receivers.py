@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from reliable_kafka.kafka.offset_range import ranges_in_metadata
+from reliable_kafka.kafka.client.offset_range import ranges_in_metadata
 from reliable_kafka.scheduler.batch_input_info import BLOCKS_KEY
 from reliable_kafka.ui.lag import LagSource
 from reliable_kafka.ui.status_store import StatusSnapshot

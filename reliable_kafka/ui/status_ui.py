@@ -11,21 +11,18 @@ import logging
 import sys
 from dataclasses import replace
 from http import HTTPStatus
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from reliable_kafka.kafka.direct_kafka_input_dstream import DirectKafkaInputDStream
-from reliable_kafka.kafka.kafka_input_dstream import KafkaInputDStream
-from reliable_kafka.kafka.params import ConsumerGroupParams, ZooKeeperParams
-from reliable_kafka.settings import UISettings
+from reliable_kafka.kafka.offsets.watched_group import WatchedGroup, WatchesGroup
+from reliable_kafka.settings import StreamingSettings, UISettings
 from reliable_kafka.ui import metrics, pages
-from reliable_kafka.ui.group_view import OffsetsStorage
 from reliable_kafka.ui.lag import LagMonitor, LagSource
 from reliable_kafka.ui.partition_receivers import receivers_of_partitions
 from reliable_kafka.ui.server import Response, StatusServer
 from reliable_kafka.ui.status_store import StreamingStatusStore
 
 if TYPE_CHECKING:
-    from reliable_kafka.dstream.streaming_context import StreamingContextLike
+    from reliable_kafka.dstream.input_dstream import InputDStream
     from reliable_kafka.scheduler.listener_bus import StreamingListenerBus
 
 logger = logging.getLogger(__name__)
@@ -33,40 +30,37 @@ logger = logging.getLogger(__name__)
 _HTML = "text/html; charset=utf-8"
 
 
-def lag_sources_of(ssc: StreamingContextLike) -> list[LagSource]:
-    """One source per group and store of the context's Kafka input streams, read where the group
-    keeps its offsets: several streams of one group (one createStream per receiver, as Spark's
-    guide suggests) share the group's offsets, and a source each would show every partition
-    once per stream (a duplicate series, which Prometheus refuses in a scrape).
+class InputStreams(Protocol):
+    def get_input_streams(self) -> list[InputDStream]: ...
 
-    The one place that knows the KafkaParams shape of "no ZooKeeper" (``params.zookeeper`` None:
-    the group coordinator keeps the group and its offsets).
+
+class StatusContext(Protocol):
+    """What the status page needs of its streaming context: the settings, the batch interval and
+    the input streams (for the groups whose lag it shows)."""
+
+    @property
+    def settings(self) -> StreamingSettings: ...
+
+    @property
+    def batch_duration_ms(self) -> int: ...
+
+    @property
+    def graph(self) -> InputStreams: ...
+
+
+def lag_sources_of(ssc: StatusContext) -> list[LagSource]:
+    """One source per group and store of the context's input streams that read for a consumer
+    group (:class:`WatchesGroup`), read where the group keeps its offsets: several streams of one
+    group (one createStream per receiver, as Spark's guide suggests) share the group's offsets,
+    and a source each would show every partition once per stream (a duplicate series, which
+    Prometheus refuses in a scrape).
     """
     merged: dict[tuple[Any, ...], LagSource] = {}
     for stream in ssc.graph.get_input_streams():
-        if isinstance(stream, KafkaInputDStream):
-            params, topics, client_config = stream.params, stream.topics, stream.params.client_config
-            receiver_ids: tuple[int, ...] = (stream.id,)
-        elif (
-            isinstance(stream, DirectKafkaInputDStream)
-            and stream.committer is not None
-            and stream.committer.params is not None
-        ):
-            # A direct stream that commits its completed batches: no receiver owns its partitions.
-            params, client_config = stream.committer.params, stream.committer.client_config
-            topics, receiver_ids = sorted({tp.topic for tp in stream.current_offsets}), ()
-        else:
+        watched = stream.watched_group() if isinstance(stream, WatchesGroup) else None
+        if watched is None:
             continue
-        zookeeper: ZooKeeperParams | None = params.zookeeper
-        source = LagSource(
-            group=params.group.group_id,
-            topics=tuple(sorted(topics)),
-            offsets_storage=offsets_storage_of(params.group),
-            client_config=dict(client_config),
-            zookeeper_connect=zookeeper.connect if zookeeper is not None else None,
-            receiver_stream_ids=receiver_ids,
-            zookeeper_auth=zookeeper.auth if zookeeper is not None else None,
-        )
+        source = lag_source_of(watched)
         key = (source.group, source.offsets_storage, source.zookeeper_connect, source.bootstrap_servers)
         known = merged.get(key)
         merged[key] = (
@@ -75,16 +69,25 @@ def lag_sources_of(ssc: StreamingContextLike) -> list[LagSource]:
             else replace(
                 known,
                 topics=tuple(sorted({*known.topics, *source.topics})),
-                receiver_stream_ids=(*known.receiver_stream_ids, *receiver_ids),
+                receiver_stream_ids=(*known.receiver_stream_ids, *source.receiver_stream_ids),
             )
         )
     return list(merged.values())
 
 
-def offsets_storage_of(group: ConsumerGroupParams) -> OffsetsStorage:
-    if group.offsets_in_kafka and group.offsets_in_zookeeper:
-        return "dual"
-    return "kafka" if group.offsets_in_kafka else "zookeeper"
+def lag_source_of(watched: WatchedGroup) -> LagSource:
+    """The lag source of a watched group; the one place that knows the KafkaParams shape of "no
+    ZooKeeper" (``params.zookeeper`` None: the group coordinator keeps the group and its offsets)."""
+    zookeeper = watched.params.zookeeper
+    return LagSource(
+        group=watched.params.group.group_id,
+        topics=watched.topics,
+        offsets_storage=watched.storage,
+        client_config=dict(watched.client_config),
+        zookeeper_connect=zookeeper.connect if zookeeper is not None else None,
+        receiver_stream_ids=watched.receiver_stream_ids,
+        zookeeper_auth=zookeeper.auth if zookeeper is not None else None,
+    )
 
 
 class StatusUI:
@@ -101,7 +104,7 @@ class StatusUI:
         self._server: StatusServer | None = None
 
     @classmethod
-    def for_context(cls, ssc: StreamingContextLike) -> StatusUI:
+    def for_context(cls, ssc: StatusContext) -> StatusUI:
         settings = ssc.settings.ui
         sources = lag_sources_of(ssc)
         lag = LagMonitor(sources, settings.lag_refresh_ms) if sources else None
@@ -158,7 +161,7 @@ class StatusUI:
         return Response(HTTPStatus.OK, _HTML, pages.batch_page(batch, self.store.batch_duration_ms).encode())
 
 
-def start_status_ui(ssc: StreamingContextLike, bus: StreamingListenerBus) -> StatusUI | None:
+def start_status_ui(ssc: StatusContext, bus: StreamingListenerBus) -> StatusUI | None:
     """The context's status page, started; None when ``spark.streaming.ui.enabled`` is off."""
     if not ssc.settings.ui.enabled:
         return None

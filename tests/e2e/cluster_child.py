@@ -52,7 +52,7 @@ from reliable_kafka import KafkaUtils, StreamingContext
 from reliable_kafka.dstream.batch_rdd import BlockRDD
 from reliable_kafka.dstream.block_partition import BlockPartition
 from reliable_kafka.dstream.functions import time_ms_of
-from reliable_kafka.kafka.offset_range import offset_ranges_of_blocks
+from reliable_kafka.kafka.client.offset_range import offset_ranges_of_blocks
 from reliable_kafka.scheduler.listener import (
     StreamingListener,
     StreamingListenerReceiverError,

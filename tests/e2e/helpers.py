@@ -9,8 +9,8 @@ from confluent_kafka import OFFSET_END, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from kazoo.exceptions import NoNodeError
 
-from reliable_kafka.kafka.topic_partition import TopicAndPartition
-from reliable_kafka.kafka.zk.paths import offset_path
+from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.client.zk.paths import offset_path
 from tests.cluster_backends import ClusterUnderTest
 from tests.support.producing import produce_acked
 

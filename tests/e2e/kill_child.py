@@ -49,7 +49,7 @@ from pyspark import SparkConf, SparkContext
 
 from reliable_kafka import KafkaUtils, StreamingContext
 from reliable_kafka.dstream.functions import time_ms_of
-from reliable_kafka.kafka.offset_range import offset_ranges_of_blocks
+from reliable_kafka.kafka.client.offset_range import offset_ranges_of_blocks
 from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo
 from reliable_kafka.scheduler.received_block_tracker import ReceivedBlockTracker
 from reliable_kafka.scheduler.receiver_tracker import ReceiverTracker

@@ -14,6 +14,7 @@ from pyspark import StorageLevel as PySparkStorageLevel
 from reliable_kafka import KafkaUtils, StreamingContext
 from reliable_kafka.kafka import KafkaInputDStream, KafkaReceiver, ReliableKafkaReceiver, utf8_decoder
 from reliable_kafka.kafka.kafka_utils import KafkaRecordDecoder
+from reliable_kafka.kafka.offsets.registry import storage_of
 from reliable_kafka.receiver.wal_block_handler import RECEIVER_WAL_WITHOUT_CHECKPOINT
 from reliable_kafka.settings import (
     ConsumerGroupSettings,
@@ -210,7 +211,7 @@ def test_kafka_stream_settings_choose_the_offset_store(spark_context: Any) -> No
     dual = group_params(offsets_storage="kafka")
     assert (dual.offsets_storage, dual.dual_commit_enabled) == ("kafka", True)
     kafka_only = group_params(offsets_storage="kafka", dual_commit_enabled=False)
-    assert (kafka_only.offsets_in_kafka, kafka_only.offsets_in_zookeeper) == (True, False)
+    assert storage_of(kafka_only) == "kafka"
     with pytest.raises(ValueError, match="offsets_storage"):
         ConsumerGroupSettings(group_id="g", offsets_storage="broker")
 

@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from reliable_kafka import KafkaUtils
-from reliable_kafka.kafka.decode_errors import DEAD_LETTERED_KEY, SKIPPED_KEY
+from reliable_kafka.kafka.receiver.decode_errors import DEAD_LETTERED_KEY, SKIPPED_KEY
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.scheduler.listener import StreamingListener, StreamingListenerBatchCompleted
 from tests.cluster_backends import unique_name

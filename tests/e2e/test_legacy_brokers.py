@@ -11,7 +11,7 @@ import pytest
 from kazoo.client import KazooClient
 
 from reliable_kafka import KafkaUtils
-from reliable_kafka.kafka.zk.broker_discovery import legacy_protocol_config
+from reliable_kafka.kafka.client.zk.broker_discovery import legacy_protocol_config
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.scheduler.listener import StreamingListener, StreamingListenerReceiverError
 from tests.cluster_backends import unique_name

@@ -18,8 +18,8 @@ from reliable_kafka import KafkaUtils, StreamingContext
 from reliable_kafka.dstream.batch_rdd import BlockRDD
 from reliable_kafka.dstream.block_partition import BlockPartition
 from reliable_kafka.dstream.block_recovery import BlockRecoveryError
-from reliable_kafka.kafka.block_reread import recovery_source
-from reliable_kafka.kafka.offset_range import OffsetRange, block_metadata
+from reliable_kafka.kafka.client.offset_range import OffsetRange, block_metadata
+from reliable_kafka.kafka.receiver.block_reread import recovery_source
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo, ReceivedBlockStoreResult
 from reliable_kafka.receiver.wal_block_handler import receiver_log_directory

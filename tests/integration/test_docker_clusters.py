@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import AdminClient
 
-from reliable_kafka.kafka.zk.broker_discovery import broker_endpoints, discover_bootstrap_servers
+from reliable_kafka.kafka.client.zk.broker_discovery import broker_endpoints, discover_bootstrap_servers
 from tests.cluster_backends import DockerComposeCluster, bridge_networks, unique_name
 from tests.e2e import test_wordcount_example as wordcount
 from tests.kafka import test_receiver_failures as zookeeper_group_failures

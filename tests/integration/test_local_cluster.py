@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
 from reliable_kafka.kafka import ReliableKafkaReceiver
-from reliable_kafka.kafka.zk.broker_discovery import NoBrokersError, discover_bootstrap_servers
+from reliable_kafka.kafka.client.zk.broker_discovery import NoBrokersError, discover_bootstrap_servers
 from reliable_kafka.local import ClusterStartError, LocalCluster, NoZooKeeperError, distribution
 from reliable_kafka.local.broker import KAFKA_09_CLIENT_CONFIG, LocalKafkaBroker
 from reliable_kafka.local.ports import free_port

@@ -88,6 +88,10 @@ class FakeTransaction:
             return BadVersionError()
         return None
 
+    def commit_async(self) -> _Sent:
+        """kazoo's: the request queued; its answer (or error) from ``get()``."""
+        return _Sent(self.commit)
+
     def commit(self) -> list[Any]:
         self.zk.multi_ops += 1
         if not self.zk.connected:
@@ -109,6 +113,14 @@ class FakeTransaction:
             else:
                 results.append(True)
         return results
+
+
+class _Sent:
+    def __init__(self, answer: Any) -> None:
+        self._answer = answer
+
+    def get(self) -> Any:
+        return self._answer()
 
 
 class StaticOwnership:

@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, TopicPartition
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from reliable_kafka.kafka.offset_range import ranges_in_metadata
+from reliable_kafka.kafka.client.offset_range import ranges_in_metadata
 from reliable_kafka.receiver import ReceivedBlockInfo, Receiver, ReceiverControl, ReceiverSupervisor
 from reliable_kafka.receiver.received_block_handler import ReceivedBlockHandler
 from reliable_kafka.receiver.wal_block_handler import receiver_log_directory

@@ -21,7 +21,7 @@ from typing import Any
 
 import wal
 from reliable_kafka.kafka import ReliableKafkaReceiver
-from reliable_kafka.kafka.offset_range import ranges_in_metadata
+from reliable_kafka.kafka.client.offset_range import ranges_in_metadata
 from reliable_kafka.receiver import ReceiverSupervisor
 from reliable_kafka.settings import ReceiverSettings, StreamingSettings, WriteAheadLogSettings
 from reliable_kafka.storage import BlockManager, StorageLevel

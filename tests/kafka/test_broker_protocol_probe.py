@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from reliable_kafka.kafka.broker_protocol_probe import (
+from reliable_kafka.kafka.client.broker_protocol_probe import (
     PRE_010_FALLBACK,
     answers_api_versions,
     api_versions_request,

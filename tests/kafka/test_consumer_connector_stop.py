@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import threading
 
-from reliable_kafka.kafka.consumer_connector import ConsumerConnector
-from reliable_kafka.kafka.params import parse_kafka_params
-from reliable_kafka.kafka.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.client.params import parse_kafka_params
+from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.receiver.consumer_connector import ConsumerConnector
 
 
 class StuckConsumer:

@@ -6,10 +6,10 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Mapping
 
-from reliable_kafka.kafka.direct_offset_commit import DirectOffsetCommitter
-from reliable_kafka.kafka.offset_range import OffsetRange
-from reliable_kafka.kafka.offset_store import CommitResult
-from reliable_kafka.kafka.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.client.offset_range import OffsetRange
+from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.direct.offset_commit import DirectOffsetCommitter
+from reliable_kafka.kafka.offsets.store import CommitResult
 
 T0, T1 = TopicAndPartition("t", 0), TopicAndPartition("t", 1)
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from reliable_kafka.kafka.direct_rate_limit import max_messages_per_partition
-from reliable_kafka.kafka.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.direct.rate_limit import max_messages_per_partition
 
 A, B, C = (TopicAndPartition("t", p) for p in range(3))
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from reliable_kafka.kafka.dual_offset_store import DualOffsetStore
-from reliable_kafka.kafka.offset_store import CommitResult
-from reliable_kafka.kafka.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.offsets.dual import DualOffsetStore
+from reliable_kafka.kafka.offsets.store import CommitResult
 
 TP0 = TopicAndPartition("t", 0)
 TP1 = TopicAndPartition("t", 1)

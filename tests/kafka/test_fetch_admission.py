@@ -4,9 +4,9 @@ Partitions with nothing to fetch wait idle, out of the line, until their log gro
 
 from __future__ import annotations
 
-from reliable_kafka.kafka.fetch_admission import Change, FetchAdmission
-from reliable_kafka.kafka.shared_client import fetch_plan, prefetch_config, receiver_memory_bound
-from reliable_kafka.kafka.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.client.fetch_admission import Change, FetchAdmission
+from reliable_kafka.kafka.client.shared_client import fetch_plan, prefetch_config, receiver_memory_bound
+from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
 
 TPS = [TopicAndPartition("t", p) for p in range(5)]
 

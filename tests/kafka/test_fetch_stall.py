@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from reliable_kafka.kafka.fetch_stall import FetchStallError, FetchStallMonitor
-from reliable_kafka.kafka.topic_partition import TopicAndPartition as TP
+from reliable_kafka.kafka.client.fetch_stall import FetchStallError, FetchStallMonitor
+from reliable_kafka.kafka.client.topic_partition import TopicAndPartition as TP
 
 
 class Clock:

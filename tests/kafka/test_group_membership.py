@@ -6,23 +6,24 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 import pytest
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoAuthError
 from kazoo.loggingsupport import BLATHER
 
-from reliable_kafka.kafka.offset_store import CommitResult
-from reliable_kafka.kafka.params import ConsumerGroupParams, ZooKeeperParams
-from reliable_kafka.kafka.topic_partition import TopicAndPartition as TP
-from reliable_kafka.kafka.zk.client import close_zookeeper, connect_zookeeper
-from reliable_kafka.kafka.zk.group_membership import ZookeeperConsumerGroup
-from reliable_kafka.kafka.zk.offset_store import ZooKeeperOffsetStore
+from reliable_kafka.kafka.client.params import ConsumerGroupParams, ZooKeeperParams
+from reliable_kafka.kafka.client.topic_partition import TopicAndPartition as TP
+from reliable_kafka.kafka.client.zk.client import close_zookeeper, connect_zookeeper
+from reliable_kafka.kafka.offsets.store import CommitResult
+from reliable_kafka.kafka.offsets.zk.group_membership import ZookeeperConsumerGroup
+from reliable_kafka.kafka.offsets.zk.offset_store import ZooKeeperOffsetStore
+from reliable_kafka.kafka.offsets.zk.ownership import CommitsInFlight, OwnershipGuardedStore
 from reliable_kafka.local import LocalCluster
 from tests.cluster_backends import unique_name
 from tests.kafka.harness import expire_session
-from tests.support import wait_until
+from tests.support import wait_for_event, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -162,7 +163,7 @@ def test_a_partition_still_held_by_another_member_is_waited_for(zk_params, admin
     fake_topic(admin, topic, 1)
     # A foreign owner node: a departed member that has not yet released (its session lingers).
     admin.create(f"/consumers/{group}/owners/{topic}/0", b"ghost-0", makepath=True)
-    caplog.set_level(logging.INFO, logger="reliable_kafka.kafka.zk.group_membership")
+    caplog.set_level(logging.INFO, logger="reliable_kafka.kafka.offsets.zk.group_membership")
     member = Member(zk_params, group, {topic: 1})
     starter = threading.Thread(target=member.start)
     starter.start()
@@ -359,3 +360,96 @@ def _start_in_a_thread(member: ZookeeperConsumerGroup) -> tuple[threading.Thread
     starting = threading.Thread(target=start, name="test-start")
     starting.start()
     return starting, failures
+
+
+class RecordingCommitsInFlight(CommitsInFlight):
+    """The group's own fence, recording each wait a release asked for and what it came to."""
+
+    def __init__(self, lock: threading.RLock, bound_s: float) -> None:
+        super().__init__(lock, bound_s)
+        self.waits: list[tuple[float, bool]] = []
+
+    def wait_for(self, partitions: Iterable[TP]) -> bool:
+        ended = super().wait_for(partitions)
+        self.waits.append((self.bound_s, ended))
+        return ended
+
+
+class SlowStore:
+    """An offset store whose commit is out until the test lets it finish (a Kafka commit retrying
+    against a coordinator that does not answer)."""
+
+    def __init__(self) -> None:
+        self.entered, self.finish = threading.Event(), threading.Event()
+
+    def fetch(self, partitions: Iterable[TP]) -> dict[TP, int | None]:
+        return dict.fromkeys(partitions)
+
+    def commit(self, offsets: Mapping[TP, int]) -> dict[TP, CommitResult]:
+        self.entered.set()
+        assert self.finish.wait(60)
+        return dict.fromkeys(offsets, CommitResult.COMMITTED)
+
+    def repair(self, tp: TP, rejected: int, reset_to: int) -> CommitResult:
+        return CommitResult.UNCHANGED
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_revoke_during_a_slow_commit_returns_within_its_bound(zk_params, admin) -> None:
+    """The commit path held the ownership lock across the ZooKeeper write and the Kafka commit (with
+    their retries): a release waited that long. Now the release withdraws the claims at once, waits
+    for the commit already out at most its bound, and the owner node goes."""
+    group, topic = unique_name("slowcommit"), unique_name("t")
+    fake_topic(admin, topic, 1)
+    member = Member(zk_params, group, {topic: 1}).start()
+    fence = RecordingCommitsInFlight(member.group._ownership_lock, bound_s=0.2)
+    member.group.commits_in_flight = fence
+    slow = SlowStore()
+    store = OwnershipGuardedStore(slow, member.group)
+    tp = TP(topic, 0)
+    committing = threading.Thread(target=store.commit, args=({tp: 5},), daemon=True)
+    stopped = threading.Event()
+    stopping = threading.Thread(target=lambda: (member.group.stop(), stopped.set()), daemon=True)
+    try:
+        assert member.listener.owned == {tp: member.group.claim_of(tp).thread_id}  # type: ignore[union-attr]
+        committing.start()
+        wait_for_event(slow.entered, what="the commit to be out")
+        stopping.start()
+        # The revoke ends while the commit is still out: it waited once, for its bound, in vain.
+        wait_for_event(stopped, what="the revoke to return")
+        assert committing.is_alive() and not slow.finish.is_set()
+        assert fence.waits == [(0.2, False)]
+        assert member.group.claim_of(tp) is None
+        assert not admin.exists(f"/consumers/{group}/owners/{topic}/0")
+    finally:
+        slow.finish.set()
+        committing.join(20)
+        stopping.join(20)
+        close_zookeeper(member.zk)
+
+
+def test_a_release_waits_for_a_commit_out_only_until_it_ends() -> None:
+    """The fence without ZooKeeper: a release's wait ends as the commit out ends, not at its bound."""
+    fence = CommitsInFlight(threading.RLock(), bound_s=60.0)
+    tp = TP("t", 0)
+    out, finish = threading.Event(), threading.Event()
+
+    def commit() -> None:
+        with fence.out([tp]):
+            out.set()
+            assert finish.wait(60)
+
+    committing = threading.Thread(target=commit, daemon=True)
+    committing.start()
+    wait_for_event(out, what="the commit to be out")
+    assert fence.wait_for([TP("t", 1)])  # another partition's release does not wait at all
+    released = threading.Event()
+    releasing = threading.Thread(target=lambda: released.set() if fence.wait_for([tp]) else None, daemon=True)
+    releasing.start()
+    assert not released.is_set()
+    finish.set()
+    wait_for_event(released, what="the release once the commit ended")
+    committing.join(20)
+    releasing.join(20)

@@ -1,4 +1,5 @@
-"""Import rules: the ZooKeeper wing loads without Spark, the RPC layer or the write-ahead log."""
+"""Import rules: the ZooKeeper wing loads without Spark, the RPC layer, the write-ahead log or the
+settings (pydantic)."""
 
 from __future__ import annotations
 
@@ -8,15 +9,26 @@ import sys
 import pytest
 
 
-@pytest.mark.parametrize("module", ["reliable_kafka.kafka.zk.paths", "reliable_kafka.kafka"])
-def test_the_zookeeper_wing_and_the_kafka_package_load_no_pyspark_rpc_or_wal(module: str) -> None:
+@pytest.mark.parametrize(
+    "module",
+    [
+        "reliable_kafka.kafka.client.zk.paths",
+        "reliable_kafka.kafka.client.zk.client",
+        "reliable_kafka.kafka.offsets.zk.group_membership",
+        "reliable_kafka.kafka.offsets.zk.offset_store",
+        "reliable_kafka.kafka.offsets.group.offset_store",
+        "reliable_kafka.kafka",
+    ],
+)
+def test_the_zookeeper_wing_and_the_kafka_package_load_no_pyspark_rpc_wal_or_settings(module: str) -> None:
     """``import reliable_kafka.kafka.zk.paths`` loaded 385 modules (pyspark, the RPC layer, the
-    write-ahead log...) through the package's eager imports."""
+    write-ahead log...) through the package's eager imports; the ZooKeeper client and group
+    membership loaded the settings and pydantic (~1 s) through the kafkaParams parser."""
     code = (
         "import sys\n"
         f"import {module}\n"
         "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'wal', 'pydantic')"
-        " or m.startswith(('reliable_kafka.rpc', 'reliable_kafka.scheduler')))\n"
+        " or m.startswith(('reliable_kafka.rpc', 'reliable_kafka.scheduler', 'reliable_kafka.settings')))\n"
         "print(heavy)\n"
     )
     loaded = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout

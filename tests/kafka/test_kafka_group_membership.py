@@ -9,10 +9,10 @@ from collections.abc import Iterator, Mapping
 
 import pytest
 
-from reliable_kafka.kafka.group.membership import KafkaGroupMembership
-from reliable_kafka.kafka.group.offset_store import KafkaOffsetStore
-from reliable_kafka.kafka.offset_store import CommitResult
-from reliable_kafka.kafka.topic_partition import TopicAndPartition as TP
+from reliable_kafka.kafka.client.topic_partition import TopicAndPartition as TP
+from reliable_kafka.kafka.offsets.group.membership import KafkaGroupMembership
+from reliable_kafka.kafka.offsets.group.offset_store import KafkaOffsetStore
+from reliable_kafka.kafka.offsets.store import CommitResult
 from reliable_kafka.local import LocalCluster
 from tests.cluster_backends import unique_name
 from tests.kafka.harness import produce

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, TopicPartition
 
-from reliable_kafka.kafka.group import membership
-from reliable_kafka.kafka.group.membership import GroupJoinFailedError, KafkaGroupMembership
-from reliable_kafka.kafka.topic_partition import TopicAndPartition as TP
+from reliable_kafka.kafka.client.topic_partition import TopicAndPartition as TP
+from reliable_kafka.kafka.offsets.group import membership
+from reliable_kafka.kafka.offsets.group.membership import GroupJoinFailedError, KafkaGroupMembership
 from tests.support import wait_until
 
 Callback = Callable[[Any, list[TopicPartition]], None]

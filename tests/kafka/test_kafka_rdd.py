@@ -6,7 +6,7 @@ from __future__ import annotations
 from pyspark import SparkContext
 
 from reliable_kafka import OffsetRange
-from reliable_kafka.kafka.kafka_rdd import (
+from reliable_kafka.kafka.direct.kafka_rdd import (
     KafkaRDD,
     decode_range_partition,
     encode_range_partition,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from reliable_kafka.kafka.offset_store import CommitResult
-from reliable_kafka.kafka.topic_partition import TopicAndPartition
-from reliable_kafka.kafka.zk.offset_store import CorruptOffsetError, ZooKeeperOffsetStore
-from reliable_kafka.kafka.zk.ownership import Claim
-from reliable_kafka.kafka.zk.paths import offset_path, owner_path
+from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.client.zk.paths import offset_path, owner_path
+from reliable_kafka.kafka.offsets.store import CommitResult
+from reliable_kafka.kafka.offsets.zk.offset_store import CorruptOffsetError, ZooKeeperOffsetStore
+from reliable_kafka.kafka.offsets.zk.ownership import Claim
 from tests.kafka.fake_zookeeper import FakeZooKeeper, StaticOwnership
 
 GROUP = "g"

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from reliable_kafka.kafka.partition_consumer import PartitionConsumer
-from reliable_kafka.kafka.shared_client import SharedFetchClient
-from reliable_kafka.kafka.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.client.shared_client import SharedFetchClient
+from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.receiver.partition_consumer import PartitionConsumer
 
 TP = TopicAndPartition("t", 0)
 LOG = (100, 200)  # log start, log end

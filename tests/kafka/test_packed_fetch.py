@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
+import re
+import subprocess
+import sys
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -14,11 +18,11 @@ import msgpack
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
 
-from reliable_kafka.kafka import packed_fetch
-from reliable_kafka.kafka.packed_fetch import SWITCH_ENV, FetchedBatch, PackedFetch
-from reliable_kafka.kafka.partition_consumer import PartitionConsumer
-from reliable_kafka.kafka.shared_client import SharedFetchClient
-from reliable_kafka.kafka.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.client import packed_fetch
+from reliable_kafka.kafka.client.packed_fetch import SWITCH_ENV, FetchedBatch, PackedFetch
+from reliable_kafka.kafka.client.shared_client import SharedFetchClient
+from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.receiver.partition_consumer import PartitionConsumer
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.storage.block_format import PackedChunk, decode_block, encode_chunks, pack_chunk
 from tests.cluster_backends import unique_name
@@ -266,15 +270,25 @@ def test_an_unverified_confluent_kafka_falls_back_unless_forced(
     try:
         with caplog.at_level(logging.INFO, logger=packed_fetch.logger.name):
             assert PackedFetch.attach(consumer, TopicAndPartition("t", 0)) is None
+        # A WARNING, not an INFO line: a new confluent-kafka minor silently halved receive speed.
         assert any(
-            "confluent-kafka 2.99.0" in r.getMessage() and f"{SWITCH_ENV}=1 uses it anyway" in r.getMessage()
+            r.levelno == logging.WARNING
+            and "confluent-kafka 2.99.0" in r.getMessage()
+            and f"{SWITCH_ENV}=1 uses it anyway" in r.getMessage()
             for r in caplog.records
         ), caplog.text
+        caplog.clear()
         packed_fetch._librdkafka.cache_clear()
         fresh_probe.setenv(SWITCH_ENV, "1")
-        forced = PackedFetch.attach(consumer, TopicAndPartition("t", 0))
+        with caplog.at_level(logging.INFO, logger=packed_fetch.logger.name):
+            forced = PackedFetch.attach(consumer, TopicAndPartition("t", 0))
         assert forced is not None
         forced.close()
+        # The override never skips the allowlist quietly.
+        assert any(
+            r.levelno == logging.WARNING and "forced on" in r.getMessage() and "2.99.0" in r.getMessage()
+            for r in caplog.records
+        ), caplog.text
     finally:
         consumer.close()
 
@@ -296,3 +310,75 @@ def test_this_confluent_kafka_is_a_verified_one() -> None:
     import confluent_kafka
 
     assert packed_fetch._unverified() is None, confluent_kafka.version()
+
+
+def test_a_layout_other_than_the_one_read_is_never_dereferenced(fresh_probe: pytest.MonkeyPatch) -> None:
+    """The probe consumer's callbacks must sit where the layout puts them before any rk is handed to
+    librdkafka: a confluent-kafka that moved them turns packed fetch off, even when forced."""
+    fresh_probe.setenv(SWITCH_ENV, "1")
+    opaque_calls: list[int] = []
+    real_handle_prefix = packed_fetch._handle_prefix
+
+    def shifted(consumer: Consumer) -> Any:
+        prefix = real_handle_prefix(consumer)
+        if prefix is not None:
+            prefix.error_cb, prefix.throttle_cb = prefix.throttle_cb, prefix.error_cb
+        return prefix
+
+    fresh_probe.setattr(packed_fetch, "_handle_prefix", shifted)
+    fresh_probe.setattr(packed_fetch.ctypes, "CDLL", lambda *a, **k: opaque_calls.append(1))
+    consumer = Consumer({"group.id": "g"})
+    try:
+        assert PackedFetch.attach(consumer, TopicAndPartition("t", 0)) is None
+        assert (
+            packed_fetch._librdkafka()
+            == "confluent-kafka's consumer is not laid out as packed fetch reads it"
+        )
+        assert opaque_calls == []  # librdkafka was not even loaded, let alone given a pointer
+    finally:
+        consumer.close()
+
+
+def newest_confluent_kafka_in_the_registry() -> tuple[int, ...] | None:
+    """The newest confluent-kafka release below 3 (setup.cfg's bound) on the package index; None
+    when the index cannot be reached."""
+    try:
+        answer = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "index",
+                "versions",
+                "confluent-kafka",
+                "--disable-pip-version-check",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        return None
+    listed = re.search(r"Available versions: (.+)", answer.stdout)
+    if answer.returncode != 0 or listed is None:
+        return None
+    releases = [
+        tuple(int(part) for part in version.split("."))
+        for version in listed.group(1).split(", ")
+        if re.fullmatch(r"\d+(\.\d+)+", version.strip())
+    ]
+    return max((release for release in releases if release[0] < 3), default=None)
+
+
+def test_the_newest_confluent_kafka_the_registry_serves_is_a_verified_one() -> None:
+    """A new confluent-kafka minor must fail here, before users install it and packed fetch turns
+    itself off on them: verify its layout (this file on that release), then add it."""
+    newest = newest_confluent_kafka_in_the_registry()
+    if newest is None:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("the package index is unreachable: CI must check the newest confluent-kafka")
+        pytest.skip("the package index is unreachable (pip index versions confluent-kafka)")
+    assert newest[:2] in packed_fetch.VERIFIED_VERSIONS, (
+        f"confluent-kafka {'.'.join(map(str, newest))} is not in VERIFIED_VERSIONS"
+    )

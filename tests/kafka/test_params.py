@@ -8,8 +8,10 @@ import pytest
 from pyspark import SparkContext
 
 from reliable_kafka.context import StreamingContext
-from reliable_kafka.kafka.kafka_input_dstream import KafkaInputDStream
-from reliable_kafka.kafka.params import is_secret_key, parse_kafka_params, redacted
+from reliable_kafka.kafka.client.params import parse_kafka_params
+from reliable_kafka.kafka.offsets.registry import storage_of
+from reliable_kafka.kafka.receiver.kafka_input_dstream import KafkaInputDStream
+from reliable_kafka.settings import is_secret_key, redacted
 
 
 def test_defaults_and_passthrough() -> None:
@@ -107,7 +109,7 @@ def test_offsets_storage_and_dual_commit_follow_kafka_082_defaults() -> None:
     assert choice(offsets_storage="kafka", dual_commit_enabled="false") == ("kafka", False)
     assert choice(offsets_storage="ZooKeeper", dual_commit_enabled="true") == ("zookeeper", False)
     parsed = parse_kafka_params({**base, "offsets.storage": "kafka"})
-    assert parsed.group.offsets_in_zookeeper and parsed.group.offsets_in_kafka
+    assert storage_of(parsed.group) == "dual"
     # Both are the receiver's, never librdkafka's.
     assert "offsets.storage" not in parsed.client_config
     assert "dual.commit.enabled" not in parsed.client_config
@@ -176,7 +178,7 @@ def test_the_stream_logs_its_client_config_without_secrets(
         "sasl.password": "hunter2",
     }
     stream = KafkaInputDStream(StreamingContext(spark_context, 1), params, {"t": 1}, "MEMORY_ONLY")
-    caplog.set_level(logging.INFO, logger="reliable_kafka.kafka.kafka_input_dstream")
+    caplog.set_level(logging.INFO, logger="reliable_kafka.kafka.receiver.kafka_input_dstream")
     stream.get_receiver()
     assert "client config" in caplog.text
     for secret in ("alice", "BEGIN PRIVATE KEY", "xyz", "hunter2"):
@@ -184,7 +186,7 @@ def test_the_stream_logs_its_client_config_without_secrets(
 
 
 def test_librdkafka_rejections_name_the_key_and_never_echo_a_secret_value() -> None:
-    from reliable_kafka.kafka.client_config import check_client_config
+    from reliable_kafka.kafka.client.client_config import check_client_config
 
     with pytest.raises(ValueError, match=r"^kafka param fetch\.wiat\.max\.ms: No such configuration"):
         check_client_config({"fetch.wiat.max.ms": "100"})

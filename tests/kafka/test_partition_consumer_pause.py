@@ -7,10 +7,10 @@ import threading
 
 import pytest
 
-from reliable_kafka.kafka.packed_fetch import FetchedBatch
-from reliable_kafka.kafka.partition_consumer import PartitionConsumer
-from reliable_kafka.kafka.shared_client import PartitionReader, SharedFetchClient
-from reliable_kafka.kafka.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.client.packed_fetch import FetchedBatch
+from reliable_kafka.kafka.client.shared_client import PartitionReader, SharedFetchClient
+from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.receiver.partition_consumer import PartitionConsumer
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.storage.block_format import PackedChunk
 from tests.cluster_backends import unique_name

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from reliable_kafka.kafka.topic_partition import TopicAndPartition as TP
-from reliable_kafka.kafka.zk.range_assignor import consumer_threads_per_topic, range_assign
+from reliable_kafka.kafka.client.topic_partition import TopicAndPartition as TP
+from reliable_kafka.kafka.offsets.zk.range_assignor import consumer_threads_per_topic, range_assign
 
 
 def test_ten_partitions_over_three_threads_gives_the_extra_partitions_to_the_first() -> None:

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError
 
-from reliable_kafka.kafka.block_reread import LostOffsetsError, read_range
-from reliable_kafka.kafka.offset_range import OffsetRange
+from reliable_kafka.kafka.client.offset_range import OffsetRange
+from reliable_kafka.kafka.client.range_reader import LostOffsetsError, read_range
 from reliable_kafka.storage.block_format import decode_block, encode_chunks
 
 

@@ -18,10 +18,10 @@ from confluent_kafka import Producer
 from kazoo.exceptions import NoNodeError
 
 from reliable_kafka.kafka import ReliableKafkaReceiver, range_assign
-from reliable_kafka.kafka.group.offset_store import KafkaOffsetStore
-from reliable_kafka.kafka.topic_partition import TopicAndPartition
-from reliable_kafka.kafka.zk.paths import owner_path
-from reliable_kafka.kafka.zk.range_assignor import consumer_threads_per_topic
+from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.client.zk.paths import owner_path
+from reliable_kafka.kafka.offsets.group.offset_store import KafkaOffsetStore
+from reliable_kafka.kafka.offsets.zk.range_assignor import consumer_threads_per_topic
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.receiver import ReceivedBlockInfo
 from reliable_kafka.storage import StorageLevel, decode_block

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from reliable_kafka.kafka.shared_client import receiver_memory_bound
+from reliable_kafka.kafka.client.shared_client import receiver_memory_bound
 from reliable_kafka.local import LocalCluster
 from tests.cluster_backends import unique_name
 from tests.support import wait_until

@@ -169,7 +169,7 @@ class FailingWriteAheadLog(WriteAheadLog):
 def test_a_wal_that_fails_every_write_stops_the_receiver_after_four_attempts_and_commits_nothing(
     kafka_cluster: ClusterUnderTest, admin_zk: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.WARNING, logger="reliable_kafka.kafka.reliable_receiver")
+    caplog.set_level(logging.WARNING, logger="reliable_kafka.kafka.receiver.reliable_receiver")
     topic, group = unique_name("failing"), unique_name("g")
     kafka_cluster.create_topic(topic, 2)
     produce(kafka_cluster.client_config(), topic, 2, 50)

@@ -5,8 +5,8 @@ of a loaded suite run). The consumer closes after the last packed reader's queue
 
 from __future__ import annotations
 
-from reliable_kafka.kafka.shared_client import PackedReader, SharedFetchClient
-from reliable_kafka.kafka.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.client.shared_client import PackedReader, SharedFetchClient
+from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
 
 
 class RecordingConsumer:

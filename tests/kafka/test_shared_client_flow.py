@@ -13,9 +13,9 @@ from collections.abc import Iterable
 
 from confluent_kafka import Message, TopicPartition
 
-from reliable_kafka.kafka.fetch_admission import FetchAdmission
-from reliable_kafka.kafka.shared_client import SharedFetchClient, fetch_plan, prefetch_config
-from reliable_kafka.kafka.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.client.fetch_admission import FetchAdmission
+from reliable_kafka.kafka.client.shared_client import SharedFetchClient, fetch_plan, prefetch_config
+from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
 from tests.support import wait_until
 
 PARTITIONS = 16

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from reliable_kafka.kafka import ReliableKafkaReceiver
-from reliable_kafka.kafka.zk.paths import broker_path, topic_path
+from reliable_kafka.kafka.client.zk.paths import broker_path, topic_path
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.scheduler.listener import StreamingListenerReceiverError
 from reliable_kafka.settings import ReceiverSettings, StreamingSettings, WriteAheadLogSettings
@@ -45,7 +45,7 @@ SETTINGS = StreamingSettings(
 )
 TRACKER_LOG = "reliable_kafka.scheduler.receiver_tracker"
 LAUNCHER_LOG = "reliable_kafka.scheduler.receiver_launcher"
-DISCOVERY_LOG = "reliable_kafka.kafka.zk.broker_discovery"
+DISCOVERY_LOG = "reliable_kafka.kafka.client.zk.broker_discovery"
 FAILED_START = "Receiver 0 failed (deregistered: Error starting receiver 0)"
 FAILED_AGAIN = "Receiver 0 failed again (deregistered: Error starting receiver 0)"
 RESTARTING = re.compile(r"Restarting Receiver 0 in ([\d.]+) s")
@@ -164,7 +164,7 @@ def test_an_unreachable_broker_is_logged_and_reported_once_restarts_back_off_and
 _WORKER = """
 import sys
 from kazoo.client import KazooClient
-from reliable_kafka.kafka.zk.broker_discovery import NoBrokersError, discover_bootstrap_servers
+from reliable_kafka.kafka.client.zk.broker_discovery import NoBrokersError, discover_bootstrap_servers
 from reliable_kafka.receiver.receiver_task import receiver_task_logging
 
 zk = KazooClient(hosts=sys.argv[1])
@@ -196,7 +196,7 @@ def test_a_receiver_task_logs_through_logging_with_time_level_logger_and_stream_
     )
     (line,) = [line for line in worker.stderr.splitlines() if "no endpoint reachable" in line]
     assert re.match(
-        r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} WARNING reliable_kafka\.kafka\.zk\.broker_discovery "
+        r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} WARNING reliable_kafka\.kafka\.client\.zk\.broker_discovery "
         r"\[receiver 3\]: broker discovery: broker 0: no endpoint reachable",
         line,
     ), line

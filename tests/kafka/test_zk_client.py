@@ -7,7 +7,7 @@ import logging
 import pytest
 from kazoo.protocol.serialization import Auth
 
-from reliable_kafka.kafka.zk.client import MaskZooKeeperSecrets, kazoo_logger
+from reliable_kafka.kafka.client.zk.client import MaskZooKeeperSecrets, kazoo_logger
 
 
 def test_digest_credentials_and_session_passwords_are_masked_in_kazoos_log(

@@ -15,8 +15,8 @@ from kazoo.client import KazooClient
 from kazoo.protocol.states import ZnodeStat
 from kazoo.recipe.watchers import DataWatch
 
-from reliable_kafka.kafka.params import ZooKeeperParams
-from reliable_kafka.kafka.zk.client import close_zookeeper, connect_zookeeper
+from reliable_kafka.kafka.client.params import ZooKeeperParams
+from reliable_kafka.kafka.client.zk.client import close_zookeeper, connect_zookeeper
 from reliable_kafka.local import LocalCluster
 from tests.cluster_backends import unique_name
 
@@ -55,8 +55,8 @@ def test_close_returns_while_a_watch_callback_never_does(
 
 CHILD = """
 import sys, threading
-from reliable_kafka.kafka.params import ZooKeeperParams
-from reliable_kafka.kafka.zk.client import connect_zookeeper
+from reliable_kafka.kafka.client.params import ZooKeeperParams
+from reliable_kafka.kafka.client.zk.client import connect_zookeeper
 from tests.kafka.test_zk_close import block_the_watch_callback
 zk = connect_zookeeper(ZooKeeperParams(connect=sys.argv[1]))
 block_the_watch_callback(zk, sys.argv[2], threading.Event())

@@ -7,8 +7,8 @@ import socket
 
 import pytest
 
-from reliable_kafka.kafka.params import parse_kafka_params
-from reliable_kafka.kafka.zk.client import connect_zookeeper
+from reliable_kafka.kafka.client.params import parse_kafka_params
+from reliable_kafka.kafka.client.zk.client import connect_zookeeper
 
 
 def closed_port() -> int:

@@ -17,10 +17,11 @@ from typing import Any, ClassVar
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from reliable_kafka.kafka import ReliableKafkaReceiver, consumer_connector, ranges_in_metadata
-from reliable_kafka.kafka.group.offset_store import KafkaOffsetStore
-from reliable_kafka.kafka.offset_store import CommitResult
-from reliable_kafka.kafka.topic_partition import TopicAndPartition
+from reliable_kafka.kafka import ReliableKafkaReceiver, ranges_in_metadata
+from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.offsets.group.offset_store import KafkaOffsetStore
+from reliable_kafka.kafka.offsets.store import CommitResult
+from reliable_kafka.kafka.receiver import consumer_connector
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.receiver import ReceivedBlockInfo
 from reliable_kafka.storage import StorageLevel

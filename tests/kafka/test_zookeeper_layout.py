@@ -9,12 +9,10 @@ from collections.abc import Callable
 
 import pytest
 
-from reliable_kafka.kafka.block_offsets import BlockOffsetTracker, next_offsets
-from reliable_kafka.kafka.group_member import new_consumer_id
-from reliable_kafka.kafka.offset_range import OffsetRange, block_metadata, ranges_in_metadata
-from reliable_kafka.kafka.params import parse_kafka_params
-from reliable_kafka.kafka.topic_partition import TopicAndPartition as TP
-from reliable_kafka.kafka.zk.broker_discovery import (
+from reliable_kafka.kafka.client.offset_range import OffsetRange, block_metadata, ranges_in_metadata
+from reliable_kafka.kafka.client.params import parse_kafka_params
+from reliable_kafka.kafka.client.topic_partition import TopicAndPartition as TP
+from reliable_kafka.kafka.client.zk.broker_discovery import (
     BrokerEndpoint,
     NoBrokersError,
     broker_address,
@@ -24,8 +22,10 @@ from reliable_kafka.kafka.zk.broker_discovery import (
     parse_topic_partitions,
     registration_version,
 )
-from reliable_kafka.kafka.zk.group_membership import registration_json, subscription_for
-from reliable_kafka.kafka.zk.paths import consumer_registration_path, offset_path, owner_path
+from reliable_kafka.kafka.client.zk.paths import consumer_registration_path, offset_path, owner_path
+from reliable_kafka.kafka.offsets.group_member import new_consumer_id
+from reliable_kafka.kafka.offsets.zk.group_membership import registration_json, subscription_for
+from reliable_kafka.kafka.receiver.block_offsets import BlockOffsetTracker, next_offsets
 from reliable_kafka.storage import StreamBlockId
 
 

@@ -15,7 +15,7 @@ from pyspark.rdd import PipelinedRDD
 
 from reliable_kafka.dstream.batch_rdd import BlockRDD, create_block_rdd
 from reliable_kafka.dstream.block_partition import BlockPartition
-from reliable_kafka.kafka.offset_range import OffsetRange, merge_offset_ranges, offset_ranges_of_blocks
+from reliable_kafka.kafka.client.offset_range import OffsetRange, merge_offset_ranges, offset_ranges_of_blocks
 from reliable_kafka.receiver.received_block import ArrayBufferBlock
 from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo
 from reliable_kafka.receiver.wal_block_handler import (

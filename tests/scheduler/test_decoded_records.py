@@ -10,9 +10,9 @@ import pytest
 
 from reliable_kafka.dstream.batch_rdd import SKIP_RECORD, _ReadBlocks
 from reliable_kafka.dstream.block_partition import BlockPartition, decoded_records
-from reliable_kafka.kafka.decode_errors import RecordDecodeError
+from reliable_kafka.kafka.direct.message_and_metadata import utf8_decode_column, utf8_decoder
 from reliable_kafka.kafka.kafka_utils import KafkaRecordDecoder
-from reliable_kafka.kafka.message_and_metadata import utf8_decode_column, utf8_decoder
+from reliable_kafka.kafka.receiver.decode_errors import RecordDecodeError
 from reliable_kafka.storage.block_format import decode_block, encode_block, encode_chunks, pack_chunk
 
 

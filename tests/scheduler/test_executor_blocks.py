@@ -110,7 +110,7 @@ def test_a_receiver_task_description_is_plain_data_and_hides_its_secret() -> Non
     description = ReceiverTaskDescription(
         stream_id=2,
         receiver=ReceiverDescriptor(
-            "reliable_kafka.kafka.receiver_factory:kafka_receiver", {"reliable": True}
+            "reliable_kafka.kafka.receiver.receiver_factory:kafka_receiver", {"reliable": True}
         ),
         settings={"receiver": {"block_interval_ms": 200}},
         checkpoint_dir="/cp",
@@ -136,8 +136,8 @@ def test_a_descriptor_names_a_module_function_and_must_build_a_receiver() -> Non
 
 
 def test_the_kafka_stream_rebuilds_its_receiver_from_its_descriptor() -> None:
-    from reliable_kafka.kafka.receiver_factory import kafka_receiver_descriptor
-    from reliable_kafka.kafka.reliable_receiver import ReliableKafkaReceiver
+    from reliable_kafka.kafka.receiver.receiver_factory import kafka_receiver_descriptor
+    from reliable_kafka.kafka.receiver.reliable_receiver import ReliableKafkaReceiver
 
     descriptor = kafka_receiver_descriptor(
         reliable=True,

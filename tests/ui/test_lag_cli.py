@@ -15,8 +15,8 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from reliable_kafka.cli import main
-from reliable_kafka.kafka.topic_partition import TopicAndPartition
-from reliable_kafka.kafka.zk.paths import offset_path, owner_path
+from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.client.zk.paths import offset_path, owner_path
 from reliable_kafka.local.cluster import KAFKA_09_CLIENT_CONFIG
 from reliable_kafka.ui.group_view import _answer
 from tests.cluster_backends import ClusterUnderTest, unique_name

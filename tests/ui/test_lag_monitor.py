@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from reliable_kafka.kafka.params import parse_kafka_params
+from reliable_kafka.kafka.client.params import parse_kafka_params
+from reliable_kafka.kafka.offsets.registry import storage_of
 from reliable_kafka.ui.lag import LagMonitor, LagSource
-from reliable_kafka.ui.status_ui import offsets_storage_of
 
 
 def source() -> LagSource:
@@ -73,4 +73,4 @@ def test_offsets_storage_of_kafka_params(params: dict[str, str], storage: str) -
     parsed = parse_kafka_params(
         {"bootstrap.servers": "b:9092", **params}, zookeeper_connect="zk:2181", group_id="g"
     )
-    assert offsets_storage_of(parsed.group) == storage
+    assert storage_of(parsed.group) == storage

@@ -15,9 +15,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from pyspark import SparkContext
 
 from reliable_kafka import KafkaUtils, StreamingContext
-from reliable_kafka.kafka.offset_range import OffsetRange, block_metadata
-from reliable_kafka.kafka.topic_partition import TopicAndPartition
-from reliable_kafka.kafka.zk.paths import offset_path
+from reliable_kafka.kafka.client.offset_range import OffsetRange, block_metadata
+from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.client.zk.paths import offset_path
 from reliable_kafka.scheduler.batch_input_info import BLOCKS_KEY
 from reliable_kafka.scheduler.listener import (
     BatchInfo,

@@ -1,0 +1,19 @@
+"""The librdkafka consumers receivers make, each with the error callback and the logger every
+client gets."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException
+
+from reliable_kafka.kafka.client.error_log import ClientErrorLog
+from reliable_kafka.util.librdkafka_log import LibrdkafkaLog
+
+
+def create_consumer(config: dict[str, Any], name: str) -> Consumer:
+    """A Consumer, or ``ValueError`` with librdkafka's message (it names the bad key)."""
+    try:
+        return Consumer({**config, "error_cb": ClientErrorLog(name), "logger": LibrdkafkaLog()})
+    except (KafkaException, TypeError, ValueError) as exc:
+        raise ValueError(f"kafka params rejected by confluent-kafka: {exc}") from exc

@@ -1,0 +1,165 @@
+"""A kazoo client for the consumer-group protocol, and the retry policy for its calls.
+
+Connection loss is routine (a ZooKeeper restart, a GC pause); calls that fail with it are
+retried with backoff by tenacity. Digest credentials go to kazoo only and are never logged:
+kazoo logs every request it sends at DEBUG, ``Auth(..., auth='user:password')`` included,
+so its clients log through a logger that masks them.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import re
+import threading
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import ConnectionLoss, OperationTimeoutError, SessionExpiredError
+from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.retry import KazooRetry
+from kazoo.security import ACL, CREATOR_ALL_ACL, READ_ACL_UNSAFE
+from tenacity import (
+    Retrying,
+    before_sleep_log,
+    retry_if_exception_type,
+    stop_after_delay,
+    stop_when_event_set,
+    wait_exponential,
+)
+from tenacity.stop import stop_base
+
+from reliable_kafka.kafka.client.params import ZooKeeperParams
+from reliable_kafka.util.kazoo_log import CLOSE_TIMEOUT_S, KazooLog, stop_kazoo
+
+logger = logging.getLogger(__name__)
+
+# The digest secret in a logged ``Auth`` request, and the session password in the ``Connect``
+# request and reply and the session lines kazoo logs (with it, anyone could take the session).
+_SECRETS = (
+    re.compile(r"""(\b(?:auth|passwd)=)(b?'(?:[^'\\]|\\.)*'|b?"(?:[^"\\]|\\.)*")"""),
+    re.compile(r"(session_passwd: )(\S+)"),
+)
+_MASK = "'***'"
+
+
+class MaskZooKeeperSecrets(logging.Filter):
+    """Rewrites a record's message with digest credentials and session passwords masked."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:
+            # The handler would print the arguments on its own failure to format them.
+            record.msg, record.args = f"unformattable kazoo log record: {record.msg!r}", None
+            return True
+        masked = message
+        for pattern in _SECRETS:
+            masked = pattern.sub(lambda match: match.group(1) + _MASK, masked)
+        if masked != message:
+            record.msg, record.args = masked, None
+        return True
+
+
+# A child of kazoo's own logger, so that configuring ``kazoo.client`` still sets its level
+# and handlers; the filter sees every record kazoo logs through it.
+kazoo_logger = logging.getLogger("kazoo.client.masked")
+kazoo_logger.addFilter(MaskZooKeeperSecrets())
+
+
+class _ServerAddressLog(KazooLog):
+    """kazoo's logger for one client: its connection warnings ("Connection dropped: socket
+    connection error: Connection refused") name no server, so this appends the one it was
+    connecting to, which kazoo logs (at INFO) just before each attempt."""
+
+    def __init__(self, logger: logging.Logger, servers: str) -> None:
+        super().__init__(logger)
+        self._servers = servers
+        self._server: str | None = None
+
+    def log(self, level: int, msg: object, *args: object, **kwargs: object) -> None:
+        if isinstance(msg, str) and msg.startswith("Connecting to ") and len(args) >= 3:
+            self._server = f"{args[0]}:{args[2]}"
+        elif level >= logging.WARNING and isinstance(msg, str):
+            where = self._server or self._servers
+            msg = f"{msg} (ZooKeeper {where})"
+        super().log(level, msg, *args, **kwargs)  # type: ignore[arg-type]
+
+
+RETRIABLE_ZOOKEEPER_ERRORS: tuple[type[BaseException], ...] = (
+    ConnectionLoss,
+    SessionExpiredError,
+    OperationTimeoutError,
+)
+
+
+def zookeeper_acl(params: ZooKeeperParams) -> list[ACL] | None:
+    """Kafka's secure-ACL choice: the authenticated creator may do anything, everyone may read.
+
+    World-readable keeps Kafka's offset tools working; only the group's own user can change
+    ownership or offsets.
+    """
+    if not params.set_acl:
+        return None
+    return [*CREATOR_ALL_ACL, *READ_ACL_UNSAFE]
+
+
+def connect_zookeeper(params: ZooKeeperParams) -> KazooClient:
+    """A started client, or ``ConnectionError`` naming the servers (never the credentials)."""
+    client = KazooClient(
+        hosts=params.connect,
+        timeout=params.session_timeout_ms / 1000.0,
+        # Reconnect for ever: sessions survive short outages, and the group module decides
+        # what an expired session means.
+        connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=2.0),
+        auth_data=[("digest", params.auth)] if params.auth else None,
+        default_acl=zookeeper_acl(params),
+        logger=_ServerAddressLog(kazoo_logger, params.connect),  # type: ignore[arg-type]
+    )
+    try:
+        client.start(timeout=params.connection_timeout_ms / 1000.0)
+    except KazooTimeoutError as exc:
+        close_zookeeper(client)
+        raise ConnectionError(
+            f"could not connect to ZooKeeper at {params.connect} within "
+            f"{params.connection_timeout_ms} ms (zookeeper.connection.timeout.ms)"
+        ) from exc
+    # kazoo's handler registered an exit hook that joins its callback thread without a bound; a
+    # watch callback retrying against a ZooKeeper that is gone never lets that join end, and the
+    # interpreter hung at exit. close_zookeeper stops the client within a bound instead, and an
+    # abandoned client's threads are daemons.
+    atexit.unregister(client.handler.stop)
+    return client
+
+
+def close_zookeeper(client: KazooClient, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
+    """Stop and close ``client`` within ``timeout_s`` (see :func:`stop_kazoo`)."""
+    stop_kazoo(client, timeout_s)
+
+
+def ensure_connected(client: KazooClient) -> None:
+    """Fail fast instead of queueing: kazoo holds calls made while disconnected until it is
+    connected again, possibly in a new session where our ephemeral nodes no longer exist."""
+    if not client.connected:
+        raise ConnectionLoss("not connected to ZooKeeper")
+
+
+def zk_retrying(
+    give_up_after_s: float,
+    *,
+    max_wait_s: float = 2.0,
+    stop_event: threading.Event | None = None,
+) -> Retrying:
+    """Retries a call on connection loss/session expiry with exponential backoff.
+
+    ``stop_event`` ends the retries early (the caller is shutting down).
+    """
+    stop: stop_base = stop_after_delay(give_up_after_s)
+    if stop_event is not None:
+        stop = stop | stop_when_event_set(stop_event)
+    return Retrying(
+        retry=retry_if_exception_type(RETRIABLE_ZOOKEEPER_ERRORS),
+        wait=wait_exponential(multiplier=0.05, max=max_wait_s),
+        stop=stop,
+        reraise=True,
+        before_sleep=before_sleep_log(logger, logging.DEBUG),
+    )
