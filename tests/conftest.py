@@ -21,6 +21,7 @@ from tests.parallel_layout import (
     estimate_s,
     group_of,
     load_durations,
+    make_scheduler,
 )
 
 if TYPE_CHECKING:
@@ -233,15 +234,16 @@ def pytest_itemcollected(item: pytest.Item) -> None:
         item.add_marker(pytest.mark.integration)
     if _on_docker(item):
         item.add_marker(pytest.mark.docker)  # so that `-m docker` selects the docker half
-    # Here, before xdist's loadgroup reads the groups (it names them in the node ids).
-    group = group_of(item, _on_docker(item), _broker_of(item))
-    if group is not None:
-        item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
     return auto_workers()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    return make_scheduler(config, log)
 
 
 def _distributed(config: pytest.Config) -> bool:
@@ -258,8 +260,8 @@ def _longest_first(items: list[pytest.Item]) -> list[pytest.Item]:
     durations = load_durations()
     units: dict[str, list[pytest.Item]] = {}
     for item in items:
-        marker = item.get_closest_marker("xdist_group")
-        units.setdefault(f"group {marker.args[0]}" if marker else f"test {item.nodeid}", []).append(item)
+        group = group_of(item.nodeid)
+        units.setdefault(f"group {group}" if group else f"test {item.nodeid}", []).append(item)
     ranked = sorted(units.values(), key=lambda unit: -sum(estimate_s(item, durations) for item in unit))
     return [item for unit in ranked for item in unit]
 
@@ -295,8 +297,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     # Summed over the workers of a parallel run: the brokers' shares of the work, not of the wall.
     broker = broker_in_node_id(report.nodeid) or "none"
     _SECONDS_PER_BROKER[broker] = _SECONDS_PER_BROKER.get(broker, 0.0) + report.duration
-    node_id = report.nodeid.split("@", 1)[0]  # xdist's loadgroup appends the group
-    _SECONDS_PER_TEST[node_id] = _SECONDS_PER_TEST.get(node_id, 0.0) + report.duration
+    _SECONDS_PER_TEST[report.nodeid] = _SECONDS_PER_TEST.get(report.nodeid, 0.0) + report.duration
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

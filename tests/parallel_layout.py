@@ -8,12 +8,14 @@ which tests must share a worker.
 - Order: longest first (``tests/durations.json``, measured by ``python -m tests.support.durations``),
   so that the kill loops start at once and the run ends on short tests, not on a long one that
   started last. A test the file does not know is placed by its markers.
-- Groups (``xdist_group``): tests that use a server with fixed ports (a broker's compose cluster),
-  or an expensive fixture of their module, run on one worker, so that it starts once.
+- Groups (:func:`group_of`, scheduled by :func:`make_scheduler`'s scheduler): tests that use a server
+  with fixed ports (a broker's compose cluster), the several-hosts cluster or an expensive fixture
+  of their module run on one worker, so that it starts once.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -22,6 +24,7 @@ from pathlib import Path
 import pytest
 
 DURATIONS_FILE = Path(__file__).with_name("durations.json")
+ROOT = Path(__file__).resolve().parents[1]
 # A worker's share of memory: its brokers (up to five JVMs), a Spark driver, local-cluster
 # executors or a child application's, and the Python workers.
 _GIB_PER_WORKER = 5
@@ -89,7 +92,7 @@ def _same_test_on_another_broker(node_id: str, durations: dict[str, float]) -> f
 
 
 def estimate_s(item: pytest.Item, durations: dict[str, float]) -> float:
-    node_id = item.nodeid.split("@", 1)[0]  # xdist's loadgroup appends the group
+    node_id = item.nodeid
     known = durations.get(node_id)
     if known is None:
         known = _same_test_on_another_broker(node_id, durations)
@@ -104,30 +107,46 @@ def estimate_s(item: pytest.Item, durations: dict[str, float]) -> float:
     return _UNKNOWN_S
 
 
-def _uses_module_fixture(item: pytest.Item) -> bool:
-    info = getattr(item, "_fixtureinfo", None)
-    if info is None:
+@functools.cache
+def _has_module_fixture(test_file: str) -> bool:
+    """Whether a test module defines a module-scoped fixture. Read from its text: the xdist
+    controller, which groups the work, has test ids only, not collected items."""
+    try:
+        return 'scope="module"' in (ROOT / test_file).read_text()
+    except OSError:
         return False
-    return any(
-        definition.scope == "module"
-        for definitions in info.name2fixturedefs.values()
-        for definition in definitions
-    )
 
 
-def group_of(item: pytest.Item, on_docker: bool, broker: str | None) -> str | None:
-    """The worker group of a test, or None for any worker.
+def group_of(node_id: str) -> str | None:
+    """The worker group of a test, from its id, or None for any worker.
 
     - a broker's compose cluster has fixed ports: its tests share one worker;
     - a module-scoped fixture (a packed venv's hosts, a child Spark run) is built once per worker
       that runs a test of the module: its tests share one worker;
     - the several-hosts Spark cluster: every host binds 127.0.0.2 and 127.0.0.3, and one cluster
-      is four JVMs and two executors: its tests share one worker rather than start four."""
-    if on_docker:
-        return f"docker-kafka-{broker}"
-    if _uses_module_fixture(item):
-        return f"module-{item.nodeid.split('::', 1)[0]}"
-    callspec = getattr(item, "callspec", None)
-    if callspec is not None and callspec.params.get("spark_backend") == "hosts":
+      is four JVMs and two executors: its tests share one worker rather than start three."""
+    test_file, _, name = node_id.partition("::")
+    params = name[name.find("[") :] if "[" in name else ""
+    if params.startswith("[docker-"):
+        return f"docker-kafka-{broker_in_node_id(node_id)}"
+    if _has_module_fixture(test_file):
+        return f"module {test_file}"
+    if "spark-hosts-" in params:
         return "spark-hosts"
     return None
+
+
+def make_scheduler(config: pytest.Config, log: object) -> object:
+    """xdist's scope scheduling with :func:`group_of` as the scope: a group is one unit of work
+    for one worker, every other test a unit of its own; units go out in collection order (the
+    conftest's, longest first) as workers free up.
+
+    Instead of xdist's own ``loadgroup``, which names the group in the test id and, with pytest
+    9.2 (whose ids are no longer an attribute it can set), groups nothing."""
+    from xdist.scheduler import LoadScopeScheduling  # only with -n: the suite runs without xdist
+
+    class GroupedLoadScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of(nodeid) or nodeid
+
+    return GroupedLoadScheduling(config, log)  # type: ignore[arg-type]
