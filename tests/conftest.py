@@ -373,13 +373,14 @@ def kafka_version(request: pytest.FixtureRequest) -> str:
 
 
 class _BrokerClusters:
-    """Each broker's cluster, started on first use and kept until the session (the worker) ends:
-    a worker takes its tests longest first, whatever their broker, and must not stop and start a
-    broker each time the next test wants another one."""
+    """Each broker's cluster, started on first use. On parallel workers, kept until the worker
+    ends: a worker takes its tests longest first, whatever their broker, and must not stop and
+    start a broker each time the next test wants another one. In one process, where the tests
+    come broker by broker, one cluster runs at a time, as before workers."""
 
-    def __init__(self, stack: contextlib.ExitStack, factory: pytest.TempPathFactory) -> None:
-        self._stack = stack
+    def __init__(self, factory: pytest.TempPathFactory, keep_all: bool) -> None:
         self._factory = factory
+        self._keep_all = keep_all
         self._started: dict[str, LocalCluster] = {}
 
     def of(self, kafka_version: str) -> LocalCluster:
@@ -387,17 +388,29 @@ class _BrokerClusters:
             # Imported here, not at module level: tests/wal must run without Spark or Kafka installed.
             from reliable_kafka.local import LocalCluster
 
-            cluster = LocalCluster(
-                self._factory.mktemp(f"local-cluster-{kafka_version}"), kafka=kafka_version
-            )
-            self._started[kafka_version] = self._stack.enter_context(cluster)
+            if not self._keep_all:
+                self.stop_all()
+            work_dir = self._factory.mktemp(f"local-cluster-{kafka_version}")
+            cluster = LocalCluster(work_dir, kafka=kafka_version)
+            cluster.__enter__()
+            self._started[kafka_version] = cluster
         return self._started[kafka_version]
+
+    def stop_all(self) -> None:
+        while self._started:
+            _, cluster = self._started.popitem()
+            cluster.__exit__(None, None, None)
 
 
 @pytest.fixture(scope="session")
-def broker_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_BrokerClusters]:
-    with contextlib.ExitStack() as stack:
-        yield _BrokerClusters(stack, tmp_path_factory)
+def broker_clusters(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[_BrokerClusters]:
+    clusters = _BrokerClusters(tmp_path_factory, keep_all=_distributed(request.config))
+    try:
+        yield clusters
+    finally:
+        clusters.stop_all()
 
 
 @pytest.fixture(scope="session")
