@@ -479,13 +479,10 @@ class SharedFetchClient:
                 handoff.client_paused = wanted
                 (pause if wanted else resume).append(TopicPartition(handoff.tp.topic, handoff.tp.partition))
         # One call each for all the partitions that changed (librdkafka serves each call on its own).
-        try:
-            if pause:
-                self.consumer.pause(pause)
-            if resume:
-                self.consumer.resume(resume)
-        except (KafkaException, RuntimeError) as exc:  # closed: the reader that closed it was last
-            logger.debug("pausing %s, resuming %s: %r", pause, resume, exc)
+        if pause:
+            self.consumer.pause(pause)
+        if resume:
+            self.consumer.resume(resume)
 
     # ------------------------------------------------------------ client events
 
