@@ -391,15 +391,13 @@ class _BrokerClusters:
             if not self._keep_all:
                 self.stop_all()
             work_dir = self._factory.mktemp(f"local-cluster-{kafka_version}")
-            cluster = LocalCluster(work_dir, kafka=kafka_version)
-            cluster.__enter__()
-            self._started[kafka_version] = cluster
+            self._started[kafka_version] = LocalCluster(work_dir, kafka=kafka_version).start()
         return self._started[kafka_version]
 
     def stop_all(self) -> None:
         while self._started:
             _, cluster = self._started.popitem()
-            cluster.__exit__(None, None, None)
+            cluster.stop()
 
 
 @pytest.fixture(scope="session")

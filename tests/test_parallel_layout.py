@@ -55,7 +55,7 @@ def test_a_rounds_outcomes_are_read_per_test_from_its_junit_report(tmp_path: Pat
     report = tmp_path / "round.xml"
     report.write_text(
         '<testsuites><testsuite name="pytest">'
-        '<testcase classname="tests.e2e.test_x" name="test_a[kafka-3.9]@spark-hosts" time="1"/>'
+        '<testcase classname="tests.e2e.test_x" name="test_a[kafka-3.9]" time="1"/>'
         '<testcase classname="tests.e2e.test_x" name="test_b" time="1"><failure message="no"/></testcase>'
         '<testcase classname="tests.e2e.test_x" name="test_c" time="1"><skipped/></testcase>'
         "</testsuite></testsuites>"

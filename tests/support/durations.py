@@ -28,7 +28,7 @@ def collected_ids() -> set[str]:
         text=True,
         check=True,
     )
-    return {line.split("@", 1)[0] for line in listing.stdout.splitlines() if "::" in line}
+    return {line for line in listing.stdout.splitlines() if "::" in line}
 
 
 def main(argv: list[str] | None = None) -> int:
