@@ -1,16 +1,18 @@
 """How the suite runs on several pytest-xdist workers (``-n auto``): how many, in which order, and
 which tests must share a worker.
 
-- Workers: one more than the cores, at most three, fewer where memory is short (each worker
-  starts its own brokers, Spark driver and, for some tests, executors). Not yet the README
-  command's: on two cores, three heavy end-to-end tests at once outrun their liveness bounds
-  (docs/local-cluster.md, Tests).
-- Order: longest first (``tests/durations.json``, measured by ``python -m tests.support.durations``),
-  so that the kill loops start at once and the run ends on short tests, not on a long one that
-  started last. A test the file does not know is placed by its markers.
-- Groups (:func:`group_of`, scheduled by :func:`make_scheduler`'s scheduler): tests that use a server
-  with fixed ports (a broker's compose cluster), the several-hosts cluster or an expensive fixture
-  of their module run on one worker, so that it starts once.
+- The heavy lane (:func:`in_heavy_lane`): the end-to-end tests (Spark applications of their own,
+  kill loops, the several-hosts cluster) run one at a time, on one worker, in the serial order;
+  the rest of the suite runs beside them on the other workers. Two end-to-end tests at once on
+  two cores take the CPU from each other's restarts and outrun their liveness bounds (measured:
+  docs/local-cluster.md, Tests), so the heavy lane is the run's critical path.
+- Workers: as many as the cores, at least two (the heavy lane and one beside it), at most three,
+  fewer where memory is short.
+- Order: the heavy lane first, the rest in the serial order (broker by broker), so that each
+  worker starts each broker's cluster once.
+- Groups (:func:`group_of`, scheduled by :func:`make_scheduler`'s scheduler): beside the heavy
+  lane, tests that use a server with fixed ports (a broker's compose cluster) or an expensive
+  fixture of their module run on one worker, so that it starts once.
 """
 
 from __future__ import annotations
@@ -28,12 +30,11 @@ ROOT = Path(__file__).resolve().parents[1]
 # A worker's share of memory: its brokers (up to five JVMs), a Spark driver, local-cluster
 # executors or a child application's, and the Python workers.
 _GIB_PER_WORKER = 5
+_MIN_WORKERS = 2
 _MAX_WORKERS = 3
-# Per-test estimates for tests that durations.json does not know yet (a new test).
-_UNKNOWN_SLOW_S = 120.0
-_UNKNOWN_E2E_S = 30.0
-_UNKNOWN_BROKER_S = 5.0
-_UNKNOWN_S = 0.5
+HEAVY_LANE = "heavy lane"
+# Beside tests/e2e: the test that starts and kills the several-hosts cluster itself.
+_HEAVY_OUTSIDE_E2E = frozenset({"tests/integration/test_local_spark_hosts.py"})
 
 _BROKER_IN_ID = re.compile(r"\[(?:[^\]]*-)?kafka-(3\.9|4|0\.9)(?:-[^\]]*)?\]")
 
@@ -56,15 +57,16 @@ def _available_memory_gib() -> float:
 
 
 def auto_workers() -> int:
-    """``-n auto``: one worker more than the cores, at most :data:`_MAX_WORKERS` (with more, the
-    end-to-end tests' Spark and broker start-ups queue on the cores and their liveness bounds
-    run out), fewer where memory is short; ``RELIABLE_KAFKA_TEST_WORKERS`` overrides."""
+    """``-n auto``: a worker per core, at least two (the heavy lane and one beside it), at most
+    :data:`_MAX_WORKERS` (each worker beside the heavy lane runs Spark contexts and brokers of
+    its own, and takes CPU from the heavy lane's restarts), fewer where memory is short;
+    ``RELIABLE_KAFKA_TEST_WORKERS`` overrides."""
     override = os.environ.get("RELIABLE_KAFKA_TEST_WORKERS")
     if override:
         return max(0, int(override))
     cores = len(os.sched_getaffinity(0))
     by_memory = int(_available_memory_gib() // _GIB_PER_WORKER)
-    return max(1, min(cores + 1, _MAX_WORKERS, by_memory))
+    return max(1, min(max(cores, _MIN_WORKERS), _MAX_WORKERS, by_memory))
 
 
 def load_durations() -> dict[str, float]:
@@ -72,39 +74,6 @@ def load_durations() -> dict[str, float]:
         return {str(k): float(v) for k, v in json.loads(DURATIONS_FILE.read_text()).items()}
     except (OSError, ValueError):
         return {}
-
-
-def _same_test_on_another_broker(node_id: str, durations: dict[str, float]) -> float | None:
-    """A test new on one broker (or on the docker half) costs about what it costs on another."""
-    found = _BROKER_IN_ID.search(node_id)
-    if found is None:
-        return None
-    for broker in ("3.9", "4", "0.9"):
-        params = (
-            found.group(0)
-            .replace(f"kafka-{found.group(1)}", f"kafka-{broker}")
-            .replace("[docker-", "[local-")
-        )
-        other = node_id[: found.start()] + params + node_id[found.end() :]
-        if other in durations:
-            return durations[other]
-    return None
-
-
-def estimate_s(item: pytest.Item, durations: dict[str, float]) -> float:
-    node_id = item.nodeid
-    known = durations.get(node_id)
-    if known is None:
-        known = _same_test_on_another_broker(node_id, durations)
-    if known is not None:
-        return known
-    if item.get_closest_marker("slow") is not None:
-        return _UNKNOWN_SLOW_S
-    if item.nodeid.startswith("tests/e2e/"):
-        return _UNKNOWN_E2E_S
-    if item.get_closest_marker("integration") is not None:
-        return _UNKNOWN_BROKER_S
-    return _UNKNOWN_S
 
 
 @functools.cache
@@ -117,9 +86,18 @@ def _has_module_fixture(test_file: str) -> bool:
         return False
 
 
+def in_heavy_lane(node_id: str) -> bool:
+    """Whether a test runs in the heavy lane: the end-to-end tests, whose drivers and executors
+    are processes of their own that the tests start, kill and restart."""
+    test_file = node_id.partition("::")[0]
+    return test_file.startswith("tests/e2e/") or test_file in _HEAVY_OUTSIDE_E2E
+
+
 def group_of(node_id: str) -> str | None:
     """The worker group of a test, from its id, or None for any worker.
 
+    - the heavy lane (:func:`in_heavy_lane`): one unit of work, so one worker, one test at a time;
+      its several-hosts tests (every host binds 127.0.0.2 and 127.0.0.3) are in it;
     - a broker's compose cluster has fixed ports: its tests share one worker;
     - a module-scoped fixture (a packed venv's hosts, a child Spark run) is built once per worker
       that runs a test of the module: its tests share one worker;
@@ -127,6 +105,8 @@ def group_of(node_id: str) -> str | None:
       is four JVMs and two executors: its tests share one worker rather than start three."""
     test_file, _, name = node_id.partition("::")
     params = name[name.find("[") :] if "[" in name else ""
+    if in_heavy_lane(node_id):
+        return HEAVY_LANE
     if params.startswith("[docker-"):
         return f"docker-kafka-{broker_in_node_id(node_id)}"
     if _has_module_fixture(test_file):
@@ -139,7 +119,9 @@ def group_of(node_id: str) -> str | None:
 def make_scheduler(config: pytest.Config, log: object) -> object:
     """xdist's scope scheduling with :func:`group_of` as the scope: a group is one unit of work
     for one worker, every other test a unit of its own; units go out in collection order (the
-    conftest's, longest first) as workers free up.
+    conftest's: the heavy lane first) as workers free up. A worker is given another unit only
+    when at most two of its tests are left, so the heavy lane's worker takes nothing else
+    until the lane is nearly done.
 
     Instead of xdist's own ``loadgroup``, which names the group in the test id and, with pytest
     9.2 (whose ids are no longer an attribute it can set), groups nothing."""

@@ -139,6 +139,8 @@ class SparkHost:
             find_java(),
             "-Xmx256m",
             "-XX:+UseSerialGC",
+            # C1 only, as the brokers: a test cluster's daemon never runs long enough for C2.
+            "-XX:TieredStopAtLevel=1",
             "-Djava.awt.headless=true",
             "-cp",
             str(spark_home() / "jars" / "*"),
@@ -272,6 +274,7 @@ class LocalSparkHosts(ManagedServer):
             str(spark_home() / "jars" / "*"),
             ["--host", LOOPBACK, "--port", str(self.port), "--webui-port", str(self.webui_port)],
             self.base_dir / "master.log",
+            jvm_options=["-XX:TieredStopAtLevel=1"],
         )
         master.start()
         master.await_ready(lambda: self._state() is not None, "The Spark master", "answer", timeout_s)

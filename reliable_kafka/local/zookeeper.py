@@ -89,6 +89,8 @@ class LocalZooKeeper(ManagedServer):
             self.work_dir / "zookeeper.log",
             heap="128m",
             jvm_options=[
+                # C1 only, as the brokers: a local ZooKeeper never runs long enough for C2.
+                "-XX:TieredStopAtLevel=1",
                 f"-Dlog4j2.configurationFile={self.work_dir / 'log4j2.properties'}",
                 "-Dzookeeper.jmx.log4j.disable=true",
             ],

@@ -2,7 +2,8 @@
 
     python -m tests.support.flake_loop [--runs 10] [--alongside 'COMMAND'] [TEST_ID ...] [-- PYTEST_ARGS]
 
-Each round runs every chosen test once, together, as the suite does (``-n auto``, longest first),
+Each round runs every chosen test once, together, under the parallel layout (``-n auto``, the
+heavy lane beside the rest), on every broker and Spark cluster its id names,
 with a kill seed of its own (``RELIABLE_KAFKA_KILL_SEED``: the kill tests' schedules replay from
 it). Without test ids it runs the watch list ``tests/support/flake_watch.txt``: every test that
 failed in a CI run or a pre-check of the last rounds, and the slowest end-to-end tests.
@@ -64,7 +65,8 @@ def junit_name(test_id: str) -> str:
 def run_round(test_ids: list[str], seed: int, pytest_args: list[str], work: Path) -> dict[str, bool]:
     report = work / f"round-{seed}.xml"
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "auto"]
-    command += ["--junitxml", str(report), *pytest_args, *test_ids]
+    # Every broker and Spark cluster, so that an id naming one is selected, whatever the defaults.
+    command += ["--kafka", "all", "--spark", "all", "--junitxml", str(report), *pytest_args, *test_ids]
     env = {**os.environ, "RELIABLE_KAFKA_KILL_SEED": str(seed)}
     completed = subprocess.run(command, cwd=ROOT, env=env, check=False, capture_output=True, text=True)
     if not report.exists():
