@@ -88,21 +88,19 @@ def _has_module_fixture(test_file: str) -> bool:
 
 def in_heavy_lane(node_id: str) -> bool:
     """Whether a test runs in the heavy lane: the end-to-end tests, whose drivers and executors
-    are processes of their own that the tests start, kill and restart."""
-    test_file = node_id.partition("::")[0]
-    return test_file.startswith("tests/e2e/") or test_file in _HEAVY_OUTSIDE_E2E
+    are processes of their own that the tests start, kill and restart, and every test on the
+    several-hosts cluster (its hosts bind 127.0.0.2 and 127.0.0.3: two at once would clash)."""
+    test_file, _, name = node_id.partition("::")
+    return test_file.startswith("tests/e2e/") or test_file in _HEAVY_OUTSIDE_E2E or "[spark-hosts-" in name
 
 
 def group_of(node_id: str) -> str | None:
     """The worker group of a test, from its id, or None for any worker.
 
     - the heavy lane (:func:`in_heavy_lane`): one unit of work, so one worker, one test at a time;
-      its several-hosts tests (every host binds 127.0.0.2 and 127.0.0.3) are in it;
     - a broker's compose cluster has fixed ports: its tests share one worker;
     - a module-scoped fixture (a packed venv's hosts, a child Spark run) is built once per worker
-      that runs a test of the module: its tests share one worker;
-    - the several-hosts Spark cluster: every host binds 127.0.0.2 and 127.0.0.3, and one cluster
-      is four JVMs and two executors: its tests share one worker rather than start three."""
+      that runs a test of the module: its tests share one worker."""
     test_file, _, name = node_id.partition("::")
     params = name[name.find("[") :] if "[" in name else ""
     if in_heavy_lane(node_id):
@@ -111,8 +109,6 @@ def group_of(node_id: str) -> str | None:
         return f"docker-kafka-{broker_in_node_id(node_id)}"
     if _has_module_fixture(test_file):
         return f"module {test_file}"
-    if "spark-hosts-" in params:
-        return "spark-hosts"
     return None
 
 

@@ -81,6 +81,7 @@ def test_a_rounds_outcomes_are_read_per_test_from_its_junit_report(tmp_path: Pat
         ("tests/e2e/test_executor_placement.py::t[spark-local-cluster-kafka-3.9]", "heavy lane"),
         ("tests/e2e/test_packed_venv_deploy.py::t[kafka-3.9]", "heavy lane"),
         ("tests/integration/test_local_spark_hosts.py::t", "heavy lane"),
+        ("tests/kafka/test_x.py::t[spark-hosts-kafka-4]", "heavy lane"),
         ("tests/integration/test_local_cluster.py::t[docker-kafka-3.9]", "docker-kafka-3.9"),
         ("tests/util/test_located_rdd.py::t[pyspark-4.3.0]", "module tests/util/test_located_rdd.py"),
         ("tests/wal/test_write_ahead_log.py::t", None),

@@ -34,8 +34,8 @@ REMOTE_KILLS = 3
 def test_no_loss_across_driver_kills_with_the_checkpoint_on_a_remote_store(
     local_cluster: LocalCluster, tmp_path: Path, store: RemoteStore, placement: str, kafka_version: str
 ) -> None:
-    """The kill test of tests/e2e/test_kill_recovery.py with its bounds, and three kills instead of
-    its five (what this test adds is the remote store, which three restarts meet): nothing
+    """The kill test of tests/e2e/test_kill_recovery.py with its bounds and its three kills (what
+    this test adds is the remote store, which three restarts meet): nothing
     lost, what a restart reads again fits in one block per partition of the run killed before it
     and explains every duplicate, batches begun before a kill run again from the remote
     write-ahead log, everything committed after the graceful stop.
