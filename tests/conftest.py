@@ -166,8 +166,9 @@ def _own_the_temporary_directory() -> None:
 # and of child applications, executors of local-cluster and of the several-hosts cluster): a test's
 # application lives seconds to minutes, so C2's compile threads and G1's workers only take the two
 # cores from the tests running beside them. Measured on the word count example's three tests: 97 s
-# and 37.5 CPU-s before, 75 s and 30.8 CPU-s after. Spark's default options, not the extra ones,
-# so that an application's own extraJavaOptions still apply.
+# and 37.5 CPU-s before, 81 s and 35.5 CPU-s with these options (75 s and 30.8 CPU-s when every
+# JVM of the test, the brokers' too, had them). Spark's default options, not the extra ones, so
+# that an application's own extraJavaOptions still apply.
 _TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
