@@ -30,6 +30,7 @@ from reliable_kafka.ui.lag import LagReport, PartitionLag
 from reliable_kafka.ui.partition_receivers import PartitionReceivers
 from reliable_kafka.ui.server import Response, StatusServer
 from reliable_kafka.ui.status_store import StreamingStatusStore
+from reliable_kafka.ui.status_ui import StatusUI
 from reliable_kafka.ui.unprocessed import Unprocessed, metrics_url, parse_unprocessed
 
 BATCH_MS = 1000
@@ -259,6 +260,12 @@ def test_the_lag_command_reads_the_pages_metrics_and_nothing_else() -> None:
         assert "secret" not in str(raised.value)
     with pytest.raises(ValueError, match=r"^http://x/metrics has no reliable_kafka_unprocessed_batches, "):
         parse_unprocessed("# no families\n", "http://x/metrics")
+    # The page is also at /streaming/, so its metrics are there too.
+    assert metrics_url("http://driver:4050/streaming/") == "http://driver:4050/streaming/metrics"
+    ui = StatusUI(StreamingStatusStore(BATCH_MS), None, UISettings(port=0))
+    response = ui.handle("/streaming/metrics", {})
+    assert response.status == HTTPStatus.OK
+    assert parse_unprocessed(response.body.decode(), "page") == Unprocessed(0, 0, 0.0)
 
 
 def test_receivers_say_whether_they_run_as_a_task_or_in_the_driver_process() -> None:
