@@ -2,7 +2,7 @@
 
     reliable-kafka lag --group G (--zookeeper ZK | --bootstrap-servers B | both)
         [--offsets-storage zookeeper|kafka|dual] [--topic T ...] [--watch S] [--max-lag N] [--json]
-        [-X key=value ...]
+        [--status-url URL [--max-delay S]] [-X key=value ...]
 
 Like Kafka's old ``ConsumerOffsetChecker``: committed offset, log end (the broker's high
 watermark), lag and owner per partition. Committed offsets are read where the group keeps them
@@ -12,14 +12,23 @@ owners come from ZooKeeper when it is given, else from the brokers' metadata and
 coordinator's member list. Brokers come from ZooKeeper unless ``--bootstrap-servers`` is given;
 ``-X`` passes librdkafka settings (security...; brokers older than 0.10 registered in ZooKeeper get
 ``api.version.request=false`` from their registrations unless set).
-Exit code 1 when a partition's lag exceeds ``--max-lag`` (or its lag is unknown), 2 on a usage or
-connection error, or when the group has no committed offset on the topics asked in the store read
-(a misspelt group, or a ZooKeeper group read from Kafka, must not pass a lag check as "no lag").
+
+Kafka's lag counts what the application has not stored yet: a committed offset means stored (block
+store and write-ahead log), not processed. ``--status-url`` (the application's status page) adds
+what it received and has not processed: batches waiting and running, their records, and how long
+the oldest waiting batch has waited (``--max-delay`` bounds that).
+
+Exit code 1 when a partition's lag exceeds ``--max-lag`` (or its lag is unknown), or the oldest
+waiting batch has waited longer than ``--max-delay`` (or the status page cannot say); each culprit
+is named on stderr. 2 on a usage or connection error, or when the group has no committed offset on
+the topics asked in the store read (a misspelt group, or a ZooKeeper group read from Kafka, must
+not pass a lag check as "no lag").
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import json
 import sys
 import time
@@ -27,7 +36,9 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from reliable_kafka.kafka.offsets.registry import OFFSETS_STORAGES, default_storage, in_kafka, in_zookeeper
+from reliable_kafka.ui.group_view import GroupView
 from reliable_kafka.ui.lag import LagSource, PartitionLag, close_clients, open_group_view, read_group_lag
+from reliable_kafka.ui.unprocessed import StatusRead, delay_culprits, metrics_url, read_status
 
 EXIT_OK, EXIT_LAG, EXIT_ERROR = 0, 1, 2
 
@@ -46,7 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
         "lag",
         help="consumer lag per partition (committed, log end, lag, owner)",
         description="Consumer lag per partition. Give --zookeeper, --bootstrap-servers or both.",
-        epilog="exit codes: 0 ok; 1 a partition lags by more than --max-lag (or its lag is unknown); "
+        epilog="exit codes: 0 ok; 1 a partition lags by more than --max-lag (or its lag is unknown), or "
+        "the oldest waiting batch has waited longer than --max-delay (or the status page cannot say); "
         "2 usage or connection error",
     )
     lag.add_argument("--group", required=True)
@@ -64,6 +76,18 @@ def build_parser() -> argparse.ArgumentParser:
     lag.add_argument("-X", dest="config", action="append", type=_key_value, default=[], metavar="KEY=VALUE")
     lag.add_argument("--watch", type=float, metavar="S", help="print again every S seconds until Ctrl-C")
     lag.add_argument("--max-lag", type=int, metavar="N", help="exit 1 if a partition is more than N behind")
+    lag.add_argument(
+        "--status-url",
+        metavar="URL",
+        help="the application's status page (http://driver:4050/): also show what it received and has "
+        "not processed (Kafka's lag counts only what it has not stored)",
+    )
+    lag.add_argument(
+        "--max-delay",
+        type=float,
+        metavar="S",
+        help="with --status-url: exit 1 if the oldest waiting batch has waited more than S seconds",
+    )
     lag.add_argument("--json", action="store_true", help="one JSON document per round")
     return parser
 
@@ -73,6 +97,13 @@ def _usage_error(args: argparse.Namespace) -> str | None:
         return "give --zookeeper (a ZooKeeper group), --bootstrap-servers (offsets in Kafka), or both"
     if args.offsets_storage is not None and in_zookeeper(args.offsets_storage) and not args.zookeeper:
         return f"--offsets-storage {args.offsets_storage} needs --zookeeper"
+    if args.max_delay is not None and not args.status_url:
+        return "--max-delay needs --status-url (the application's status page, which knows its batches)"
+    if args.status_url:
+        try:
+            metrics_url(args.status_url)
+        except ValueError as exc:
+            return f"--status-url: {exc}"
     return None
 
 
@@ -89,10 +120,20 @@ def source_of(args: argparse.Namespace) -> LagSource:
     )
 
 
-def exceeds(rows: Sequence[PartitionLag], max_lag: int | None) -> bool:
+def lag_culprits(rows: Sequence[PartitionLag], max_lag: int | None) -> list[str]:
+    """Each partition over ``max_lag``, or whose lag is unknown (a bound cannot accept that)."""
     if max_lag is None:
-        return False
-    return any(row.lag is None or row.lag > max_lag for row in rows)
+        return []
+    culprits = []
+    for row in rows:
+        partition = f"--max-lag {max_lag}: {row.topic} partition {row.partition} of group {row.group}"
+        if row.committed is None:
+            culprits.append(f"{partition} has no committed offset (lag unknown)")
+        elif row.log_end is None:
+            culprits.append(f"{partition}: its log end could not be read (lag unknown)")
+        elif row.lag is not None and row.lag > max_lag:
+            culprits.append(f"{partition} is {row.lag} behind")
+    return culprits
 
 
 def format_table(rows: Sequence[PartitionLag]) -> str:
@@ -116,11 +157,16 @@ def format_table(rows: Sequence[PartitionLag]) -> str:
     )
 
 
-def _print_round(rows: Sequence[PartitionLag], as_json: bool, out: TextIO) -> None:
+def _print_round(rows: Sequence[PartitionLag], status: StatusRead | None, as_json: bool, out: TextIO) -> None:
     if as_json:
-        out.write(json.dumps({"partitions": [row.to_dict() for row in rows]}) + "\n")
+        document: dict[str, Any] = {"partitions": [row.to_dict() for row in rows]}
+        if status is not None:
+            document["unprocessed"] = status.to_dict()
+        out.write(json.dumps(document) + "\n")
     else:
         out.write(format_table(rows) + "\n")
+        if status is not None:
+            out.write(status.describe() + "\n")
     out.flush()
 
 
@@ -135,13 +181,58 @@ def _store_read(source: LagSource) -> str:
     return " and ".join(read)
 
 
-def _nothing_committed(source: LagSource, held: Sequence[str]) -> str:
+def _nothing_committed(source: LagSource, view: GroupView) -> str:
+    """What is wrong (the group asked, the store read, what that store holds) and what to do."""
     asked = "topic " + ", ".join(source.topics) if source.topics else "any topic"
-    holds = f"it holds offsets of the group for: {', '.join(held)}" if held else "it holds none of the group"
-    hint = ""
-    if not in_zookeeper(source.offsets_storage) and source.zookeeper_connect is None:
-        hint = " (a createStream group with a zkQuorum keeps its offsets in ZooKeeper: give --zookeeper)"
-    return f"group {source.group} has no committed offset on {asked} in {_store_read(source)}; {holds}{hint}"
+    head = f"group {source.group} has no committed offset on {asked} in {_store_read(source)}"
+    held = view.topics()
+    if held:
+        return (
+            f"{head}; it holds offsets of the group for: {', '.join(held)}\n"
+            "  ask for those topics with --topic, or leave --topic out for all of them"
+        )
+    try:
+        found = _groups_found(source.group, view.groups())
+    except Exception as exc:
+        found = f"could not list the groups it holds: {source.masked(f'{type(exc).__name__}: {exc}')}"
+    return f"{head}: it holds no offsets of that group\n  {found}\n  {_where_to_look(source)}"
+
+
+def _groups_found(group: str, groups: Sequence[str]) -> str:
+    if not groups:
+        return "it holds no consumer group at all: is it the one the application uses (brokers, chroot)?"
+    if group in groups:
+        return (
+            "the group is there, with no offset committed yet: a receiver commits once it has stored "
+            "its first block"
+        )
+    # As the SparkConf check suggests a setting: the closest names, by difflib's ratio.
+    closest = difflib.get_close_matches(group, groups, n=3, cutoff=0.6)
+    if closest:
+        nearest = ", ".join(closest)
+        return f"groups it holds: {len(groups)}, the closest: {nearest} (did you mean --group {closest[0]}?)"
+    shown = ", ".join(groups[:5]) + (", ..." if len(groups) > 5 else "")
+    return f"groups it holds: {len(groups)}, none named like {group}: {shown}"
+
+
+def _where_to_look(source: LagSource) -> str:
+    """Where the application commits, by the createStream arguments that decide it."""
+    check = "check --group against the application's group.id"
+    if in_zookeeper(source.offsets_storage) and in_kafka(source.offsets_storage):
+        return check
+    if in_zookeeper(source.offsets_storage):
+        return (
+            f"{check}; an application with offsets.storage=kafka, or without a zkQuorum, commits to "
+            "Kafka: give --bootstrap-servers and --offsets-storage kafka"
+        )
+    if source.zookeeper_connect is None:
+        return (
+            f"{check}; a createStream group with a zkQuorum keeps its offsets in ZooKeeper: give --zookeeper"
+        )
+    return (
+        f"{check}; with a zkQuorum and the default offsets.storage the application commits to "
+        "ZooKeeper: leave --offsets-storage out (or give zookeeper)"
+    )
 
 
 def _lag(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -162,10 +253,15 @@ def _lag(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         while True:
             rows = read_group_lag(view, watermarks, source.topics)
             if not any(row.committed is not None for row in rows):
-                err.write(_nothing_committed(source, view.topics()) + "\n")
+                err.write(_nothing_committed(source, view) + "\n")
                 return EXIT_ERROR
-            _print_round(rows, args.json, out)
-            status = EXIT_LAG if exceeds(rows, args.max_lag) else EXIT_OK
+            app = read_status(args.status_url) if args.status_url else None
+            _print_round(rows, app, args.json, out)
+            culprits = [*lag_culprits(rows, args.max_lag), *delay_culprits(app, args.max_delay)]
+            for culprit in culprits:
+                err.write(culprit + "\n")
+            err.flush()
+            status = EXIT_LAG if culprits else EXIT_OK
             if args.watch is None:
                 return status
             time.sleep(args.watch)

@@ -408,7 +408,15 @@ def _params_from_arguments(
 
 def _checked_topics(topics: Mapping[str, int] | None) -> dict[str, int]:
     if not isinstance(topics, Mapping):
-        raise TypeError("topics should be dict")
+        # pyspark 2.4's words, then the form it means: a list of names is the usual mistake
+        # (createDirectStream takes one), so the example is made of the names given.
+        given = topics if isinstance(topics, list | tuple | set) else ()
+        names = [name for name in given if isinstance(name, str)][:3]
+        example = {name: 1 for name in names or ["events"]}
+        raise TypeError(
+            f"topics should be dict of topic -> number of consumer threads, e.g. {example!r}, "
+            f"as in pyspark 2.4's createStream; got {type(topics).__name__}"
+        )
     if not topics:
         raise ValueError("topics must name at least one topic")
     checked: dict[str, int] = {}

@@ -10,6 +10,7 @@ from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
 from reliable_kafka.receiver.receiver_supervisor import ReceiverSupervisor
+from reliable_kafka.scheduler.listener_events import RUNS_AS_DRIVER_PROCESS
 from reliable_kafka.scheduler.receiver_scheduling_policy import ExecutorCacheTaskLocation
 
 if TYPE_CHECKING:
@@ -60,6 +61,9 @@ class DriverReceiverRunner:
 
     def executors(self) -> list[ExecutorCacheTaskLocation]:
         return list(self._executors)
+
+    def runs_as(self, stream_id: int) -> str:
+        return RUNS_AS_DRIVER_PROCESS
 
     def run(self, stream: ReceiverInputStream, locations: Sequence[TaskLocation], launch: int) -> None:
         # Spark ships a fresh copy of the receiver to every launch; get_receiver() plays that part.

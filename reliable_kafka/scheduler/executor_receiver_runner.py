@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from reliable_kafka.receiver.receiver_task import ReceiverTaskDescription, run_receiver_task
 from reliable_kafka.rpc import new_secret
+from reliable_kafka.scheduler.listener_events import RUNS_AS_TASK
 from reliable_kafka.scheduler.receiver_scheduling_policy import ExecutorCacheTaskLocation
 from reliable_kafka.scheduler.task_slots import check_cluster_receivers, task_slots
 from reliable_kafka.scheduler.tracker_server import ReceiverTrackerServer
@@ -102,6 +103,9 @@ class ExecutorReceiverRunner:
         return [
             ExecutorCacheTaskLocation(host, executor_id) for host, executor_id in executor_locations(self._sc)
         ]
+
+    def runs_as(self, stream_id: int) -> str:
+        return RUNS_AS_TASK
 
     def run(self, stream: ReceiverInputStream, locations: Sequence[TaskLocation], launch: int) -> None:
         description = ReceiverTaskDescription(

@@ -116,9 +116,18 @@ class BatchInfo:
     numRecords = _alias("num_records")
 
 
+# How a receiver runs (ReceiverInfo.runs_as; not in Spark, whose receivers are always tasks): as a
+# Spark task, whose executor id is "driver" on a local master, or as a supervisor in the driver's
+# own Python process (driver placement, or a local master's receivers beyond its spare slots).
+RUNS_AS_TASK = "task"
+RUNS_AS_DRIVER_PROCESS = "driver process"
+
+
 @dataclass(frozen=True, slots=True)
 class ReceiverInfo:
-    """The state of one receiver as the tracker last saw it."""
+    """The state of one receiver as the tracker last saw it. ``runs_as`` (not in Spark) says how
+    a registered receiver runs: ``"task"`` (a Spark task; on a local master its executor id is
+    ``"driver"`` too) or ``"driver process"`` (a supervisor in the driver's Python process)."""
 
     stream_id: int
     name: str
@@ -128,9 +137,12 @@ class ReceiverInfo:
     last_error_message: str = ""
     last_error: str = ""
     last_error_time_ms: int = -1
+    # RUNS_AS_TASK or RUNS_AS_DRIVER_PROCESS once it registered; "" before.
+    runs_as: str = ""
 
     streamId = _alias("stream_id")
     executorId = _alias("executor_id")
+    runsAs = _alias("runs_as")
     lastErrorMessage = _alias("last_error_message")
     lastError = _alias("last_error")
     lastErrorTime = _alias("last_error_time_ms")

@@ -59,6 +59,11 @@ class ReceiverRunner(Protocol):
         """Where receivers can run now (Spark's ``getExecutors``)."""
         ...
 
+    def runs_as(self, stream_id: int) -> str:
+        """How ``stream_id``'s receiver runs: ``RUNS_AS_TASK`` or ``RUNS_AS_DRIVER_PROCESS`` (see
+        ``listener_events``): on a local master both have the executor id "driver"."""
+        ...
+
     def run(self, stream: ReceiverInputStream, locations: Sequence[TaskLocation], launch: int) -> None:
         """Run one incarnation of ``stream``'s receiver at one of ``locations``; return when it
         has ended. ``launch`` counts the incarnations of this receiver, from 1."""

@@ -80,6 +80,9 @@ class ReceiverTrackingInfo:
     running_executor: ExecutorCacheTaskLocation | None = None
     name: str | None = None
     error_info: ReceiverErrorInfo | None = None
+    # Not in Spark (its receivers are always tasks): how the running receiver runs, "task" or
+    # "driver process" (``listener_events.RUNS_AS_*``); "" while none runs.
+    runs_as: str = ""
 
     def with_state(self, state: ReceiverState, **changes: object) -> ReceiverTrackingInfo:
         return replace(self, state=state, **changes)  # type: ignore[arg-type]

@@ -507,6 +507,7 @@ class ReceiverTracker:
                         ReceiverState.ACTIVE,
                         running_executor=ExecutorCacheTaskLocation(host, executor_id),
                         name=f"{receiver_type}-{stream_id}",
+                        runs_as=self.runner.runs_as(stream_id),
                         # Kept (Spark drops it): a receiver failing at every start registers before
                         # each failure, and the status page would show its error only between the two.
                         error_info=None if old is None else old.error_info,
@@ -693,6 +694,7 @@ def _receiver_info(info: ReceiverTrackingInfo) -> ReceiverInfo:
         last_error_message=error.last_error_message,
         last_error=error.last_error,
         last_error_time_ms=error.last_error_time_ms,
+        runs_as=info.runs_as if executor is not None else "",
     )
 
 

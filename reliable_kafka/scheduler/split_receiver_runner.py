@@ -50,9 +50,14 @@ class SplitReceiverRunner:
     def executors(self) -> list[ExecutorCacheTaskLocation]:
         return self._on_executors.executors()
 
+    def runs_as(self, stream_id: int) -> str:
+        return self._runner_of(stream_id).runs_as(stream_id)
+
     def run(self, stream: ReceiverInputStream, locations: Sequence[TaskLocation], launch: int) -> None:
-        runner = self._in_driver if stream.id in self.in_driver_ids else self._on_executors
-        runner.run(stream, locations, launch)
+        self._runner_of(stream.id).run(stream, locations, launch)
+
+    def _runner_of(self, stream_id: int) -> ExecutorReceiverRunner | DriverReceiverRunner:
+        return self._in_driver if stream_id in self.in_driver_ids else self._on_executors
 
     def cancel(self, stream_ids: Collection[int] | None = None) -> None:
         self._on_executors.cancel(stream_ids)

@@ -14,6 +14,7 @@ Every call is a network round trip: run on a request thread or the CLI, never on
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future
@@ -27,7 +28,7 @@ from kazoo.exceptions import NoNodeError
 
 from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
 from reliable_kafka.kafka.client.zk.broker_discovery import topic_partitions
-from reliable_kafka.kafka.client.zk.paths import group_dir, offset_path, owner_path
+from reliable_kafka.kafka.client.zk.paths import CONSUMERS_PATH, group_dir, offset_path, owner_path
 from reliable_kafka.kafka.offsets.dual import larger_offset
 from reliable_kafka.kafka.offsets.group.offset_store import KafkaOffsetStore
 from reliable_kafka.kafka.offsets.registry import OffsetsStorage, checked_storage, in_kafka, in_zookeeper
@@ -146,6 +147,21 @@ class GroupView:
         futures = self._admin.list_consumer_group_offsets(request, request_timeout=ADMIN_TIMEOUT_S)
         answer = _answer(futures[self.group], f"committed offsets of group {self.group}")
         return {tp.topic for tp in answer.topic_partitions or [] if tp.offset >= 0}
+
+    def groups(self) -> list[str]:
+        """Every group the stores read here know of (ZooKeeper's ``/consumers``, the brokers'
+        coordinators), to say what is there when the group asked for is not."""
+        groups: set[str] = set()
+        if self._in_zookeeper:
+            assert self._zk is not None
+            with contextlib.suppress(NoNodeError):  # a ZooKeeper no consumer ever used
+                groups.update(self._zk.get_children(CONSUMERS_PATH))
+        if in_kafka(self._storage):
+            assert self._admin is not None
+            future = self._admin.list_consumer_groups(request_timeout=ADMIN_TIMEOUT_S)
+            listed = _answer(future, "the list of consumer groups")
+            groups.update(group.group_id for group in listed.valid)
+        return sorted(groups)
 
     def partitions(self, topics: Sequence[str]) -> dict[str, list[int]]:
         """``{topic: sorted partitions}``; a topic that does not exist has none."""

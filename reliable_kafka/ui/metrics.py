@@ -7,7 +7,7 @@ several contexts one after another, and a collector must not outlive its context
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from prometheus_client import CollectorRegistry, generate_latest
@@ -17,16 +17,26 @@ from prometheus_client.registry import Collector
 from reliable_kafka.ui.lag import LagMonitor
 from reliable_kafka.ui.status_store import StreamingStatusStore
 from reliable_kafka.util import instruments
+from reliable_kafka.util.clock import wall_clock_ms
 from reliable_kafka.util.instruments import HistogramSnapshot
 
 PREFIX = "reliable_kafka"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+# Received and not yet processed (Spark's StreamingSource names ``unprocessedBatches``); read back
+# by ``reliable-kafka lag --status-url`` (ui/unprocessed.py).
+UNPROCESSED_BATCHES = f"{PREFIX}_unprocessed_batches"
+UNPROCESSED_RECORDS = f"{PREFIX}_unprocessed_records"
+UNPROCESSED_SCHEDULING_DELAY = f"{PREFIX}_unprocessed_scheduling_delay_seconds"
 
 # Every family this module exposes (counters without their ``_total`` suffix, as
 # prometheus_client's parser names them); docs/operations.md lists them, tests/test_docs.py checks.
 FAMILIES: tuple[str, ...] = (
     f"{PREFIX}_batches_completed",
     f"{PREFIX}_batches_active",
+    UNPROCESSED_BATCHES,
+    UNPROCESSED_RECORDS,
+    UNPROCESSED_SCHEDULING_DELAY,
     f"{PREFIX}_records_received",
     f"{PREFIX}_batch_scheduling_delay_seconds",
     f"{PREFIX}_batch_processing_seconds",
@@ -52,12 +62,20 @@ def _histogram(name: str, documentation: str, snapshot: HistogramSnapshot) -> Hi
 
 
 class StreamingCollector(Collector):
-    def __init__(self, store: StreamingStatusStore, lag: LagMonitor | None) -> None:
+    """``now_ms``: the wall clock the delay of a waiting batch is measured to (batch times are)."""
+
+    def __init__(
+        self,
+        store: StreamingStatusStore,
+        lag: LagMonitor | None,
+        now_ms: Callable[[], int] = wall_clock_ms,
+    ) -> None:
         self._store = store
         self._lag = lag
+        self._now_ms = now_ms
 
     def collect(self) -> Iterator[Any]:
-        snapshot = self._store.snapshot()
+        snapshot = self._store.snapshot(self._now_ms())
         yield CounterMetricFamily(
             f"{PREFIX}_batches_completed", "Batches completed since start", value=snapshot.batches_completed
         )
@@ -67,6 +85,23 @@ class StreamingCollector(Collector):
         active.add_metric(["waiting"], len(snapshot.waiting))
         active.add_metric(["running"], len(snapshot.running))
         yield active
+        yield GaugeMetricFamily(
+            UNPROCESSED_BATCHES,
+            "Batches received and not yet processed: waiting plus running (Spark's unprocessedBatches)",
+            value=snapshot.unprocessed_batches,
+        )
+        yield GaugeMetricFamily(
+            UNPROCESSED_RECORDS,
+            "Records received and not yet processed: in waiting and running batches (their offsets "
+            "may be committed already: committed means stored)",
+            value=snapshot.unprocessed_records,
+        )
+        yield GaugeMetricFamily(
+            UNPROCESSED_SCHEDULING_DELAY,
+            "How long the oldest waiting batch has waited so far (its scheduling delay now); 0 when "
+            "no batch waits",
+            value=snapshot.unprocessed_scheduling_delay_ms / 1000,
+        )
         records = CounterMetricFamily(
             f"{PREFIX}_records_received",
             "Records in completed batches since start, per input stream",
@@ -93,11 +128,13 @@ class StreamingCollector(Collector):
         receivers = GaugeMetricFamily(
             f"{PREFIX}_receiver_active",
             "1 while the receiver is active, 0 once it stopped or failed",
-            labels=["stream_id", "name", "executor_id", "host"],
+            # runs_as: "task" or "driver process"; a local master's tasks have executor_id "driver".
+            labels=["stream_id", "name", "runs_as", "executor_id", "host"],
         )
         for status in snapshot.receivers:
             r = status.info
-            receivers.add_metric([str(r.stream_id), r.name, r.executor_id, r.location], 1 if r.active else 0)
+            values = [str(r.stream_id), r.name, r.runs_as, r.executor_id, r.location]
+            receivers.add_metric(values, 1 if r.active else 0)
         yield receivers
         yield from self._partition_families()
         # The driver's own data path plus what receivers on executors reported.
@@ -160,9 +197,11 @@ class StreamingCollector(Collector):
         yield lag
 
 
-def metrics_registry(store: StreamingStatusStore, lag: LagMonitor | None) -> CollectorRegistry:
+def metrics_registry(
+    store: StreamingStatusStore, lag: LagMonitor | None, now_ms: Callable[[], int] = wall_clock_ms
+) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(StreamingCollector(store, lag))
+    registry.register(StreamingCollector(store, lag, now_ms))
     return registry
 
 

@@ -97,6 +97,7 @@ def streaming_page(snapshot: StatusSnapshot, lag: LagReport | None, receivers: P
         f"<dt>Running since</dt><dd id='summary-started'>{date_time(snapshot.started_ms)}</dd>",
         f"<dt>Batches completed</dt><dd id='summary-batches-completed'>{snapshot.batches_completed}</dd>",
         f"<dt>Records received</dt><dd id='summary-records'>{snapshot.records_received}</dd>",
+        *_unprocessed(snapshot),
         "</dl>",
         _streaming_error(snapshot),
         _charts(snapshot),
@@ -110,6 +111,22 @@ def streaming_page(snapshot: StatusSnapshot, lag: LagReport | None, receivers: P
         _completed_batches(snapshot.completed),
     ]
     return _page("Streaming Statistics", "".join(body))
+
+
+def _unprocessed(snapshot: StatusSnapshot) -> list[str]:
+    """Received and not yet processed: what Kafka's lag cannot show, since a committed offset
+    means stored (block store and WAL), not processed."""
+    delay_ms = snapshot.unprocessed_scheduling_delay_ms
+    return [
+        f"<dt>Unprocessed batches</dt><dd><span id='summary-unprocessed-batches'>"
+        f"{snapshot.unprocessed_batches}</span> ({len(snapshot.waiting)} waiting, "
+        f"{len(snapshot.running)} running)</dd>",
+        "<dt>Unprocessed records</dt>"
+        f"<dd id='summary-unprocessed-records'>{snapshot.unprocessed_records}</dd>",
+        "<dt>Oldest waiting batch has waited</dt>"
+        f"<dd id='summary-unprocessed-delay' data-ms='{delay_ms}'>"
+        f"{duration(delay_ms) if snapshot.waiting else 'no batch waits'}</dd>",
+    ]
 
 
 def _streaming_error(snapshot: StatusSnapshot) -> str:
@@ -149,6 +166,8 @@ def _receivers(snapshot: StatusSnapshot) -> str:
         rows.append(
             f"<tr data-stream-id='{r.stream_id}'><td class='receiver-name'>{escape(r.name)}</td>"
             f"<td class='receiver-status'>{state}</td>"
+            # A local master's tasks run on the executor "driver" too: say which this is.
+            f"<td class='receiver-runs-as'>{escape(r.runs_as) or '-'}</td>"
             f"<td class='receiver-executor'>{escape(r.executor_id) or '-'}</td>"
             f"<td class='receiver-host'>{escape(r.location) or '-'}</td>"
             f"{_num(status.records_per_second)}"
@@ -157,7 +176,16 @@ def _receivers(snapshot: StatusSnapshot) -> str:
         )
     return _table(
         "receivers",
-        ("Receiver", "Status", "Executor ID", "Location", "Avg Events/sec", "Last Error Time", "Last Error"),
+        (
+            "Receiver",
+            "Status",
+            "Runs As",
+            "Executor ID",
+            "Location",
+            "Avg Events/sec",
+            "Last Error Time",
+            "Last Error",
+        ),
         rows,
         "no receivers",
     )
@@ -197,7 +225,9 @@ def _partitions(lag: LagReport | None, receivers: PartitionReceivers) -> str:
             rows,
             "no partitions yet",
         )
-        + f"<p class='stat'>read at {date_time(lag.read_at_ms)}</p>{errors}"
+        + f"<p class='stat'>read at {date_time(lag.read_at_ms)}; a committed offset means stored "
+        "(block store and write-ahead log), not processed: see the unprocessed batches above</p>"
+        f"{errors}"
     )
 
 

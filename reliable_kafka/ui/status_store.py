@@ -30,6 +30,7 @@ from reliable_kafka.scheduler.listener_events import (
     StreamingListenerStreamingError,
     StreamingListenerStreamingStarted,
 )
+from reliable_kafka.util.clock import wall_clock_ms
 from reliable_kafka.util.instruments import Histogram, HistogramSnapshot
 
 # Seconds: batch delays run from milliseconds (an idle stream) to minutes (a stream falling behind).
@@ -60,6 +61,30 @@ class StatusSnapshot:
     total_delay: HistogramSnapshot
     # The last StreamingListenerStreamingError: (time, message), e.g. batches starved of slots.
     last_streaming_error: tuple[int, str] | None = None
+    # Wall-clock time of the snapshot: what the delay of a batch still waiting is measured to.
+    taken_at_ms: int = 0
+
+    # What was received and not yet processed. Committed offsets mark what is stored (block
+    # store and WAL), so Kafka's lag reads 0 while these grow: an app falling behind shows here.
+
+    @property
+    def unprocessed_batches(self) -> int:
+        """Spark's ``unprocessedBatches``: batches waiting plus batches running."""
+        return len(self.waiting) + len(self.running)
+
+    @property
+    def unprocessed_records(self) -> int:
+        """Records in the unprocessed batches (those of a running batch are not processed yet)."""
+        return sum(b.num_records for batches in (self.waiting, self.running) for b in batches)
+
+    @property
+    def unprocessed_scheduling_delay_ms(self) -> int:
+        """The scheduling delay of the oldest waiting batch so far (it grows until the batch
+        starts, when Spark's ``schedulingDelay`` is fixed); 0 when no batch waits."""
+        if not self.waiting:
+            return 0
+        oldest = min(b.submission_time_ms for b in self.waiting)
+        return max(0, self.taken_at_ms - oldest)
 
 
 class StreamingStatusStore(StreamingListener):
@@ -168,7 +193,8 @@ class StreamingStatusStore(StreamingListener):
         with self._lock:
             return self._completed_by_time.get(batch_time_ms) or self._active.get(batch_time_ms)
 
-    def snapshot(self) -> StatusSnapshot:
+    def snapshot(self, now_ms: int | None = None) -> StatusSnapshot:
+        """The state now; ``now_ms`` (default: the wall clock, as batch times are) dates it."""
         with self._lock:
             completed = tuple(self._completed)
             active = sorted(self._active.values(), key=lambda b: b.batch_time_ms)
@@ -201,4 +227,5 @@ class StreamingStatusStore(StreamingListener):
             processing_delay=self._processing.snapshot(),
             total_delay=self._total.snapshot(),
             last_streaming_error=last_streaming_error,
+            taken_at_ms=wall_clock_ms() if now_ms is None else now_ms,
         )

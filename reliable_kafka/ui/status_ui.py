@@ -140,7 +140,8 @@ class StatusUI:
             return self._streaming_page()
         if path in ("/batch", "/streaming/batch", "/streaming/batch/"):
             return self._batch_page(query)
-        if path == "/metrics":
+        # Also under /streaming/: `reliable-kafka lag --status-url` appends metrics to the page's address.
+        if path in ("/metrics", "/streaming/metrics"):
             return Response(HTTPStatus.OK, metrics.CONTENT_TYPE, metrics.render(self.registry))
         return Response(HTTPStatus.NOT_FOUND, _HTML, pages.not_found_page(f"no page at {path}").encode())
 

@@ -44,8 +44,13 @@ def test_record_decoder_gives_key_value_pairs() -> None:
     ("kwargs", "error", "match"),
     [
         ({"topics": {}}, ValueError, "at least one topic"),
-        ({"topics": ["t"]}, TypeError, "topics should be dict"),
-        ({"topics": None}, TypeError, "topics should be dict"),
+        (
+            {"topics": ["t", "u"]},
+            TypeError,
+            r"topics should be dict of topic -> number of consumer threads, e\.g\. \{'t': 1, 'u': 1\}, "
+            r"as in pyspark 2\.4's createStream; got list$",
+        ),
+        ({"topics": None}, TypeError, r"topics should be dict .*got NoneType$"),
         ({"topics": {"t": 0}}, ValueError, "at least one consumer thread"),
         ({"topics": {"t": -2}}, ValueError, "at least one consumer thread"),
         ({"topics": {"t": 1.5}}, TypeError, "number of consumer threads"),
@@ -71,6 +76,11 @@ def test_record_decoder_gives_key_value_pairs() -> None:
             {"kafkaParams": {"fetch.wiat.max.ms": "100"}},
             ValueError,
             r"kafka param fetch\.wiat\.max\.ms: No such",
+        ),
+        (
+            {"kafkaParams": {"auto.offset.rest": "smallest"}},
+            ValueError,
+            r"kafka param auto\.offset\.rest: No such .*; did you mean auto\.offset\.reset\?$",
         ),
         ({"kafkaParams": {"security.protocol": "PLAINTEXTX"}}, ValueError, "kafka param security.protocol"),
         ({"kafkaParams": {"fetch.wait.max.ms": [100]}}, ValueError, "fetch.wait.max.ms: expected a string"),

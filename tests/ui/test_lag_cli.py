@@ -18,7 +18,18 @@ from reliable_kafka.cli import main
 from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
 from reliable_kafka.kafka.client.zk.paths import offset_path, owner_path
 from reliable_kafka.local.cluster import KAFKA_09_CLIENT_CONFIG
+from reliable_kafka.scheduler.listener import (
+    BatchInfo,
+    StreamingListenerBatchStarted,
+    StreamingListenerBatchSubmitted,
+    StreamInputInfo,
+)
+from reliable_kafka.settings import UISettings
 from reliable_kafka.ui.group_view import _answer
+from reliable_kafka.ui.server import StatusServer
+from reliable_kafka.ui.status_store import StreamingStatusStore
+from reliable_kafka.ui.status_ui import StatusUI
+from reliable_kafka.util.clock import wall_clock_ms
 from tests.cluster_backends import ClusterUnderTest, unique_name
 from tests.e2e.helpers import (
     commit_in_kafka,
@@ -58,11 +69,17 @@ def console_script() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "reliable_kafka.cli"]
 
 
-def run(*args: str) -> tuple[int, str]:
+def run_err(*args: str) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     code = main(["lag", *args, *X_OPTIONS], out=out, err=err)
-    assert not err.getvalue() or code == 2, err.getvalue()
-    return code, out.getvalue()
+    # stderr: an error (2), or what broke a bound (1).
+    assert not err.getvalue() or code in (1, 2), err.getvalue()
+    return code, out.getvalue(), err.getvalue()
+
+
+def run(*args: str) -> tuple[int, str]:
+    code, out, _ = run_err(*args)
+    return code, out
 
 
 def test_lag_json_equals_zookeeper_and_broker(
@@ -87,10 +104,17 @@ def test_lag_json_equals_zookeeper_and_broker(
 def test_max_lag_exit_code(local_cluster: ClusterUnderTest, lagging_group: tuple[str, str]) -> None:
     topic, group = lagging_group
     zk = ["--zookeeper", local_cluster.zookeeper_connect, "--group", group]
-    # Partition 0 is 6 behind.
-    assert run(*zk, "--topic", topic, "--max-lag", "5")[0] == 1
-    # Partition 2 has no committed offset: its lag is unknown, which a bound cannot accept.
-    assert run(*zk, "--topic", topic, "--max-lag", "6")[0] == 1
+    # Partition 0 is 6 behind; partition 2 has no committed offset: its lag is unknown, which a
+    # bound cannot accept. Each culprit is named (the exit code alone named none).
+    code, _, err = run_err(*zk, "--topic", topic, "--max-lag", "5")
+    assert code == 1
+    assert err.splitlines() == [
+        f"--max-lag 5: {topic} partition 0 of group {group} is 6 behind",
+        f"--max-lag 5: {topic} partition 2 of group {group} has no committed offset (lag unknown)",
+    ]
+    code, _, err = run_err(*zk, "--topic", topic, "--max-lag", "6")
+    assert code == 1
+    assert err == f"--max-lag 6: {topic} partition 2 of group {group} has no committed offset (lag unknown)\n"
     code, table = run(*zk, "--topic", topic)
     assert code == 0
     lines = table.splitlines()
@@ -168,7 +192,7 @@ def client_options(cluster: ClusterUnderTest) -> list[str]:
 def run_on(cluster: ClusterUnderTest, *args: str) -> tuple[int, str]:
     out, err = io.StringIO(), io.StringIO()
     code = main(["lag", *args, *client_options(cluster)], out=out, err=err)
-    assert not err.getvalue(), err.getvalue()
+    assert not err.getvalue() or code == 1, err.getvalue()  # 1: what broke a bound, on stderr
     return code, out.getvalue()
 
 
@@ -295,21 +319,89 @@ def test_a_group_without_committed_offsets_is_an_error_naming_the_store(
     args = ["lag", "--zookeeper", zookeeper, "--group", "nosuch-" + group, "--max-lag", "10", *X_OPTIONS]
     assert main(args, out=out, err=err) == 2
     assert not out.getvalue()
-    assert err.getvalue() == (
-        f"group nosuch-{group} has no committed offset on any topic in ZooKeeper at {zookeeper}; "
-        "it holds none of the group\n"
+    # What is wrong, what the store holds (the group meant among the others), what to do.
+    wrong, found, to_do = err.getvalue().splitlines()
+    assert wrong == (
+        f"group nosuch-{group} has no committed offset on any topic in ZooKeeper at {zookeeper}: "
+        "it holds no offsets of that group"
     )
+    assert found.startswith("  groups it holds: ") and found.endswith(f"(did you mean --group {group}?)")
+    assert to_do.startswith("  check --group against the application's group.id; ")
+    assert to_do.endswith("give --bootstrap-servers and --offsets-storage kafka")
     # The ZooKeeper group asked of Kafka's coordinator only.
     err = io.StringIO()
     brokers = local_cluster.bootstrap_servers
     args = ["lag", "--group", group, "--max-lag", "10", *client_options(local_cluster)]
     assert main(args, out=io.StringIO(), err=err) == 2
-    assert err.getvalue().startswith(
-        f"group {group} has no committed offset on any topic in Kafka's group coordinator (via {brokers})"
+    wrong, found, to_do = err.getvalue().splitlines()
+    assert wrong == (
+        f"group {group} has no committed offset on any topic in Kafka's group coordinator (via {brokers}): "
+        "it holds no offsets of that group"
     )
-    assert "give --zookeeper" in err.getvalue()
+    assert found.startswith("  groups it holds: ")
+    assert to_do.endswith("keeps its offsets in ZooKeeper: give --zookeeper")
     # A topic the group holds nothing of, in the store that holds its others.
     err = io.StringIO()
     args = ["lag", "--zookeeper", zookeeper, "--group", group, "--topic", "other", *X_OPTIONS]
     assert main(args, out=io.StringIO(), err=err) == 2
-    assert err.getvalue().endswith(f"it holds offsets of the group for: {topic}\n")
+    assert err.getvalue().splitlines() == [
+        f"group {group} has no committed offset on topic other in ZooKeeper at {zookeeper}; "
+        f"it holds offsets of the group for: {topic}",
+        "  ask for those topics with --topic, or leave --topic out for all of them",
+    ]
+
+
+def test_status_url_shows_what_is_received_and_not_processed_and_max_delay_bounds_it(
+    local_cluster: ClusterUnderTest, lagging_group: tuple[str, str]
+) -> None:
+    """Kafka's lag reads 0 while batches queue (committed means stored): ``--status-url`` adds the
+    application's unprocessed batches, and ``--max-delay`` fails on the oldest waiting one, or on
+    a page it cannot read."""
+    topic, group = lagging_group
+    store = StreamingStatusStore(1000)
+    # A batch running, and one waiting since two minutes ago (batch times are the wall clock's).
+    submitted = wall_clock_ms() - 120_000
+    running = BatchInfo(submitted - 1000, {0: StreamInputInfo(0, 10)}, submitted - 1000, submitted, None)
+    waiting = BatchInfo(submitted, {0: StreamInputInfo(0, 40)}, submitted, None, None)
+    store.on_batch_started(StreamingListenerBatchStarted(running))
+    store.on_batch_submitted(StreamingListenerBatchSubmitted(waiting))
+    ui = StatusUI(store, None, UISettings(port=0))
+    server = StatusServer(ui.handle, "127.0.0.1", 0)
+    server.start()
+    zk = ["--zookeeper", local_cluster.zookeeper_connect, "--group", group, "--topic", topic]
+    try:
+        code, out, err = run_err(*zk, "--status-url", server.url, "--max-delay", "60", "--json")
+        assert code == 1
+        unprocessed = json.loads(out)["unprocessed"]
+        assert unprocessed["scheduling_delay_s"] >= 120
+        assert unprocessed == {
+            "status_url": server.url,
+            "batches": 2,
+            "records": 50,
+            "scheduling_delay_s": unprocessed["scheduling_delay_s"],
+        }
+        assert err.startswith("--max-delay 60 s: the oldest waiting batch has waited ")
+        assert err.endswith(" s (2 batches, 50 records received and not yet processed)\n")
+
+        code, out, err = run_err(*zk, "--status-url", server.url, "--max-delay", "3600")
+        assert (code, err) == (0, "")
+        beside = out.splitlines()[-1]
+        assert beside.startswith(
+            f"Received, not yet processed (status page {server.url}): 2 batches (waiting and running), "
+            "50 records; the oldest waiting batch has waited "
+        )
+    finally:
+        server.stop()
+    # A page that cannot be read cannot vouch for the delay.
+    url = server.url
+    code, out, err = run_err(*zk, "--status-url", url, "--max-delay", "3600")
+    assert code == 1
+    assert out.splitlines()[-1].startswith(f"Received, not yet processed: unknown (status page {url}: ")
+    assert err.startswith(f"--max-delay 3600 s: the status page at {url} could not be read (URLError: ")
+
+
+def test_max_delay_needs_the_status_page() -> None:
+    err = io.StringIO()
+    args = ["lag", "--group", "g", "--bootstrap-servers", "127.0.0.1:9", "--max-delay", "60"]
+    assert main(args, out=io.StringIO(), err=err) == 2
+    assert "--max-delay needs --status-url" in err.getvalue()

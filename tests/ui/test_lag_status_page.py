@@ -7,7 +7,10 @@ show what the store holds, so no receiver runs; the streams are only declared, w
 
 from __future__ import annotations
 
+import io
 import re
+import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from pyspark import SparkContext
 
 from reliable_kafka import KafkaUtils, StreamingContext
+from reliable_kafka.cli import main
 from reliable_kafka.kafka.client.offset_range import OffsetRange, block_metadata
 from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
 from reliable_kafka.kafka.client.zk.paths import offset_path
@@ -31,14 +35,19 @@ from reliable_kafka.ui import metrics
 from reliable_kafka.ui.lag import LagMonitor, LagSource
 from reliable_kafka.ui.status_store import StreamingStatusStore
 from reliable_kafka.ui.status_ui import StatusUI, lag_sources_of
+from reliable_kafka.ui.unprocessed import read_unprocessed
 from tests.cluster_backends import ClusterUnderTest, unique_name
-from tests.e2e.helpers import commit_in_kafka, produce
+from tests.e2e.conftest import e2e_settings
+from tests.e2e.helpers import commit_in_kafka, committed_offsets, produce
+from tests.support import wait_until
+from tests.ui.test_lag_cli import X_OPTIONS
 
 _ROW = re.compile(r"<tr data-topic='([^']*)' data-partition='(\d+)'>(.*?)</tr>", re.S)
 _FIELD = re.compile(r"<td class='num' data-field=([a-z-]+)>([^<]*)</td>")
 _GROUP = re.compile(r"^<td>([^<]*)</td>")
 _OWNER = re.compile(r"<td class='owner'>([^<]*)</td>")
 _RECEIVER = re.compile(r"<td class='receiver'>([^<]*)</td>")
+_RUNS_AS = re.compile(r"<td class='receiver-runs-as'>([^<]*)</td><td class='receiver-executor'>([^<]*)</td>")
 
 
 def page_rows(page: str) -> dict[tuple[str, str, int], dict[str, str]]:
@@ -186,3 +195,62 @@ def test_streams_sharing_a_group_show_each_partition_once_with_its_own_receiver(
         assert receivers == ["receiver-2", "receiver-1", "receiver-0"]
     finally:
         ui.stop()
+
+
+def test_a_stream_behind_its_lag_of_0_is_told_by_the_page_metrics_and_the_lag_command(
+    local_cluster: ClusterUnderTest, spark_context: SparkContext, tmp_path: Path
+) -> None:
+    """Issue 42: the receiver commits a block's offsets once it is in the WAL, so Kafka's lag reads
+    0 while every batch waits behind one that is held. The page and /metrics show the batches
+    and records received and not yet processed, ``reliable-kafka lag --status-url`` prints them
+    beside the lag, and ``--max-delay`` exits 1 naming the oldest waiting batch."""
+    records = 20
+    topic, group = unique_name("held"), unique_name("held-group")
+    local_cluster.create_topic(topic, partitions=1)
+    produce(local_cluster, topic, [(None, b"x", 0)] * records)
+    settings = e2e_settings(wal=True).model_copy(update={"ui": UISettings(port=0, lag_refresh_ms=0)})
+    ssc = StreamingContext(spark_context, 1.0, settings)
+    ssc.checkpoint(str(tmp_path / "checkpoint"))
+    stream = KafkaUtils.createStream(
+        ssc,
+        local_cluster.zookeeper_connect,
+        group,
+        {topic: 1},
+        {"auto.offset.reset": "smallest", **local_cluster.client_config()},
+    )
+    release = threading.Event()
+    stream.foreachRDD(lambda rdd: release.wait(120))  # every batch held until the test has looked
+    ssc.start()
+    try:
+        ui = ssc.status_ui
+        assert ui is not None and ui.url is not None
+        url = ui.url
+        wait_until(
+            lambda: committed_offsets(local_cluster, group, topic, 1) == {0: records},
+            timeout_s=120,
+            what="every record stored and committed",
+        )
+        wait_until(
+            lambda: (u := read_unprocessed(url)).records == records and u.scheduling_delay_s > 1.0,
+            timeout_s=120,
+            what="every record in a batch not yet processed, the oldest waiting for over a second",
+        )
+        page = ui.handle("/", {}).body.decode()
+        assert page_rows(page)[(group, topic, 0)]["lag"] == "0"
+        assert f"<dd id='summary-unprocessed-records'>{records}</dd>" in page
+        # A receiver task of a local master: on the executor "driver", as a task.
+        assert _RUNS_AS.findall(page) == [("task", "driver")]
+
+        out, err = io.StringIO(), io.StringIO()
+        args = ["lag", "--zookeeper", local_cluster.zookeeper_connect, "--group", group, "--max-lag", "0"]
+        code = main([*args, "--status-url", url, "--max-delay", "1", *X_OPTIONS], out=out, err=err)
+        _header, row, beside = out.getvalue().splitlines()
+        assert row.split()[:6] == [group, topic, "0", str(records), str(records), "0"]
+        assert beside.startswith(f"Received, not yet processed (status page {url}): ")
+        assert f" batches (waiting and running), {records} records; the oldest waiting batch" in beside
+        assert code == 1
+        assert err.getvalue().startswith("--max-delay 1 s: the oldest waiting batch has waited ")
+        assert err.getvalue().count("\n") == 1  # the lag of 0 broke no bound
+    finally:
+        release.set()
+        ssc.stop(stopSparkContext=False)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import urllib.request
 from http import HTTPStatus
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from reliable_kafka.scheduler.batch_input_info import BLOCKS_KEY
 from reliable_kafka.scheduler.listener import (
@@ -23,11 +25,13 @@ from reliable_kafka.scheduler.listener import (
     StreamInputInfo,
 )
 from reliable_kafka.settings import StreamingSettings, UISettings
-from reliable_kafka.ui import pages, svg
+from reliable_kafka.ui import metrics, pages, svg
 from reliable_kafka.ui.lag import LagReport, PartitionLag
 from reliable_kafka.ui.partition_receivers import PartitionReceivers
 from reliable_kafka.ui.server import Response, StatusServer
 from reliable_kafka.ui.status_store import StreamingStatusStore
+from reliable_kafka.ui.status_ui import StatusUI
+from reliable_kafka.ui.unprocessed import Unprocessed, metrics_url, parse_unprocessed
 
 BATCH_MS = 1000
 
@@ -198,3 +202,87 @@ def test_the_last_streaming_error_is_kept_and_shown_escaped() -> None:
     page = pages.streaming_page(store.snapshot(), None, NO_RECEIVERS)
     assert "<p id='streaming-error' class='failed'>" in page
     assert "Batches are waiting for task slots &lt;2&gt;" in page
+
+
+def _gauges(store: StreamingStatusStore, now_ms: int) -> dict[str, float]:
+    text = metrics.render(metrics.metrics_registry(store, None, now_ms=lambda: now_ms)).decode()
+    return {
+        sample.name: sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if family.name.startswith("reliable_kafka_unprocessed_")
+    }
+
+
+def test_what_is_received_and_not_yet_processed() -> None:
+    """Kafka's lag reads 0 while batches queue (a committed offset means stored, not processed):
+    the store counts the unprocessed batches, their records and how long the oldest waiting batch
+    has waited, for /metrics, the page and ``reliable-kafka lag --status-url``."""
+    store = StreamingStatusStore(BATCH_MS)
+    store.on_batch_completed(StreamingListenerBatchCompleted(batch(500, records=100)))  # processed
+    store.on_batch_submitted(StreamingListenerBatchSubmitted(batch(1000, 7, started=False, done=False)))
+    store.on_batch_started(StreamingListenerBatchStarted(batch(1000, 7, done=False)))
+    for time_ms, records in ((2000, 5), (3000, 11)):
+        queued = batch(time_ms, records, started=False, done=False)
+        store.on_batch_submitted(StreamingListenerBatchSubmitted(queued))
+
+    # The oldest waiting batch was submitted at 2001 (the running one waits no longer).
+    snapshot = store.snapshot(now_ms=92_001)
+    assert (snapshot.unprocessed_batches, snapshot.unprocessed_records) == (3, 7 + 5 + 11)
+    assert snapshot.unprocessed_scheduling_delay_ms == 90_000
+    assert _gauges(store, 92_001) == {
+        "reliable_kafka_unprocessed_batches": 3,
+        "reliable_kafka_unprocessed_records": 23,
+        "reliable_kafka_unprocessed_scheduling_delay_seconds": 90.0,
+    }
+    page = pages.streaming_page(snapshot, None, NO_RECEIVERS)
+    assert "<span id='summary-unprocessed-batches'>3</span> (2 waiting, 1 running)" in page
+    assert "<dd id='summary-unprocessed-records'>23</dd>" in page
+    assert "<dd id='summary-unprocessed-delay' data-ms='90000'>1.5 min</dd>" in page
+    # What the lag command reads back from the page's /metrics.
+    text = metrics.render(metrics.metrics_registry(store, None, now_ms=lambda: 92_001)).decode()
+    assert parse_unprocessed(text, "page") == Unprocessed(batches=3, records=23, scheduling_delay_s=90.0)
+
+    # Once every batch has run, nothing is left and nothing waits.
+    for time_ms, records in ((1000, 7), (2000, 5), (3000, 11)):
+        store.on_batch_completed(StreamingListenerBatchCompleted(batch(time_ms, records)))
+    assert set(_gauges(store, 92_001).values()) == {0}
+    assert "no batch waits" in pages.streaming_page(store.snapshot(92_001), None, NO_RECEIVERS)
+
+
+def test_the_lag_command_reads_the_pages_metrics_and_nothing_else() -> None:
+    assert metrics_url("http://driver:4050/") == "http://driver:4050/metrics"
+    assert metrics_url("http://driver:4050") == "http://driver:4050/metrics"
+    assert metrics_url("https://proxy/app-1/metrics") == "https://proxy/app-1/metrics"
+    for bad in ("driver:4050", "ftp://driver/", "http://user:secret@driver:4050/"):
+        with pytest.raises(ValueError) as raised:
+            metrics_url(bad)
+        assert "secret" not in str(raised.value)
+    with pytest.raises(ValueError, match=r"^http://x/metrics has no reliable_kafka_unprocessed_batches, "):
+        parse_unprocessed("# no families\n", "http://x/metrics")
+    # The page is also at /streaming/, so its metrics are there too.
+    assert metrics_url("http://driver:4050/streaming/") == "http://driver:4050/streaming/metrics"
+    ui = StatusUI(StreamingStatusStore(BATCH_MS), None, UISettings(port=0))
+    response = ui.handle("/streaming/metrics", {})
+    assert response.status == HTTPStatus.OK
+    assert parse_unprocessed(response.body.decode(), "page") == Unprocessed(0, 0, 0.0)
+
+
+def test_receivers_say_whether_they_run_as_a_task_or_in_the_driver_process() -> None:
+    """On a local master every receiver shows executor "driver": a task's and one in the driver's
+    own Python process (beyond the spare task slots) differ only by how they run."""
+    store = StreamingStatusStore(BATCH_MS)
+    for stream_id, runs_as in ((0, "task"), (1, "driver process")):
+        info = ReceiverInfo(stream_id, f"r-{stream_id}", True, "h", "driver", runs_as=runs_as)
+        store.on_receiver_started(StreamingListenerReceiverStarted(info))
+    page = pages.streaming_page(store.snapshot(), None, NO_RECEIVERS)
+    cell = r"<td class='receiver-runs-as'>([^<]*)</td><td class='receiver-executor'>([^<]*)<"
+    cells = re.findall(cell, page)
+    assert cells == [("task", "driver"), ("driver process", "driver")]
+    text = metrics.render(metrics.metrics_registry(store, None)).decode()
+    families = text_string_to_metric_families(text)
+    (family,) = [f for f in families if f.name == "reliable_kafka_receiver_active"]
+    assert {(s.labels["runs_as"], s.labels["executor_id"]) for s in family.samples} == {
+        ("task", "driver"),
+        ("driver process", "driver"),
+    }

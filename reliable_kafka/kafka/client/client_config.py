@@ -10,6 +10,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException
 
+from reliable_kafka.kafka.client.params import closest_param
 from reliable_kafka.settings import is_secret_key
 from reliable_kafka.util.kafka_errors import kafka_error_of
 
@@ -21,6 +22,7 @@ _quiet_logger.addHandler(logging.NullHandler())
 # librdkafka's callbacks and logger: the only config values that are not plain data.
 _CALLBACK_KEYS = frozenset({"error_cb", "throttle_cb", "stats_cb", "oauth_cb", "on_commit", "logger"})
 _QUOTED_PROPERTY = re.compile(r'property:? "([^"]+)"')
+_UNKNOWN_PROPERTY = "No such configuration property"
 
 
 def check_client_config(config: Mapping[str, Any]) -> None:
@@ -47,4 +49,6 @@ def check_client_config(config: Mapping[str, Any]) -> None:
             # librdkafka quotes the value, and this one is a secret.
             raise ValueError(f"kafka param {key}: invalid value (rejected by librdkafka)") from None
         named = f"kafka param {key}: " if key is not None else "kafka params: "
-        raise ValueError(f"{named}{text}") from None
+        closest = closest_param(key) if key is not None and _UNKNOWN_PROPERTY in text else None
+        hint = f"; did you mean {closest}?" if closest else ""
+        raise ValueError(f"{named}{text}{hint}") from None

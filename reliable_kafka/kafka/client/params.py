@@ -9,6 +9,7 @@ as librdkafka documents them. A bad value raises ``ValueError`` naming the key.
 
 from __future__ import annotations
 
+import difflib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -155,6 +156,16 @@ class KafkaParams:
         config["auto.offset.reset"] = "earliest" if self.group.auto_offset_reset == "smallest" else "latest"
         config.update(_FORCED_CLIENT_CONFIG)
         return config
+
+
+def closest_param(key: str) -> str | None:
+    """The kafkaParams key this package knows (its own, the 0.8 keys it drops, the librdkafka
+    settings it sets) that ``key`` most likely misspells, by difflib's ratio as the check of
+    ``spark.streaming.*`` settings does; None when none is close. For a key librdkafka refused:
+    ``auto.offset.rest`` is no librdkafka key, and meant ``auto.offset.reset``, which is ours."""
+    known = sorted({*_OWN_KEYS, *_IGNORED_08_KEYS, *_FORCED_CLIENT_CONFIG, *_DEFAULT_CLIENT_CONFIG})
+    matches = difflib.get_close_matches(key, known, n=1, cutoff=0.8)
+    return matches[0] if matches else None
 
 
 def _text(key: str, value: Any) -> str:
