@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -170,21 +171,38 @@ def _own_the_temporary_directory() -> None:
 # JVM of the test, the brokers' too, had them). Spark's default options, not the extra ones, so
 # that an application's own extraJavaOptions still apply.
 _TEST_JVM_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# Why the session's Spark JVMs run without class-data sharing archives, when they do (for the summary).
+_NO_ARCHIVES: list[str] = []
 
 
 def _spark_jvms_for_tests(session_dir: Path) -> None:
-    """A Spark configuration directory for the session whose ``spark-defaults.conf`` gives every
-    Spark JVM :data:`_TEST_JVM_OPTIONS`; children find it through ``SPARK_CONF_DIR``. Left alone
-    where the environment already names one."""
-    if os.environ.get("SPARK_CONF_DIR"):
+    """Give every Spark JVM of the session :data:`_TEST_JVM_OPTIONS` and the class-data sharing
+    archives of :mod:`tests.support.spark_jvm_archive`: a properties file that drivers get through
+    ``PYSPARK_SUBMIT_ARGS`` (executors through the executor options in it), and an empty
+    ``SPARK_CONF_DIR``. Left alone where the environment already names either."""
+    if os.environ.get("SPARK_CONF_DIR") or os.environ.get("PYSPARK_SUBMIT_ARGS"):
         return
+    from reliable_kafka.local.distribution import cache_root
+    from tests.support.spark_jvm_archive import spark_jvm_archives
+
+    driver_options = executor_options = _TEST_JVM_OPTIONS
     conf_dir = session_dir / "spark-conf"
-    conf_dir.mkdir(mode=0o700)
-    (conf_dir / "spark-defaults.conf").write_text(
-        f"spark.driver.defaultJavaOptions {_TEST_JVM_OPTIONS}\n"
-        f"spark.executor.defaultJavaOptions {_TEST_JVM_OPTIONS}\n"
+    try:
+        archives = spark_jvm_archives(cache_root(), _TEST_JVM_OPTIONS)
+    except (RuntimeError, OSError, subprocess.SubprocessError, ImportError) as exc:
+        _NO_ARCHIVES.append(f"{type(exc).__name__}: {exc}")
+        conf_dir.mkdir(mode=0o700)
+    else:
+        options = archives.java_options(_TEST_JVM_OPTIONS)
+        driver_options, executor_options = options["driver"], options["executor"]
+        conf_dir = archives.conf_dir
+    properties = session_dir / "spark-test.conf"
+    properties.write_text(
+        f"spark.driver.defaultJavaOptions {driver_options}\n"
+        f"spark.executor.defaultJavaOptions {executor_options}\n"
     )
     os.environ["SPARK_CONF_DIR"] = str(conf_dir)
+    os.environ["PYSPARK_SUBMIT_ARGS"] = f"--properties-file {properties} pyspark-shell"
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -341,6 +359,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             for kind, seconds in sorted(_SECONDS_PER_BROKER.items())
         ]
         terminalreporter.write_line(f"time per broker (setup + call + teardown): {', '.join(parts)}")
+    for why in _NO_ARCHIVES:
+        terminalreporter.write_line(f"Spark JVMs ran without class-data sharing archives: {why}")
     left = sorted(_watched_temp_entries() - _TEMP_BEFORE)
     if left:
         # Other users of the machine may have created some of them meanwhile: a report, not a failure.

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from reliable_kafka.util.filesystems import locate, options_from_spark_conf
+from tests.support.spark_jvm_archive import suite_spark_properties
 
 STORES = ("hdfs", "s3")
 
@@ -36,10 +37,12 @@ class RemoteStore:
         return b"".join(fs.cat_file(p) for p in fs.find(self.path()))
 
     def properties_file(self, directory: Path) -> Path:
-        """``spark-submit --properties-file`` lines (0600: they may hold the S3 secret)."""
+        """``spark-submit --properties-file`` lines (0600: they may hold the S3 secret), after the
+        session's own (the file replaces them)."""
         path = directory / f"{self.name}-spark.conf"
         path.touch(mode=0o600)
-        path.write_text("".join(f"{k} {v}\n" for k, v in self.spark_conf.items()))
+        own = "".join(f"{k} {v}\n" for k, v in self.spark_conf.items())
+        path.write_text(suite_spark_properties() + own)
         return path
 
     def conf_json(self) -> str:

@@ -35,6 +35,7 @@ from tests.e2e.helpers import committed_offsets, log_end_offsets, produce
 from tests.e2e.packed_venv import PackedVenv, build_packed_venv
 from tests.e2e.processes import descendants, describe, session_processes
 from tests.support import wait_until
+from tests.support.spark_jvm_archive import suite_properties_file
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.brokers("3.9")]
 
@@ -110,9 +111,12 @@ def scrape(port: int) -> dict[str, float]:
 def spark_submit_command(
     hosts: LocalSparkHosts, archive: Path, ports: dict[str, int], app_args: list[str]
 ) -> list[str]:
-    """The README's recipe (client mode) against the hosts' master."""
+    """The README's recipe (client mode) against the hosts' master, with the session's Spark
+    properties (the suite's JVM options) where it has them."""
+    suite_properties = suite_properties_file()
     return [
         str(spark_home() / "bin" / "spark-submit"),
+        *(("--properties-file", str(suite_properties)) if suite_properties else ()),
         *("--master", hosts.master_url),
         *("--archives", f"{archive}#environment"),
         *("--conf", "spark.pyspark.python=./environment/bin/python"),
