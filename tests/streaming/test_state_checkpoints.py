@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import operator
 import os
+import shutil
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -99,6 +100,9 @@ def window_app(ssc: StreamingContext) -> DStream:
     return pairs.reduceByKeyAndWindow(operator.add, operator.sub, 6, 1).checkpoint(2)
 
 
+_APPS: dict[str, Build] = {"updateStateByKey": state_app(), "window_inverse": window_app}
+
+
 _STARTED: list[App] = []
 
 
@@ -141,15 +145,32 @@ def uninterrupted(sc: SparkContext, build: Build, until_ms: int) -> dict[int, li
     return app.outputs
 
 
+# The longest run a test compares with. A batch's output is a function of the batches up to it, so
+# one uninterrupted run per application serves every test of it, each taking the times it needs:
+# half the batches this file would otherwise run (each a few Spark jobs).
+_HORIZON_MS = 16_000
+_UNINTERRUPTED: dict[str, dict[int, list[Any]]] = {}
+
+
+def expected_outputs(sc: SparkContext, name: str, until_ms: int) -> dict[int, list[Any]]:
+    """What the application ``name`` (an id of :data:`_APPS`) outputs up to ``until_ms``, run
+    uninterrupted."""
+    assert until_ms <= _HORIZON_MS
+    if name not in _UNINTERRUPTED:
+        _UNINTERRUPTED[name] = uninterrupted(sc, _APPS[name], _HORIZON_MS)
+    return {t: v for t, v in _UNINTERRUPTED[name].items() if t <= until_ms}
+
+
 def snapshot_dirs(checkpoint: Path) -> list[str]:
     return sorted(p.name for p in (checkpoint / STATE_DIR).iterdir())
 
 
-@pytest.mark.parametrize("build", [state_app(), window_app], ids=["updateStateByKey", "window_inverse"])
+@pytest.mark.parametrize("name", list(_APPS))
 def test_a_restarted_driver_continues_from_the_state_checkpoint(
-    sc: SparkContext, tmp_path: Path, build: Build
+    sc: SparkContext, tmp_path: Path, name: str
 ) -> None:
-    expected = uninterrupted(sc, build, 16_000)
+    build = _APPS[name]
+    expected = expected_outputs(sc, name, 16_000)
     checkpoint = tmp_path / "checkpoint"
     first = start_app(sc, checkpoint, build)
     first.advance_to(9_000)  # state written at 8 s; batch 9 s completed after it
@@ -169,8 +190,8 @@ def test_a_restarted_driver_continues_from_the_state_checkpoint(
 def test_a_restart_recomputes_the_batches_after_the_snapshot_and_those_it_was_down_for(
     sc: SparkContext, tmp_path: Path
 ) -> None:
-    build = state_app()
-    expected = uninterrupted(sc, build, 14_000)
+    build = _APPS["updateStateByKey"]
+    expected = expected_outputs(sc, "updateStateByKey", 14_000)
     checkpoint = tmp_path / "checkpoint"
     first = start_app(sc, checkpoint, build)
     first.advance_to(7_000)  # snapshot at 6 s; 7 s only in the input
@@ -182,11 +203,12 @@ def test_a_restart_recomputes_the_batches_after_the_snapshot_and_those_it_was_do
     assert second.outputs == {t: v for t, v in expected.items() if t > 7_000}
 
 
-@pytest.mark.parametrize("build", [state_app(), window_app], ids=["updateStateByKey", "window_inverse"])
+@pytest.mark.parametrize("name", list(_APPS))
 def test_a_driver_dead_before_its_first_state_checkpoint_is_recomputed_from_the_start(
-    sc: SparkContext, tmp_path: Path, build: Build
+    sc: SparkContext, tmp_path: Path, name: str
 ) -> None:
-    expected = uninterrupted(sc, build, 6_000)
+    build = _APPS[name]
+    expected = expected_outputs(sc, name, 6_000)
     checkpoint = tmp_path / "checkpoint"
     first = start_app(sc, checkpoint, build)
     first.advance_to(1_000)  # the first state checkpoint would be at 2 s
@@ -224,14 +246,31 @@ def damage(checkpoint: Path, snapshot_dir: str, how: str) -> Path:
     return target
 
 
-@pytest.mark.parametrize("how", ["truncate", "flip", "delete"])
-def test_a_damaged_snapshot_falls_back_to_the_one_before(sc: SparkContext, tmp_path: Path, how: str) -> None:
-    build = state_app()
-    expected = uninterrupted(sc, build, 12_000)
-    checkpoint = tmp_path / "checkpoint"
-    first = start_app(sc, checkpoint, build)
+@pytest.fixture(scope="module")
+def crashed_at_9_s(sc: SparkContext, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The checkpoint of a driver of the state application that died after its 9 s batch (state
+    snapshots of 6 s and 8 s): made once, each damage test damages a copy of its own."""
+    checkpoint = tmp_path_factory.mktemp("crashed-at-9-s") / "checkpoint"
+    first = start_app(sc, checkpoint, _APPS["updateStateByKey"])
     first.advance_to(9_000)
     first.crash()
+    assert expected_outputs(sc, "updateStateByKey", 9_000) == first.outputs
+    return checkpoint
+
+
+def copy_of(checkpoint: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "checkpoint"
+    shutil.copytree(checkpoint, copy)
+    return copy
+
+
+@pytest.mark.parametrize("how", ["truncate", "flip", "delete"])
+def test_a_damaged_snapshot_falls_back_to_the_one_before(
+    sc: SparkContext, tmp_path: Path, crashed_at_9_s: Path, how: str
+) -> None:
+    build = _APPS["updateStateByKey"]
+    expected = expected_outputs(sc, "updateStateByKey", 12_000)
+    checkpoint = copy_of(crashed_at_9_s, tmp_path)
     damage(checkpoint, "0-8000", how)
 
     second = start_app(sc, checkpoint, build, now_ms=9_000)
@@ -241,11 +280,10 @@ def test_a_damaged_snapshot_falls_back_to_the_one_before(sc: SparkContext, tmp_p
     assert second.outputs == {t: v for t, v in expected.items() if t > 9_000}
 
 
-def test_no_intact_snapshot_is_refused_naming_the_file(sc: SparkContext, tmp_path: Path) -> None:
-    checkpoint = tmp_path / "checkpoint"
-    first = start_app(sc, checkpoint, state_app())
-    first.advance_to(9_000)
-    first.crash()
+def test_no_intact_snapshot_is_refused_naming_the_file(
+    sc: SparkContext, tmp_path: Path, crashed_at_9_s: Path
+) -> None:
+    checkpoint = copy_of(crashed_at_9_s, tmp_path)
     newer = damage(checkpoint, "0-8000", "truncate")
     older = damage(checkpoint, "0-6000", "flip")
     with pytest.raises(CheckpointError) as raised:
