@@ -113,8 +113,8 @@ def register(sc: Any, stop: Callable[[], None], timeout_s: float) -> JvmShutdown
 def outlive_jvm_shutdown(timeout_s: float = 30.0) -> None:
     """At this process's exit, after the JVM's shutdown called our hook: wait (bounded) until
     the JVM is gone. The stop in the hook released the application's ``awaitTermination``, and
-    a process that ended right then would leave the JVM's call unanswered (Hadoop logs the hook
-    as failed, with a stack trace)."""
+    a process that ended right then would leave the JVM's call unanswered: the hook would end
+    as failed (quietly, inside its FutureTask) instead of with the stop's outcome."""
     if not _shutting_down_jvm:
         return
     jvm = _shutting_down_jvm[0]
