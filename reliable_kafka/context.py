@@ -45,11 +45,11 @@ from reliable_kafka.dstream.functions import duration_ms
 from reliable_kafka.dstream.queue_input_dstream import QueueInputDStream
 from reliable_kafka.dstream.transformed_dstream import TransformedDStream
 from reliable_kafka.dstream.union_dstream import UnionDStream
-from reliable_kafka.scheduler.job_generator import graceful_stop_timeout_ms
 from reliable_kafka.scheduler.job_scheduler import JobScheduler, ReceiverTrackerLike
 from reliable_kafka.scheduler.listener import StreamingListener
 from reliable_kafka.scheduler.listener_bus import StreamingListenerBus
 from reliable_kafka.scheduler.listener_events import StreamingListenerStreamingStarted
+from reliable_kafka.scheduler.stop_bound import StopBound
 from reliable_kafka.settings import StreamingSettings
 from reliable_kafka.util import interpreter_exit, jvm_shutdown_hook
 from reliable_kafka.util.bounded_stop import stop_within
@@ -145,6 +145,7 @@ class StreamingContext:
         self._previous_sigterm_handler: Callable[[int, FrameType | None], Any] | int | None = None
         self._ctrl_c: CtrlCStop | None = None
         self._jvm_shutdown_hook: JvmShutdownHook | None = None
+        self._console_progress_stopped = False
         # The composition root: the context builds the parts and hands each its collaborators;
         # no part reaches back through the context (tests/test_import_graph.py keeps that).
         self._receiver_tracker_factory = receiver_tracker_factory
@@ -178,6 +179,16 @@ class StreamingContext:
         from reliable_kafka.ui.status_ui import start_status_ui  # noqa: PLC0415
 
         self.status_ui = start_status_ui(self, self.listener_bus)
+
+    def _stop_console_progress(self) -> None:
+        """Stop Spark's console progress bar unless ``spark.streaming.ui.showConsoleProgress``:
+        at start, and before ``getOrCreate``'s recovery runs Spark jobs (reading state
+        checkpoints), whose bar would otherwise be drawn over the log while the driver recovers."""
+        if self.settings.ui.console_progress or self._console_progress_stopped:
+            return
+        self._console_progress_stopped = True
+        if stop_console_progress(self._sc):
+            logger.info("Spark's console progress bar stopped (spark.streaming.ui.showConsoleProgress)")
 
     def _stop_status_ui(self) -> None:
         if self.status_ui is not None:
@@ -307,8 +318,9 @@ class StreamingContext:
                     _warn_if_block_interval_exceeds_batch(self)
                     self._add_listeners_before_start()
                     self.scheduler.start()
-                except BaseException:
-                    logger.exception("Error starting the context, marking it as stopped")
+                except BaseException as exc:
+                    # The error is raised to the application, which shows its traceback: once.
+                    logger.error("Error starting the context (%s), marking it as stopped", type(exc).__name__)
                     self.scheduler.stop(False)
                     self._stop_status_ui()
                     self._state = StreamingContextState.STOPPED
@@ -318,11 +330,9 @@ class StreamingContext:
             self.listener_bus.post(StreamingListenerStreamingStarted(wall_clock_ms()))
             _register_exit_hook()
             self._register_jvm_shutdown_hook()
-            if self.settings.jobs.stop_gracefully_on_shutdown:
-                self._install_sigterm_handler()
+            self._install_sigterm_handler()
             self._install_ctrl_c_handler()
-            if not self.settings.ui.console_progress and stop_console_progress(self._sc):
-                logger.info("Spark's console progress bar stopped (spark.streaming.ui.showConsoleProgress)")
+            self._stop_console_progress()
         logger.info("StreamingContext started")
 
     def stop(self, stopSparkContext: bool = True, stopGraceFully: bool = False) -> None:
@@ -351,7 +361,7 @@ class StreamingContext:
                     logger.warning("StreamingContext has already been stopped")
                 else:
                     self._defer_sigterm_while_stopping()
-                    self._stop_scheduler(stopGraceFully, stop_timeout_s)
+                    self._stop_scheduler(stopGraceFully)
                 self._state = StreamingContextState.STOPPED
             # Even when already stopped: stop(False) then stop(True) must still stop Spark.
             if stopSparkContext:
@@ -378,17 +388,17 @@ class StreamingContext:
             self._stop_finished.clear()
             return True
 
-    def _stop_scheduler(self, graceful: bool, stop_timeout_s: float) -> None:
-        """Stop receiving and generating, within the graceful drain's bound plus the stop bound."""
-        bound_s = stop_timeout_s
-        if graceful:
-            bound_s += graceful_stop_timeout_ms(self.settings.jobs, self.batch_duration_ms) / 1000
+    def _stop_scheduler(self, graceful: bool) -> None:
+        """Stop receiving and generating within the stop's bound (``scheduler/stop_bound.py``),
+        which the scheduler keeps to on its own unless a part of it is stuck."""
+        bound = StopBound.of(self.settings.jobs, self.batch_duration_ms, graceful)
+        bound_s = bound.total_ms / 1000
         try:
             if not stop_within("the job scheduler", lambda: self.scheduler.stop(graceful), bound_s):
                 logger.warning(
-                    "StreamingContext stopped without waiting for the rest of its scheduler "
-                    "(spark.streaming.stopTimeout %d ms)",
-                    self.settings.jobs.stop_timeout_ms,
+                    "StreamingContext stopped without waiting for the rest of its scheduler, which "
+                    "did not stop within %s",
+                    bound,
                 )
         except Exception:
             logger.exception("Error stopping the job scheduler")
@@ -409,7 +419,16 @@ class StreamingContext:
 
     def _stop_on_shutdown(self) -> None:
         graceful = self.settings.jobs.stop_gracefully_on_shutdown
-        logger.info("Invoking stop(stopGracefully=%s) from shutdown hook", graceful)
+        if graceful:
+            logger.info("Invoking stop(stopGracefully=True) from shutdown hook")
+        else:
+            # Said once, at INFO: what this stop then logs of receivers and jobs it ends is its
+            # own doing, not a failure.
+            logger.info(
+                "Invoking stop(stopGracefully=False) from shutdown hook: an immediate stop "
+                "(spark.streaming.stopGracefullyOnShutdown is false); batches not yet processed "
+                "run again only after a restart from the checkpoint"
+            )
         self.stop(stopSparkContext=False, stopGraceFully=graceful)
 
     @classmethod
@@ -422,10 +441,11 @@ class StreamingContext:
     def _register_jvm_shutdown_hook(self) -> None:
         """A SIGTERM to the driver JVM stops this context before Spark's hooks stop the
         SparkContext under it, as Spark's StreamingContext hook does (util/jvm_shutdown_hook.py)."""
-        jobs = self.settings.jobs
-        bound_s = (jobs.stop_timeout_ms + graceful_stop_timeout_ms(jobs, self.batch_duration_ms)) / 1000
+        bound = StopBound.of(self.settings.jobs, self.batch_duration_ms, graceful=True)
         # The JVM waits this long for the stop, plus a margin for the receivers' last commits.
-        self._jvm_shutdown_hook = jvm_shutdown_hook.register(self._sc, self._stop_on_shutdown, bound_s + 10)
+        self._jvm_shutdown_hook = jvm_shutdown_hook.register(
+            self._sc, self._stop_on_shutdown, bound.total_ms / 1000 + 10
+        )
 
     def _install_ctrl_c_handler(self) -> None:
         """Ctrl-C stops as a shutdown does (see util/ctrl_c.py), not by cancelling every job."""
@@ -437,13 +457,17 @@ class StreamingContext:
     # ------------------------------------------------------------ SIGTERM
 
     def _install_sigterm_handler(self) -> None:
-        """With ``stop_gracefully_on_shutdown``, make SIGTERM stop gracefully first.
+        """Make SIGTERM stop the context first: gracefully with ``stop_gracefully_on_shutdown``,
+        else at once, as Spark's shutdown hook does either way.
 
         Spark's shutdown hook runs on SIGTERM because the JVM runs its hooks then; Python's atexit
         does not (the default SIGTERM action kills the process), so the hook alone would never
-        run for ``kill`` or a cluster manager's stop. Only the main thread may set handlers; a
-        handler set from Python code that is not ours is kept and called after the stop (chained),
-        and one that is not Python's (None) or SIG_IGN is left alone.
+        run for ``kill`` or a cluster manager's stop. Without a handler, even an immediate stop
+        never ran: the receivers' tasks lost the driver mid-block, and every block they held
+        failed its store attempts, its deregistration and its Spark task, each logged as an
+        error. Only the main thread may set handlers; a handler set from Python code that is not
+        ours is kept and called after the stop (chained), and one that is not Python's (None) or
+        SIG_IGN is left alone.
         """
         if threading.current_thread() is not threading.main_thread():
             logger.info("Not on the main thread: SIGTERM will not stop the context gracefully")
@@ -471,9 +495,9 @@ class StreamingContext:
         self._sigterm_handler = self._previous_sigterm_handler = None
 
     def _defer_sigterm_while_stopping(self) -> None:
-        """Without ``stop_gracefully_on_shutdown`` no handler is installed at start, and SIGTERM's
-        default action would end the process in the middle of this stop: hold it until the stop
-        is done (only the main thread can; a stop elsewhere keeps the default)."""
+        """A context started off the main thread installed no handler, and SIGTERM's default
+        action would end the process in the middle of this stop: hold it until the stop is done
+        (only the main thread can; a stop elsewhere keeps the default)."""
         if self._sigterm_handler is None and threading.current_thread() is threading.main_thread():
             self._install_sigterm_handler()
 
@@ -498,9 +522,7 @@ class StreamingContext:
             if stopping is not None:
                 logger.warning("SIGTERM while stopping: waiting for the stop under way to finish")
                 self._stop_finished.wait()  # bounded: that stop is
-            elif (
-                self._state is StreamingContextState.ACTIVE and self.settings.jobs.stop_gracefully_on_shutdown
-            ):
+            elif self._state is StreamingContextState.ACTIVE:
                 self._stop_on_shutdown()
         finally:
             self._handling_sigterm = False
@@ -589,6 +611,7 @@ class StreamingContext:
                 "Recovered blocks are keyed by stream id: build the same receiver streams in the same order."
             )
         self._restore_input_stream_data(checkpoint)
+        self._stop_console_progress()  # before the state checkpoints are read: Spark jobs
         if checkpoint.remember_duration_ms != self.graph.remember_duration_ms:
             logger.warning(
                 "The checkpointed run remembered RDDs for %s ms, this one for %s ms; using this one",

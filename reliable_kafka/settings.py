@@ -286,7 +286,8 @@ class JobSettings(_Section):
     stop_gracefully_on_shutdown: bool = False
     graceful_stop_timeout_ms: int | None = Field(None, gt=0, description="default: 10 batch durations")
     # Ours, not Spark's (the JVM's shutdown hooks have their own timeout): how long stop() waits
-    # for receivers, connectors, WAL and Spark after any graceful drain before abandoning them.
+    # for receivers, connectors, WAL and Spark after any graceful drain before abandoning them;
+    # a graceful stop's whole bound is the two timeouts' sum (scheduler/stop_bound.py).
     stop_timeout_ms: int = Field(20_000, gt=0, description="spark.streaming.stopTimeout")
 
 

@@ -250,8 +250,9 @@ def spark_conf(master: str, seconds: float) -> SparkConf:
         # A graceful stop waits for every batch up to the stop to be processed. On local[2] the
         # receiver holds one core and each batch's jobs share the other, so batches can fall
         # behind the clock for the whole run; Spark's default (10 batch durations, 10 s here)
-        # then expires while the backlog drains, and warns "Timed out while stopping the job
-        # generator". The backlog is at most the run's batches: allow that, plus a minute.
+        # then expires while the backlog drains, and the rest of the backlog has only
+        # spark.streaming.stopTimeout more. The backlog is at most the run's batches: allow
+        # that, plus a minute.
         .set("spark.streaming.gracefulStopTimeout", f"{int(seconds) + 60}s")
         .set("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={_LOG4J2_CONFIG.as_uri()}")
     )

@@ -35,6 +35,7 @@ from reliable_kafka.receiver.wal_block_handler import (
     WriteAheadLogBasedBlockHandler,
     create_receiver_write_ahead_log,
 )
+from reliable_kafka.rpc.errors import ConnectionClosed
 from reliable_kafka.settings import StreamingSettings
 from reliable_kafka.storage.block_id import StreamBlockId, StreamBlockIdGenerator
 from reliable_kafka.storage.block_store import BlockStore
@@ -430,6 +431,10 @@ class ReceiverSupervisor:
         logger.info("Deregistering receiver %d", self.stream_id)
         try:
             self._tracker.deregister_receiver(self.stream_id, message, format_error(error))
+        except ConnectionClosed as exc:
+            # The driver is gone (the connection's loss was logged when it happened): there is
+            # no one to deregister from, and no stack of ours to show for it.
+            logger.warning("Could not deregister receiver %d: %s", self.stream_id, exc)
         except Exception:
             logger.exception("Could not deregister receiver %d", self.stream_id)
         logger.info("Stopped receiver %d", self.stream_id)

@@ -27,7 +27,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -37,13 +37,11 @@ from reliable_kafka.scheduler.batch_input_info import input_infos_of_batch
 from reliable_kafka.scheduler.job import JobSet
 from reliable_kafka.scheduler.listener_events import StreamInputInfo
 from reliable_kafka.settings import JobSettings
-from reliable_kafka.util.bounded_stop import join_within
+from reliable_kafka.util.bounded_stop import join_within, seconds
 from reliable_kafka.util.clock import wall_clock_ms
 from reliable_kafka.util.recurring_timer import RecurringTimer
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
-
     from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo
     from reliable_kafka.scheduler.streaming_context import GeneratorContext
 
@@ -53,6 +51,12 @@ logger = logging.getLogger(__name__)
 _DEFAULT_GRACEFUL_TIMEOUT_BATCHES = 10
 _MAX_POLL_S = 0.1
 _CHECKPOINT_ALL_MARKED_ANCESTORS = "spark.checkpoint.checkpointAllMarkedAncestors"
+
+
+def describe_batches(times_ms: Sequence[int]) -> str:
+    """``3 batch(es) (1000 ms, 2000 ms, 3000 ms)``, the first five times named."""
+    named = ", ".join(f"{t} ms" for t in times_ms[:5]) + (", ..." if len(times_ms) > 5 else "")
+    return f"{len(times_ms)} batch(es) ({named})" if times_ms else "no batch"
 
 
 def graceful_stop_timeout_ms(jobs: JobSettings, batch_duration_ms: int) -> int:
@@ -202,21 +206,35 @@ class JobGenerator:
         poll_s = min(_MAX_POLL_S, self.batch_duration_ms / 1000 / 10)
         tracker = self._tracker
 
-        def wait_for(condition_met: Callable[[], bool], what: str) -> None:
+        def wait_for(condition_met: Callable[[], bool], what: str) -> bool:
             logger.info("Waiting for %s", what)
             while not condition_met():
                 if time.monotonic() > deadline:
-                    logger.warning("Timed out while stopping the job generator (timeout = %d ms)", timeout_ms)
-                    return
+                    return False
                 time.sleep(poll_s)
+            return True
 
-        if tracker is not None:
-            wait_for(lambda: not tracker.has_unallocated_blocks(), "all received blocks to be in batches")
+        if tracker is not None and not wait_for(
+            lambda: not tracker.has_unallocated_blocks(), "all received blocks to be in batches"
+        ):
+            logger.warning(
+                "Graceful stop: blocks received are not all in batches after "
+                "spark.streaming.gracefulStopTimeout (%s); this run does not process the rest%s",
+                seconds(timeout_ms),
+                ", a restart from the checkpoint does" if self.should_checkpoint else "",
+            )
         stop_time = self.timer.stop(interrupt_timer=False)
         logger.info("Stopped generation timer at %d ms", stop_time)
-        wait_for(
+        if not wait_for(
             lambda: self.has_processed_up_to(stop_time), "jobs to be processed and checkpoints to be written"
-        )
+        ):
+            # Not the end of the drain: the job scheduler runs the jobs submitted on, within the
+            # whole stop's bound (scheduler/stop_bound.py), and says if it gives up on some.
+            logger.info(
+                "Batches still to process after spark.streaming.gracefulStopTimeout (%s); the job "
+                "scheduler runs the submitted ones on",
+                seconds(timeout_ms),
+            )
         self.graph.stop()
 
     def has_processed_up_to(self, time_ms: int) -> bool:

@@ -24,13 +24,14 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Protocol
 
 from reliable_kafka.scheduler.job import Job, JobSet
-from reliable_kafka.scheduler.job_generator import JobGenerator
+from reliable_kafka.scheduler.job_generator import JobGenerator, describe_batches
 from reliable_kafka.scheduler.listener_bus import StreamingListenerBus
 from reliable_kafka.scheduler.listener_events import (
     BatchInfo,
@@ -42,6 +43,7 @@ from reliable_kafka.scheduler.listener_events import (
 )
 from reliable_kafka.scheduler.receiver_input import ReceivedBlockSource
 from reliable_kafka.scheduler.slot_watch import SlotWatch
+from reliable_kafka.scheduler.stop_bound import StopBound
 from reliable_kafka.util.clock import wall_clock_ms
 from reliable_kafka.util.daemon_pool import DaemonThreadPool
 from reliable_kafka.util.worker_python import report_missing_package
@@ -55,9 +57,13 @@ logger = logging.getLogger(__name__)
 BATCH_TIME_PROPERTY_KEY = "spark.streaming.internal.batchTime"
 OUTPUT_OP_ID_PROPERTY_KEY = "spark.streaming.internal.outputOpId"
 _CHECKPOINT_ALL_MARKED_ANCESTORS = "spark.checkpoint.checkpointAllMarkedAncestors"
-# Spark waits this long for running jobs on a non-graceful stop, and an hour on a graceful one.
+# Spark waits this long for running jobs on a non-graceful stop, and an hour on a graceful one
+# (after its drain, which here ends within the stop's bound: nothing is left to wait for then).
 _STOP_WAIT_S = 2.0
 _GRACEFUL_STOP_WAIT_S = 3600.0
+# What a graceful stop keeps of its bound for the rest of the stop once it gave up on batches
+# (at most half of stopTimeout); the jobs left running get half of it.
+_STOP_RESERVE_MS = 4_000
 
 
 class _JobThreadState(threading.local):
@@ -174,6 +180,13 @@ class JobScheduler:
                 return
             self._state = "stopping" if graceful else "stopped"
         logger.info("Stopping JobScheduler (graceful=%s)", graceful)
+        bound = StopBound.of(self.ssc.settings.jobs, self.ssc.batch_duration_ms, graceful)
+        # The jobs of a graceful stop are waited for until the stop's bound, less a reserve for
+        # the rest of the stop after that: the jobs left running, the receivers' release.
+        reserve_s = min(_STOP_RESERVE_MS, bound.stop_ms // 2) / 1000
+        drain_until = time.monotonic() + bound.total_ms / 1000 - reserve_s
+        if graceful:
+            self._announce_graceful_stop(bound)
         if self._slot_watch is not None:
             self._slot_watch.stop()
         # First stop receiving, then stop generating (waiting, if graceful, for every received
@@ -184,7 +197,10 @@ class JobScheduler:
             except Exception:
                 logger.exception("Error stopping the receiver tracker")
         self.job_generator.stop(graceful)
-        self._stop_executor(graceful)
+        if graceful and not self._drain(drain_until, bound):
+            self._stop_executor(False, min(_STOP_WAIT_S, reserve_s / 2))
+        else:
+            self._stop_executor(graceful, _STOP_WAIT_S)
         if self.receiver_tracker is not None:
             # The last batches have run: receivers may now drop the blocks they kept for them.
             self.receiver_tracker.release_receivers()
@@ -193,50 +209,99 @@ class JobScheduler:
         self.listener_bus.stop()
         logger.info("Stopped JobScheduler")
 
-    def _starved_while_draining(self, watch: SlotWatch) -> bool:
-        """Wait for the jobs of a graceful stop, unless they wait for task slots that receivers
-        hold: those are freed only once the receivers are released, after this wait, so the batches
-        would never run. Then the stop goes on as a non-graceful one: the batches stay incomplete
-        in the checkpoint and run again after a restart."""
-        starved = watch.starved_streak()
+    def _announce_graceful_stop(self, bound: StopBound) -> None:
+        """Say what a graceful stop waits for and how long it may take: at WARNING when batches
+        are queued, since the stop then takes their time and may end without some."""
+        with self._lock:
+            queued = sorted(t for t, job_set in self._job_sets.items() if not job_set.has_started)
+            running = len(self._job_sets) - len(queued)
+        if queued:
+            logger.warning(
+                "Stopping gracefully with %s queued and %d running: processing what was received, "
+                "within %s at most; batches left then %s",
+                describe_batches(queued),
+                running,
+                bound,
+                self._what_becomes_of_dropped_batches(),
+            )
+        else:
+            logger.info("Stopping gracefully: processing what was received, within %s at most", bound)
+
+    def _what_becomes_of_dropped_batches(self) -> str:
+        if self.ssc.checkpoint_dir is not None:
+            return "run again after a restart from the checkpoint"
+        return "are not run again (no checkpoint)"
+
+    def _drain(self, until: float, bound: StopBound) -> bool:
+        """Wait for the jobs of a graceful stop until ``until``. False when the stop goes on
+        without some: the bound ran out, or they wait for task slots that receivers hold, which
+        are freed only once the receivers are released, after this wait, so they would never
+        run. Their batches then stay incomplete in the checkpoint and run again after a restart."""
+        watch = self._slot_watch
+        starved = watch.starved_streak() if watch is not None else None
         while True:
             with self._lock:
                 futures = list(self._futures)
+            remaining_s = until - time.monotonic()
             if not futures:
-                return False
-            concurrent.futures.wait(futures, timeout=watch.period_s)
-            if starved():
+                return True
+            if remaining_s <= 0:
+                with self._lock:
+                    left = sorted(self._job_sets)
+                logger.warning(
+                    "Graceful stop: %s not processed, to stop within %s; they %s",
+                    describe_batches(left),
+                    bound,
+                    self._what_becomes_of_dropped_batches(),
+                )
                 break
-        logger.warning(
-            "Stopping without the batches still waiting for task slots that receivers hold; they "
-            "run again after a restart from the checkpoint"
-        )
+            if watch is None:
+                concurrent.futures.wait(futures, timeout=remaining_s)
+                continue
+            concurrent.futures.wait(futures, timeout=min(watch.period_s, remaining_s))
+            if starved is not None and starved():
+                logger.warning(
+                    "Stopping without the batches still waiting for task slots that receivers "
+                    "hold; they run again after a restart from the checkpoint"
+                )
+                break
         with self._lock:
             self._state = "stopped"  # their cancelled jobs must not complete their batches
-        return True
+        return False
 
-    def _stop_executor(self, graceful: bool) -> None:
+    def _stop_executor(self, graceful: bool, running_wait_s: float) -> None:
+        """Stop the job threads: after the drain (``graceful``), or now, dropping the queued
+        jobs and waiting ``running_wait_s`` for the running ones."""
         executor = self._executor
         if executor is None:
             return
-        if graceful and self._slot_watch is not None and self._starved_while_draining(self._slot_watch):
-            graceful = False
         if not graceful:
             with self._lock:
                 futures = list(self._futures)
             dropped = sum(future.cancel() for future in futures)
             if dropped:
                 logger.info("Dropped %d queued streaming jobs", dropped)
-        executor.shutdown(_GRACEFUL_STOP_WAIT_S if graceful else _STOP_WAIT_S)
+        # Not waiting is the stop's own doing: said below at INFO, not per worker.
+        executor.shutdown(_GRACEFUL_STOP_WAIT_S if graceful else running_wait_s, quiet=not graceful)
         with self._lock:
             still_running = list(self._running)
         if still_running:
-            # Python threads cannot be interrupted (Spark's shutdownNow); cancel their Spark jobs.
-            logger.warning("Cancelling Spark jobs of streaming jobs still running: %s", still_running)
-            try:
-                self.ssc.sparkContext.cancelJobGroup(self.job_group_id)
-            except Exception:
-                logger.exception("Could not cancel the streaming job group")
+            # Python threads cannot be interrupted (Spark's shutdownNow); their Spark jobs can.
+            logger.info("Stopping without waiting for the streaming jobs still running: %s", still_running)
+            self._cancel_running_spark_jobs()
+
+    def _cancel_running_spark_jobs(self) -> None:
+        """Cancel this scheduler's Spark jobs, if any runs: a job still in its Python code (a
+        sink's own work) has none, and Spark warns about a group without active jobs."""
+        sc = self.ssc.sparkContext
+        try:
+            tracker = sc.statusTracker()
+            active = set(tracker.getActiveJobsIds()) & set(tracker.getJobIdsForGroup(self.job_group_id))
+            if active:
+                logger.info("Cancelling Spark jobs %s of the streaming jobs still running", sorted(active))
+                sc.cancelJobGroup(self.job_group_id)
+        except Exception:
+            logger.exception("Could not cancel the streaming job group")
 
     # ------------------------------------------------------------ batches
 
@@ -250,7 +315,8 @@ class JobScheduler:
         executor = self._executor
         with self._lock:
             if not self._accepting_jobs():
-                logger.warning("JobScheduler is stopped; dropping the jobs of %d ms", job_set.time_ms)
+                # A batch generated while an immediate stop stops the receivers: the stop's doing.
+                logger.info("JobScheduler is stopped; dropping the jobs of %d ms", job_set.time_ms)
                 return
             self._job_sets[job_set.time_ms] = job_set
             self.listener_bus.post(StreamingListenerBatchSubmitted(job_set.to_batch_info()))

@@ -44,14 +44,20 @@ def stop_within(what: str, stop: Callable[[], object], timeout_s: float | None) 
     return True
 
 
+def seconds(ms: float) -> str:
+    """A bound for a log line, ``20 s`` or ``0.3 s``: a stop's messages name every bound in one
+    unit, so that the bound a stop announced is the one it reports running out."""
+    return f"{ms / 1000:g} s"
+
+
 def join_within(thread: threading.Thread, timeout_s: float | None) -> bool:
     """Join ``thread`` at most ``timeout_s``; True if it ended. Logs where it was stuck if not."""
     thread.join(timeout_s)
     if thread.is_alive():
         logger.warning(
-            "Abandoned waiting for thread %s after %s s; it was stuck at:\n%s",
+            "Abandoned waiting for thread %s after %s; it was stuck at:\n%s",
             thread.name,
-            timeout_s,
+            seconds(timeout_s * 1000),
             _stack_of(thread),
         )
         return False

@@ -57,20 +57,29 @@ class DaemonThreadPool:
             except BaseException as exc:
                 future.set_exception(exc)
 
-    def shutdown(self, timeout_s: float | None = None) -> None:
+    def shutdown(self, timeout_s: float | None = None, *, quiet: bool = False) -> bool:
         """Run what is queued, then stop the workers; waits at most ``timeout_s`` in all (one
-        deadline for every worker: per-worker bounds would add up to workers x timeout)."""
+        deadline for every worker: per-worker bounds would add up to workers x timeout). True if
+        every worker ended; each that did not is logged at WARNING, or at DEBUG if ``quiet`` (a
+        caller that says what its workers were doing)."""
         with self._lock:
             if self._shutdown:
-                return
+                return not any(thread.is_alive() for thread in self._threads)
             self._shutdown = True
             threads = list(self._threads)
         for _ in threads:
             self._tasks.put(None)
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        finished = True
         for thread in threads:
             thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
             if thread.is_alive():
-                logger.warning(
-                    "Worker %s of %s did not finish within %s s", thread.name, self.name, timeout_s
+                finished = False
+                logger.log(
+                    logging.DEBUG if quiet else logging.WARNING,
+                    "Worker %s of %s did not finish within %s s",
+                    thread.name,
+                    self.name,
+                    timeout_s,
                 )
+        return finished

@@ -13,7 +13,15 @@ every pyspark; Spark runs all its hooks inside one hook there, at priority 40, a
 priorities run first) that calls back into this process through py4j's callback server
 (pyspark's, the one ``foreachBatch`` uses; it authenticates with the gateway's secret) and runs
 the same stop a SIGTERM to Python runs. The hook is removed when the context stops, so a JVM
-that outlives this process never calls back into a process that is gone.
+that outlives this process never calls back into a process that is gone after a stop.
+
+A driver that crashes (killed, ``os._exit``, killed during the hook's call) never removes it:
+its JVM then exits on its own and the hook's call finds no Python to answer. The manager gets
+the hook inside a ``java.util.concurrent.FutureTask``, whose ``run`` keeps what the call threw
+instead of throwing it: a hook whose Python is gone ends quietly, where Hadoop logged
+"ShutdownHook '$Proxy32' failed" with py4j's stack for every crash. Nothing is lost by that: the
+Python side logs every error of the stop itself, so what reaches the JVM is only py4j's failure
+to reach this process.
 
 Risk, named here and nowhere else: Hadoop's ``ShutdownHookManager`` is a public but
 ``@InterfaceStability.Evolving`` API; if its methods change, :func:`register` logs that the JVM's
@@ -53,13 +61,6 @@ class _StopOnShutdown:
         except Exception:
             logger.exception("Stopping the streaming context from the JVM's shutdown failed")
 
-    # Hadoop keeps hooks in a set: the Java proxy forwards Object's methods here too.
-    def hashCode(self) -> int:
-        return id(self) & 0x7FFFFFFF
-
-    def equals(self, other: object) -> bool:
-        return other is self
-
     def toString(self) -> str:
         return "reliable-kafka: stop the streaming context"
 
@@ -93,9 +94,9 @@ def register(sc: Any, stop: Callable[[], None], timeout_s: float) -> JvmShutdown
 
         gateway, jvm = sc._gateway, sc._jvm
         ensure_callback_server_started(gateway)
-        # The Java proxy object itself, kept: a proxy made anew for each call would not be the
-        # one the manager holds, and removeShutdownHook compares them.
-        java_hook = jvm.java.util.Collections.singletonList(_StopOnShutdown(stop, jvm)).get(0)
+        # The FutureTask is kept: removeShutdownHook compares hooks by identity. It holds the
+        # one Java proxy of the Python object, and swallows what the call throws (see above).
+        java_hook = jvm.java.util.concurrent.FutureTask(_StopOnShutdown(stop, jvm), None)
         manager = jvm.org.apache.hadoop.util.ShutdownHookManager.get()
         seconds = jvm.java.util.concurrent.TimeUnit.SECONDS
         manager.addShutdownHook(java_hook, PRIORITY, max(1, int(timeout_s)), seconds)
@@ -112,8 +113,8 @@ def register(sc: Any, stop: Callable[[], None], timeout_s: float) -> JvmShutdown
 def outlive_jvm_shutdown(timeout_s: float = 30.0) -> None:
     """At this process's exit, after the JVM's shutdown called our hook: wait (bounded) until
     the JVM is gone. The stop in the hook released the application's ``awaitTermination``, and
-    a process that ended right then would leave the JVM's call unanswered (Hadoop logs the hook
-    as failed, with a stack trace)."""
+    a process that ended right then would leave the JVM's call unanswered: the hook would end
+    as failed (quietly, inside its FutureTask) instead of with the stop's outcome."""
     if not _shutting_down_jvm:
         return
     jvm = _shutting_down_jvm[0]

@@ -1,14 +1,17 @@
 """A Kafka streaming application that a test stops after a fault, in a process of its own.
 
-    python -m tests.e2e.stop_child --fault zookeeper|broker|spark|none --end stop|graceful|raise|sigterm
-        --output FILE --checkpoint DIR [--placement driver|executors] [--sink-delay-ms N] [--kafka 3.9]
+    python -m tests.e2e.stop_child --fault zookeeper|broker|spark|none
+        --end stop|graceful|raise|sigterm|sigterm-now --output FILE --checkpoint DIR
+        [--placement driver|executors] [--sink-delay-ms N] [--kafka 3.9] [--spark-log-level WARN]
 
 Starts its own ``LocalCluster`` (ZooKeeper mode) and, inside ``with LocalCluster()``, a
 ``KafkaUtils.createStream`` context with checkpointing and the receiver WAL on. Once a batch has
 output records it injects ``--fault`` (SIGKILL ZooKeeper or the broker; ``sc.stop()`` under the
 running context), then ends as ``--end`` says: ``ssc.stop()`` (not graceful or graceful), an
 exception raised out of the ``with`` block (the context is left to the exit-time hook), or a wait
-for SIGTERM (``stopGracefullyOnShutdown`` on). Appends JSON lines to ``--output``, fsync'ed:
+for SIGTERM (``sigterm``: ``stopGracefullyOnShutdown`` on; ``sigterm-now``: off, Spark's default;
+either also waits for a kill). ``--spark-log-level WARN`` keeps what Spark and Hadoop log about
+a stop. Appends JSON lines to ``--output``, fsync'ed:
 ``{"begin": n}`` and ``{"end": n}`` around each batch of n > 0 records, and
 ``{"event": "faulted" | "stopping" | "stopped"}``; prints ``started``, then ``stopping`` just
 before it stops (``waiting`` before it waits for SIGTERM). The test times the rest. SIGUSR1
@@ -41,12 +44,16 @@ GROUP = "stop-group"
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     parser.add_argument("--fault", choices=("zookeeper", "broker", "spark", "none"), required=True)
-    parser.add_argument("--end", choices=("stop", "graceful", "raise", "sigterm"), required=True)
+    parser.add_argument(
+        "--end", choices=("stop", "graceful", "raise", "sigterm", "sigterm-now"), required=True
+    )
     parser.add_argument("--output", required=True)
     parser.add_argument("--checkpoint", required=True)
     parser.add_argument("--placement", choices=("executors", "driver"), default="driver")
     parser.add_argument("--stop-timeout", default="10s")
     parser.add_argument("--kafka", default="3.9")
+    # WARN shows what Spark and Hadoop log about a stop (a shutdown hook that failed, a task killed).
+    parser.add_argument("--spark-log-level", choices=("ERROR", "WARN"), default="ERROR")
     # A slow sink, so that a stop (and a SIGTERM during it) lands inside a batch.
     parser.add_argument("--sink-delay-ms", type=int, default=0)
     return parser.parse_args(argv)
@@ -97,7 +104,7 @@ def main(argv: list[str]) -> int:
             .set("spark.streaming.stopGracefullyOnShutdown", str(args.end == "sigterm").lower())
         )
         sc = SparkContext(conf=conf)
-        sc.setLogLevel("ERROR")
+        sc.setLogLevel(args.spark_log_level)
         ssc = StreamingContext(sc, 1)
         ssc.checkpoint(args.checkpoint)
         stream = KafkaUtils.createStream(
@@ -131,7 +138,7 @@ def main(argv: list[str]) -> int:
         append(args.output, {"event": "faulted"})
         # Long enough for the consumers and watches to notice and start retrying.
         time.sleep(3)
-        if args.end == "sigterm":
+        if args.end in ("sigterm", "sigterm-now"):
             print("waiting", flush=True)
             ssc.awaitTermination()
             append(args.output, {"event": "stopped"})

@@ -1,5 +1,7 @@
-"""Every stop path ends within a bound, whatever ZooKeeper, Kafka or Spark are doing (issue 14), and a
-SIGTERM during a stop lets that stop finish (issue 16).
+"""Every stop path ends within a bound, whatever ZooKeeper, Kafka or Spark are doing (issue 14), a
+SIGTERM during a stop lets that stop finish (issue 16), and stops say what they do (issue 42): an
+immediate stop on SIGTERM is one INFO line and no error, a crashed driver's JVM exits quietly, a
+graceful stop with batches queued warns once, naming the bound it then keeps to.
 
 Each case runs the application of ``stop_child.py`` in a process (and session) of its own, with its
 own ZooKeeper and broker: it faults one of them, then stops; the test times the stop to the exit.
@@ -22,6 +24,7 @@ from typing import IO, Any
 
 import pytest
 
+from tests.e2e.console import noise
 from tests.e2e.processes import cmdline, describe, session_processes
 from tests.support import wait_until
 
@@ -184,6 +187,11 @@ def test_sigterm_during_a_stop_lets_that_stop_finish(
     print(f"{stop_on}/{placement}: exited {took_s:.1f} s after the SIGTERMs")
     log = child.log()
     assert child.process.returncode == -signal.SIGTERM, log
+    # Batches queued behind the slow one (1 s batches): said once, at WARNING, with the bound.
+    (announced,) = [line for line in log.splitlines() if "WARNING" in line and "Stopping gracefully" in line]
+    bound = "20 s (spark.streaming.gracefulStopTimeout 10 s + spark.streaming.stopTimeout 10 s)"
+    assert "queued and 1 running" in announced and bound in announced, announced
+    assert "Abandoned" not in log and "stopped without waiting" not in log, log
     entries = strip_times(child.entries())
     begun = [e["begin"] for e in entries if "begin" in e]
     ended = [e["end"] for e in entries if "end" in e]
@@ -232,3 +240,45 @@ def test_sigterm_to_the_driver_jvm_stops_the_streams_before_spark(
     # Every batch generated ran while Spark was up (before: each failed with "Connection refused").
     assert "Error running job" not in log and "Error generating jobs" not in log, log
     assert_nothing_left(child)
+
+
+def test_sigterm_without_graceful_shutdown_stops_at_once_saying_so_and_nothing_else(
+    tmp_path: Path, kafka_version: str, reap: Any
+) -> None:
+    """Spark's default (no stopGracefullyOnShutdown), receivers on executors: SIGTERM stops the
+    stream at once and says so in one INFO line. Before, the signal ended the driver under its
+    receivers: their tasks failed to store blocks (ConnectionClosed, four times), to deregister
+    (a traceback), and Spark logged their tasks' failures with Java stacks."""
+    placement, spark_log = ("--placement", "executors"), ("--spark-log-level", "WARN")
+    child = start_child(tmp_path, kafka_version, "none", "sigterm-now", *placement, *spark_log)
+    reap(child)
+    child.wait_for_line("waiting")
+    child.process.send_signal(signal.SIGTERM)
+    took_s = child.wait_for_exit()
+    print(f"SIGTERM, immediate: exited {took_s:.1f} s after it")
+    assert_nothing_left(child)  # every JVM of the session is gone: what they logged is in
+    log = child.log()
+    assert child.process.returncode == -signal.SIGTERM, log
+    said = [line for line in log.splitlines() if "from shutdown hook" in line]
+    assert len(said) == 1 and " INFO " in said[0] and "an immediate stop" in said[0], log
+    assert "StreamingContext stopped successfully" in log
+    after = log[log.index("Received SIGTERM") :]
+    assert noise(after) == [], after  # no ERROR, WARN or traceback of the stop's own doing
+    for symptom in ("failed (attempt", "Could not deregister", "Exception in task", "ShutdownHook"):
+        assert symptom not in log, log
+
+
+def test_a_crashed_driver_leaves_its_jvm_to_exit_quietly(
+    tmp_path: Path, kafka_version: str, reap: Any
+) -> None:
+    """The Python driver dies (SIGKILL) with the context running: its JVM exits on its own and
+    runs the shutdown hook the context registered, which finds no Python to call. Before,
+    Hadoop logged "ShutdownHook '$Proxy32' failed" with py4j's Py4JException for every crash."""
+    child = start_child(tmp_path, kafka_version, "none", "sigterm-now", "--spark-log-level", "WARN")
+    reap(child)
+    child.wait_for_line("waiting")
+    child.process.kill()
+    child.process.wait()
+    assert_nothing_left(child)  # the JVM ran its hooks and exited: what it logged is in
+    log = child.log()
+    assert "ShutdownHook" not in log and "Py4JException" not in log, log

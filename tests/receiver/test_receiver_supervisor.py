@@ -3,6 +3,7 @@ against a real block manager, real threads, and an in-memory tracker."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from reliable_kafka.receiver import (
     WriteAheadLogBasedBlockHandler,
 )
 from reliable_kafka.receiver.received_block import ReceivedBlock
+from reliable_kafka.rpc.errors import ConnectionClosed
 from reliable_kafka.settings import StreamingSettings
 from reliable_kafka.storage import BlockManager, StreamBlockId, decode_block, encode_block
 from tests.support import wait_until
@@ -519,3 +521,21 @@ def test_on_start_may_stop_its_own_receiver() -> None:
     assert supervisor.await_termination(5)
     assert receiver.stops == 1
     assert tracker.event_names() == ["register", "deregister"]
+
+
+class GoneTracker(FakeTracker):
+    """The driver went away: its tracker's connection is closed (executor placement)."""
+
+    def deregister_receiver(self, stream_id: int, message: str, error: str) -> bool:
+        raise ConnectionClosed("connection closed by 192.0.2.2:40000")
+
+
+def test_a_deregistration_the_gone_driver_cannot_take_is_one_line(caplog: pytest.LogCaptureFixture) -> None:
+    supervisor, _, _ = supervise(ThreadedReceiver(), GoneTracker())
+    supervisor.start()
+    with caplog.at_level(logging.INFO, logger="reliable_kafka.receiver.receiver_supervisor"):
+        supervisor.stop("the tracker connection was lost")
+    (line,) = [r for r in caplog.records if r.getMessage().startswith("Could not deregister")]
+    assert line.getMessage() == "Could not deregister receiver 0: connection closed by 192.0.2.2:40000"
+    assert line.exc_info is None  # its loss was logged when it happened; no stack of ours for it
+    assert supervisor.is_terminated()

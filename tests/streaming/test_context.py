@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import subprocess
 import sys
@@ -12,11 +13,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pyspark import SparkContext
 
+from reliable_kafka import context as context_module
+from reliable_kafka.checkpoint import write_checkpoint
 from reliable_kafka.context import StreamingContext, StreamingContextState
 from reliable_kafka.settings import StreamingSettings
+from reliable_kafka.util.clock import ManualClock
 from tests.streaming.conftest import ManualRun
 from tests.streaming.fakes import FakeReceiverInputStream, FakeReceiverTracker
+from tests.streaming.test_checkpoint import CHECKPOINT
 from tests.support import wait_until
 
 SMALL_BATCH_S = 0.1
@@ -177,6 +183,30 @@ def test_stop_from_inside_a_job(make_run) -> None:
     wait_until(lambda: run.ssc.getState() is StreamingContextState.STOPPED)
 
 
+def test_get_or_create_stops_the_console_progress_bar_before_recovering(sc, tmp_path, monkeypatch) -> None:
+    """getOrCreate's recovery runs Spark jobs before start() (it reads state checkpoints back):
+    Spark's progress bar (``[Stage 0:> ...]``) was drawn over the recovery's log. Stopped once."""
+    stopped: list[SparkContext] = []
+
+    def stop_console_progress(spark_context: SparkContext) -> bool:
+        stopped.append(spark_context)
+        return False  # the session's SparkContext keeps its bar: only when it is asked matters
+
+    monkeypatch.setattr(context_module, "stop_console_progress", stop_console_progress)
+    write_checkpoint(tmp_path, CHECKPOINT)
+
+    def setup() -> StreamingContext:
+        ssc = StreamingContext(sc, 1, clock=ManualClock(CHECKPOINT.checkpoint_time_ms))
+        ssc.queueStream([[1]]).foreachRDD(lambda rdd: None)
+        return ssc
+
+    ssc = StreamingContext.getOrCreate(str(tmp_path), setup)
+    assert stopped == [sc]  # before start(), where the checkpoint's state is read
+    ssc.start()
+    ssc.stop(stopSparkContext=False)
+    assert stopped == [sc]
+
+
 def test_default_tracker_is_the_real_receiver_tracker(sc, tmp_path) -> None:
     from reliable_kafka.scheduler.receiver_tracker import ReceiverTracker
 
@@ -194,21 +224,38 @@ def test_default_tracker_is_the_real_receiver_tracker(sc, tmp_path) -> None:
     assert (tmp_path / "checkpoint" / "metadata").exists()
 
 
-def test_the_sigterm_handler_is_installed_on_start_and_restored_on_stop(make_run) -> None:
+@pytest.mark.parametrize("graceful", [True, False])
+def test_the_sigterm_handler_is_installed_on_start_and_restored_on_stop(make_run, graceful: bool) -> None:
     previous = signal.getsignal(signal.SIGTERM)
-    graceful = StreamingSettings(jobs={"stop_gracefully_on_shutdown": True})
-    run: ManualRun = make_run(settings=graceful)
+    run: ManualRun = make_run(settings=StreamingSettings(jobs={"stop_gracefully_on_shutdown": graceful}))
     run.ssc.queueStream([[1]]).foreachRDD(lambda rdd: None)
     run.ssc.start()
     assert signal.getsignal(signal.SIGTERM) is not previous
     run.ssc.stop(stopSparkContext=False)
     assert signal.getsignal(signal.SIGTERM) is previous
 
-    # Off (Spark's default): SIGTERM keeps its handler.
-    plain: ManualRun = make_run()
-    plain.ssc.queueStream([[1]]).foreachRDD(lambda rdd: None)
-    plain.ssc.start()
-    assert signal.getsignal(signal.SIGTERM) is previous
+
+def test_sigterm_without_graceful_shutdown_stops_at_once_saying_so_then_passes_it_on(
+    make_run, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Spark's hook stops the context on SIGTERM either way; without a handler the signal ended
+    the driver with its receivers mid-block, and they logged every failure that followed."""
+    original = signal.getsignal(signal.SIGTERM)
+    run: ManualRun = make_run()  # stopGracefullyOnShutdown off: Spark's default
+    passed_on: list[StreamingContextState] = []
+    try:
+        signal.signal(signal.SIGTERM, lambda signum, frame: passed_on.append(run.ssc.getState()))
+        run.ssc.queueStream([[1]]).foreachRDD(lambda rdd: None)
+        run.ssc.start()
+        with caplog.at_level(logging.INFO, logger="reliable_kafka"):
+            signal.raise_signal(signal.SIGTERM)
+        assert passed_on == [StreamingContextState.STOPPED]  # stopped first, then passed on
+        assert run.tracker.stopped_graceful is False
+        said = [r.getMessage() for r in caplog.records if "from shutdown hook" in r.getMessage()]
+        assert len(said) == 1 and "an immediate stop" in said[0], said
+        assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
+    finally:
+        signal.signal(signal.SIGTERM, original)
 
 
 def test_a_sigterm_handler_chained_over_ours_is_called_once_then_the_one_before_ours(make_run) -> None:

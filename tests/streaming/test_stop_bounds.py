@@ -8,11 +8,13 @@ import threading
 from typing import Any
 
 import pytest
+from pyspark import SparkContext
 
-from reliable_kafka.context import StreamingContextState
+from reliable_kafka.context import StreamingContext, StreamingContextState
 from reliable_kafka.settings import StreamingSettings
 from tests.streaming.conftest import ManualRun
 from tests.streaming.fakes import FakeReceiverTracker
+from tests.support import wait_until
 
 
 class StuckTracker(FakeReceiverTracker):
@@ -41,7 +43,9 @@ def test_a_scheduler_that_never_stops_is_abandoned_after_the_stop_timeout(
         assert run.ssc.awaitTerminationOrTimeout(0) is True
         assert "Abandoned waiting for thread stop the job scheduler" in caplog.text
         assert "in stop\n    self.release.wait()" in caplog.text  # where it was stuck
-        assert "spark.streaming.stopTimeout 50 ms" in caplog.text
+        # The bound it gave up after, named as the one it announced.
+        assert "Abandoned waiting for thread stop the job scheduler after 0.05 s" in caplog.text
+        assert "did not stop within 0.05 s (spark.streaming.stopTimeout)" in caplog.text
     finally:
         tracker.release.set()
 
@@ -63,7 +67,7 @@ def test_sigterms_during_a_stop_on_the_main_thread_are_passed_on_once_after_it(m
     tracker = SignallingTracker()
     run: ManualRun = make_run(tracker=tracker)
     try:
-        # Spark's default (no stopGracefullyOnShutdown): no handler of ours until the stop.
+        # The application's handler, which ours chains to.
         signal.signal(signal.SIGTERM, lambda signum, frame: states_when_passed_on.append(run.ssc.getState()))
         run.ssc.queueStream([[1]]).foreachRDD(lambda rdd: None)
         run.ssc.start()
@@ -72,3 +76,34 @@ def test_sigterms_during_a_stop_on_the_main_thread_are_passed_on_once_after_it(m
         assert tracker.call_names()[-1] == "release"  # the stop ran to its end first
     finally:
         signal.signal(signal.SIGTERM, original)
+
+
+def test_a_graceful_stop_with_a_backlog_says_so_and_keeps_to_the_bound_it_named(
+    sc: SparkContext, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A batch's output hangs and batches queue behind it. The graceful stop says at once, at
+    WARNING, what is queued and its bound; the queue runs on past gracefulStopTimeout (as Spark's
+    job executor does) and is given up in time to end within that bound, named the same way.
+    Before, the stop said nothing until the context abandoned its scheduler at the bound, with
+    its stack, and named stopTimeout alone."""
+    tracker = FakeReceiverTracker()
+    settings = StreamingSettings(jobs={"graceful_stop_timeout_ms": 200, "stop_timeout_ms": 3_000})
+    ssc = StreamingContext(sc, 0.05, settings, receiver_tracker_factory=lambda _ssc: tracker)
+    release = threading.Event()
+    ssc.queueStream([]).foreachRDD(lambda rdd: release.wait(60))  # the first batch's sink hangs
+    ssc.start()
+    try:
+        wait_until(lambda: len(ssc.scheduler.get_pending_times()) >= 4, what="a backlog of batches")
+        with caplog.at_level(logging.INFO, logger="reliable_kafka"):
+            ssc.stop(stopSparkContext=False, stopGraceFully=True)
+    finally:
+        release.set()
+    bound = "3.2 s (spark.streaming.gracefulStopTimeout 0.2 s + spark.streaming.stopTimeout 3 s)"
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 2, warnings  # leaving the running job behind is the stop's doing: INFO
+    assert warnings[0].startswith("Stopping gracefully with ")
+    assert f"queued and 1 running: processing what was received, within {bound} at most" in warnings[0]
+    assert warnings[1].startswith("Graceful stop: ")
+    assert f"not processed, to stop within {bound}" in warnings[1]
+    assert ssc.getState() is StreamingContextState.STOPPED
+    assert not tracker.completed  # nothing behind the hung batch ran: each runs again after a restart
