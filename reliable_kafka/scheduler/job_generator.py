@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from reliable_kafka import state_checkpoint
 from reliable_kafka.checkpoint import Checkpoint, CheckpointWriter, InputStreamRecord
+from reliable_kafka.checkpoint_lease import CheckpointLeaseLostError, WriteFence
 from reliable_kafka.scheduler.batch_input_info import input_infos_of_batch
 from reliable_kafka.scheduler.job import JobSet
 from reliable_kafka.scheduler.listener_events import StreamInputInfo
@@ -137,6 +138,8 @@ class JobGenerator:
         self._lock = threading.Lock()
         self._stopped = False
         self._checkpoint_writer: CheckpointWriter | None = None
+        # The driver's lease on the checkpoint directory: every write there asks it first.
+        self._fence: WriteFence | None = None
         # Where tasks write state checkpoints; the first checkpoint written also removes what a
         # crashed run left of the ones it was writing.
         self._state_handle: dict[str, Any] | str | None = None
@@ -163,7 +166,8 @@ class JobGenerator:
                 return
             self._tracker = receiver_tracker
             if self.should_checkpoint:
-                self._checkpoint_writer = CheckpointWriter(self.ssc.checkpoint_dir)
+                self._fence = self.ssc.checkpoint_fence
+                self._checkpoint_writer = CheckpointWriter(self.ssc.checkpoint_dir, fence=self._fence)
                 self._state_handle = state_checkpoint.directory_handle(self.ssc.checkpoint_dir)
             self._thread = threading.Thread(target=self._run, name="JobGenerator", daemon=True)
             self._thread.start()
@@ -414,7 +418,7 @@ class JobGenerator:
                 self._mark_batch_fully_processed(time_ms)
 
     def _write_state_checkpoints(self, time_ms: int) -> None:
-        if self._state_handle is None:
+        if self._state_handle is None or not self._holds_checkpoint("write the state checkpoints"):
             return
         try:
             if self.graph.write_state_checkpoints(time_ms, self._state_handle):
@@ -427,6 +431,8 @@ class JobGenerator:
         """Once a driver checkpoint names the newest state snapshots, older ones (and the leftovers
         of writes a crash interrupted) go."""
         assert self._state_handle is not None
+        if not self._holds_checkpoint("remove old state checkpoints"):
+            return
         keep = {r.position: r.snapshots[0].time_ms for r in checkpoint.state_streams if r.snapshots}
         try:
             removed = state_checkpoint.clean(self._state_handle, keep)
@@ -436,6 +442,17 @@ class JobGenerator:
         self._state_dirs_to_clean = False
         if removed:
             logger.info("Removed %d old state checkpoint(s)", removed)
+
+    def _holds_checkpoint(self, to: str) -> bool:
+        """Whether the lease lets this driver change the checkpoint directory now."""
+        if self._fence is None:
+            return True
+        try:
+            self._fence.check()
+        except CheckpointLeaseLostError as exc:
+            logger.warning("Did not %s: %s", to, exc)
+            return False
+        return True
 
     def _checkpoint(self, time_ms: int) -> Checkpoint:
         graph = self.graph
