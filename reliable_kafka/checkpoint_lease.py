@@ -3,8 +3,9 @@
 Two drivers on one checkpoint (a restart by mistake while the old driver still runs, a second YARN
 attempt while a partitioned first one lives on) would both write the driver checkpoint and the
 metadata log, and both run every batch. So ``StreamingContext.start()`` takes a lease on the
-directory, renews it while the context runs and releases it on ``stop()``, and every checkpoint
-and metadata-log write first asks the lease whether it is still this driver's (:meth:`check`).
+directory, renews it while the context runs and releases it on ``stop()``, and every batch, every
+checkpoint and every metadata-log write first asks the lease whether it is still this driver's
+(:meth:`check`).
 
 The lease is a sequence of small JSON files, ``<checkpoint>/_lease/<sequence>.json`` (host, pid,
 Spark application id, time of renewal: never a secret), each made by an exclusive create, so that
@@ -14,9 +15,9 @@ each store does it). The highest number says who holds the lease. In steps:
 1. **take**: no file yet, or the highest one is marked released: create the next number. That
    number is this driver's *epoch*, the fencing token stamped on every checkpoint and
    metadata-log record it writes.
-2. **renew**, every tenth of the timeout: create the next number again. That fails only when
-   another driver created it, which it does only to take the lease over: this driver lost it,
-   refuses every write from then on and stops its context.
+2. **renew**, every tenth of the timeout: create the next number again, unless that number or a
+   higher one exists. Another driver creates one only to take the lease over: this driver lost
+   it, refuses every write from then on and stops its context.
 3. **fence**: a write goes ahead only while the lease is not lost and its last renewal *started*
    less than two thirds of the timeout ago on this process's monotonic clock. A challenger takes
    over only after seeing no renewal for the whole timeout on its own clock, so a driver that was
@@ -169,6 +170,7 @@ class CheckpointLease:
 
     def __init__(
         self,
+        directory: str,
         files: LeaseFiles,
         record: LeaseRecord,
         *,
@@ -176,6 +178,7 @@ class CheckpointLease:
         clock: LeaseClock,
         renewal_started: float,
     ) -> None:
+        self._directory = directory
         self._files = files
         self._record = record
         self._timeout_s = timeout_ms / 1000
@@ -186,7 +189,7 @@ class CheckpointLease:
         self._released = False
         self._finished = threading.Event()
         self._thread: threading.Thread | None = None
-        self._renew_failures = FailureLog(logger, f"renewing the lease on checkpoint {files.url}")
+        self._renew_failures = FailureLog(logger, f"renewing the lease on checkpoint {directory}")
 
     # ------------------------------------------------------------ taking
 
@@ -238,7 +241,7 @@ class CheckpointLease:
                 raise CheckpointLeaseHeldError(
                     _held_message(directory, winner, sequence, timeout_ms, clock.wall_ms()), winner
                 )
-            lease = cls(files, record, timeout_ms=timeout_ms, clock=clock, renewal_started=started)
+            lease = cls(directory, files, record, timeout_ms=timeout_ms, clock=clock, renewal_started=started)
             lease._announce(latest, reason)
             for old in [s for s in files.sequences() if s < sequence - 1]:
                 lease._remove_quietly(old)
@@ -247,13 +250,13 @@ class CheckpointLease:
     def _announce(self, latest: tuple[int, LeaseRecord | None] | None, reason: str) -> None:
         previous = None if latest is None else latest[1]
         if latest is None or (previous is not None and previous.released):
-            logger.info("Took the lease on checkpoint %s (epoch %d, %s)", self._files.url, self.epoch, reason)
+            logger.info("Took the lease on checkpoint %s (epoch %d, %s)", self._directory, self.epoch, reason)
             return
         who = _who(previous, latest[0], self._clock.wall_ms())
         logger.warning(
             "Took over the lease on checkpoint %s from %s: %s. This driver holds epoch %d; the old "
             "holder, should it still run, writes nothing more there",
-            self._files.url,
+            self._directory,
             who,
             reason,
             self.epoch,
@@ -267,7 +270,7 @@ class CheckpointLease:
 
     @property
     def url(self) -> str:
-        return self._files.url
+        return self._directory
 
     @property
     def renewal_interval_s(self) -> float:
@@ -281,13 +284,13 @@ class CheckpointLease:
                 raise self._lost
             if self._released:
                 raise CheckpointLeaseLostError(
-                    f"The lease on checkpoint {self._files.url} was released (the context stopped): "
+                    f"The lease on checkpoint {self._directory} was released (the context stopped): "
                     "nothing more is written there"
                 )
             since = self._clock.monotonic() - self._renewal_started
             if since >= self._timeout_s * _VALID_FRACTION:
                 raise CheckpointLeaseLostError(
-                    f"The lease on checkpoint {self._files.url} was last renewed {since:.1f} s ago "
+                    f"The lease on checkpoint {self._directory} was last renewed {since:.1f} s ago "
                     f"({TIMEOUT_SETTING} is {self._timeout_s:g} s): another driver may take it "
                     "over, so nothing is written there until a renewal succeeds"
                 )
@@ -302,15 +305,15 @@ class CheckpointLease:
             current = self._record
         sequence = current.sequence + 1
         started = self._clock.monotonic()
+        # Listed first: a successor's renewals remove the number it took over with, so a driver
+        # waking from a long pause would otherwise create that number again, and write a file.
+        higher = [s for s in self._files.sequences() if s >= sequence]
+        if higher and not (higher == [sequence] and _is_ours(self._files, sequence, current.owner)):
+            self._lose(higher[-1])
         record = dataclasses.replace(current, sequence=sequence, renewed_at_ms=self._clock.wall_ms())
         created = self._files.create(sequence, record.to_bytes())
         if not created and not _is_ours(self._files, sequence, current.owner):
             self._lose(sequence)
-        # A higher number than ours means someone went past us (the lease files were tampered
-        # with): the lease is not ours to trust.
-        higher = [s for s in self._files.sequences() if s > sequence]
-        if higher:
-            self._lose(higher[-1])
         with self._lock:
             self._record = record
             if created:
@@ -361,7 +364,7 @@ class CheckpointLease:
                 logger.warning(
                     "The lease on checkpoint %s is not marked released: its renewal is stuck on the "
                     "store. The next driver takes it over once it expires",
-                    self._files.url,
+                    self._directory,
                 )
                 return
         if lost is not None:
@@ -377,13 +380,13 @@ class CheckpointLease:
             holder = _record_at(self._files, sequence)
             logger.warning(
                 "The lease on checkpoint %s was taken over by %s before this driver released it",
-                self._files.url,
+                self._directory,
                 _who(holder, sequence, self._clock.wall_ms()),
             )
             return
         self._remove_quietly(sequence - 2)
         self._remove_quietly(sequence - 1)
-        logger.info("Released the lease on checkpoint %s (epoch %d)", self._files.url, self.epoch)
+        logger.info("Released the lease on checkpoint %s (epoch %d)", self._directory, self.epoch)
 
     # ------------------------------------------------------------ internals
 
@@ -391,12 +394,12 @@ class CheckpointLease:
         if self._lost is not None:
             raise self._lost
         if self._released:
-            raise CheckpointLeaseLostError(f"The lease on checkpoint {self._files.url} was released")
+            raise CheckpointLeaseLostError(f"The lease on checkpoint {self._directory} was released")
 
     def _lose(self, sequence: int) -> NoReturn:
         holder = _record_at(self._files, sequence)
         lost = CheckpointLeaseLostError(
-            f"The lease on checkpoint {self._files.url} was taken over by "
+            f"The lease on checkpoint {self._directory} was taken over by "
             f"{_who(holder, sequence, self._clock.wall_ms())}: this driver (epoch {self.epoch}) "
             "writes nothing more there and stops its streaming context"
         )

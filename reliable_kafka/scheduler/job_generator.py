@@ -19,6 +19,11 @@ the WAL. The same happens to recovered batch times a checkpoint restart cannot r
 its grid) and to a batch whose jobs could not be generated after its blocks were allocated.
 Either way their offsets are already committed, so leaving them pending would lose their records
 and pin the cleanup of old blocks at their time forever.
+
+With a checkpoint directory, the driver's lease on it (``checkpoint_lease.py``) is asked before
+each batch is generated and before each checkpoint or state checkpoint is written: a driver that
+lost the lease to another (or cannot tell, having gone unrenewed too long) skips its batches, so
+the successor's are the only ones to reach the sinks.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from reliable_kafka.settings import JobSettings
 from reliable_kafka.util.bounded_stop import join_within
 from reliable_kafka.util.clock import wall_clock_ms
 from reliable_kafka.util.recurring_timer import RecurringTimer
+from wal.failure_log import FailureLog
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -138,8 +144,10 @@ class JobGenerator:
         self._lock = threading.Lock()
         self._stopped = False
         self._checkpoint_writer: CheckpointWriter | None = None
-        # The driver's lease on the checkpoint directory: every write there asks it first.
+        # The driver's lease on the checkpoint directory: every batch and every write there asks
+        # it first; refusals are logged as one streak (a pause or a store outage refuses many).
         self._fence: WriteFence | None = None
+        self._lease_refusals = FailureLog(logger, "this driver's hold on its checkpoint")
         # Where tasks write state checkpoints; the first checkpoint written also removes what a
         # crashed run left of the ones it was writing.
         self._state_handle: dict[str, Any] | str | None = None
@@ -324,6 +332,12 @@ class JobGenerator:
                 raise TypeError(f"unknown job generator event {event!r}")
 
     def _generate_jobs(self, time_ms: int) -> None:
+        if not self._holds_checkpoint(f"generate the batch of {time_ms} ms"):
+            # A driver that lost its checkpoint runs no more batches: its successor runs them.
+            # Skipped, not failed: the next batch this driver may run takes its blocks or ranges.
+            with self._lock:
+                self._not_fully_processed.discard(time_ms)
+            return
         tracker = self._tracker
         try:
             if tracker is not None:
@@ -444,14 +458,16 @@ class JobGenerator:
             logger.info("Removed %d old state checkpoint(s)", removed)
 
     def _holds_checkpoint(self, to: str) -> bool:
-        """Whether the lease lets this driver change the checkpoint directory now."""
+        """Whether the lease lets this driver run batches and change the checkpoint directory now."""
         if self._fence is None:
             return True
         try:
             self._fence.check()
         except CheckpointLeaseLostError as exc:
-            logger.warning("Did not %s: %s", to, exc)
+            self._lease_refusals.failed(str(exc), f"did not {to}")
             return False
+        if self._lease_refusals.failing:
+            self._lease_refusals.succeeded()
         return True
 
     def _checkpoint(self, time_ms: int) -> Checkpoint:

@@ -191,8 +191,11 @@ def test_a_lease_not_renewed_for_the_timeout_is_taken_over_and_its_holder_writes
     (warning,) = lease_warnings(caplog)
     assert "Took over the lease" in warning and "application app-paused" in warning
     assert "not renewed for" in warning
+    successor.renew()
+    successor.renew()  # removes number 2, the one the paused driver would renew to
+    assert store.sequences() == [3, 4]
     # The paused driver wakes: its fence refuses at once (the timeout passed on its clock too), and
-    # its next renewal finds the successor's number taken.
+    # its renewal finds higher numbers than its own.
     with pytest.raises(CheckpointLeaseLostError, match="last renewed"):
         paused.check()
     with pytest.raises(CheckpointLeaseLostError, match=r"taken over by .*application app-successor"):
@@ -200,7 +203,7 @@ def test_a_lease_not_renewed_for_the_timeout_is_taken_over_and_its_holder_writes
     with pytest.raises(CheckpointLeaseLostError, match="taken over"):
         paused.check()
     paused.release()
-    assert store.sequences() == [1, 2]  # the old holder wrote no lease file after the takeover
+    assert store.sequences() == [3, 4]  # the old holder wrote no lease file after the takeover
     assert successor.check() == 2
 
 
