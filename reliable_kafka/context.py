@@ -21,6 +21,11 @@ interval (``state_checkpoint.py``); ``getOrCreate`` checks the newest complete s
 of each (falling back to the one before it when a file is damaged) and restores it, and the
 batches after it are recomputed from their blocks in the write-ahead logs: at-least-once state,
 as in Spark. ``setupFunc`` must build the same stateful streams in the same order.
+
+One driver per checkpoint: ``start()`` takes a lease on the checkpoint directory and ``stop()``
+releases it (``checkpoint_lease.py``). A second driver's ``start()`` fails naming the holder; a
+dead holder's lease is taken over; a driver whose lease another took over stops, and
+``awaitTermination`` raises why.
 """
 
 from __future__ import annotations
