@@ -307,7 +307,8 @@ class CheckpointLease:
         started = self._clock.monotonic()
         # Listed first: a successor's renewals remove the number it took over with, so a driver
         # waking from a long pause would otherwise create that number again, and write a file.
-        higher = [s for s in self._files.sequences() if s >= sequence]
+        present = self._files.sequences()
+        higher = [s for s in present if s >= sequence]
         if higher and not (higher == [sequence] and _is_ours(self._files, sequence, current.owner)):
             self._lose(higher[-1])
         record = dataclasses.replace(current, sequence=sequence, renewed_at_ms=self._clock.wall_ms())
@@ -319,7 +320,11 @@ class CheckpointLease:
             if created:
                 # An earlier attempt's file, found now, started at an unknown time: not counted.
                 self._renewal_started = started
-        self._remove_quietly(sequence - 2)
+        # The one before stays (a starting driver may be reading it); older ones go, a stray one
+        # that a paused driver's renewal landed late included.
+        for old in present:
+            if old < sequence - 1:
+                self._remove_quietly(old)
 
     def start_renewing(self, on_lost: Callable[[CheckpointLeaseLostError], None]) -> None:
         """Renew on a daemon thread until :meth:`release`; ``on_lost`` hears (on that thread,

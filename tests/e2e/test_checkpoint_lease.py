@@ -28,7 +28,7 @@ from tests.e2e.lease_child import STOPPED_BY_ERROR_EXIT, build
 from tests.support import wait_until
 
 LEASE_TIMEOUT_MS = 5000
-BATCH_S = 0.5
+BATCH_S = 2.0
 
 
 @pytest.fixture
@@ -50,6 +50,8 @@ def start_holder(checkpoint: str, log_dir: Path, applications: list[ChildApp]) -
             str(BATCH_S),
             "--lease-timeout",
             f"{LEASE_TIMEOUT_MS}ms",
+            "--pause-file",
+            str(log_dir / "pause"),
         ],
         log_dir,
         module="tests.e2e.lease_child",
@@ -70,12 +72,24 @@ def metadata(checkpoint: str) -> dict[str, object]:
 
 
 def files_of(checkpoint: str) -> dict[str, tuple[int, int]]:
-    """Every file under the checkpoint (lease files included): size and modification time."""
+    """Every file of the checkpoint but the lease's: size and modification time."""
     return {
         str(path.relative_to(checkpoint)): (path.stat().st_size, path.stat().st_mtime_ns)
         for path in sorted(Path(checkpoint).rglob("*"))
-        if path.is_file()
+        if path.is_file() and path.parent.name != "_lease"
     }
+
+
+def lease_holders(checkpoint: str) -> list[tuple[int, int, bool]]:
+    """(pid, epoch, released) of each lease file, lowest number first."""
+    records = [json.loads(p.read_bytes()) for p in sorted((Path(checkpoint) / "_lease").glob("*.json"))]
+    return [(r["pid"], r["epoch"], r["released"]) for r in records]
+
+
+def stopped(pid: int) -> bool:
+    """Whether the process is stopped (SIGSTOP): state T in /proc/<pid>/stat."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return stat[stat.rindex(")") + 2 :].split()[0] == "T"
 
 
 def takeover_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -128,7 +142,11 @@ def test_a_paused_driver_whose_checkpoint_was_taken_over_writes_nothing_when_it_
 ) -> None:
     holder = start_holder(checkpoint, tmp_path, applications)
     pid = holder.process.pid
-    os.kill(pid, signal.SIGSTOP)  # the Python driver only: its JVM goes on, as in a long pause
+    # The child SIGSTOPs its driver process itself, between two batches' writes: a pause landing
+    # inside a write would let that one write land on waking, a limit the lease documents. Its
+    # JVM goes on, as in a long pause of the Python driver.
+    (tmp_path / "pause").touch()
+    wait_until(lambda: stopped(pid), timeout_s=60, what="the child to pause")
     paused_at_ms = time.time_ns() // 1_000_000
     try:
         left = metadata(checkpoint)
@@ -141,6 +159,7 @@ def test_a_paused_driver_whose_checkpoint_was_taken_over_writes_nothing_when_it_
         finally:
             successor.stop(stopSparkContext=False)  # released: from here on nothing may change
         before = files_of(checkpoint)
+        successor_epoch = metadata(checkpoint)["lease_epoch"]
     finally:
         os.kill(pid, signal.SIGCONT)
     wait_until(
@@ -150,11 +169,13 @@ def test_a_paused_driver_whose_checkpoint_was_taken_over_writes_nothing_when_it_
     )
     assert files_of(checkpoint) == before
     assert holder.process.wait(30) == STOPPED_BY_ERROR_EXIT
-    # A batch in flight at the pause may finish; none of the times it slept through ran.
-    sunk = [int(line) for line in (tmp_path / "batches.txt").read_text().split()]
-    assert sunk and max(sunk) <= paused_at_ms, (sunk, paused_at_ms)
     log = holder.log_path.read_text(errors="replace")
     assert "was taken over by" in log and f"pid {os.getpid()}" in log, holder.log_tail()
+    # The batch it was running when it paused may finish; none of the times it slept through ran.
+    sunk = [int(line) for line in (tmp_path / "batches.txt").read_text().split()]
+    assert sunk and max(sunk) <= paused_at_ms, (sunk, paused_at_ms)
+    # The lease is the successor's, released; the woken driver added no record above it.
+    assert lease_holders(checkpoint)[-1] == (os.getpid(), successor_epoch, True)
     (warning,) = takeover_warnings(caplog)
     assert f"pid {pid}" in warning and "not renewed for" in warning
-    assert metadata(checkpoint)["lease_epoch"] > left["lease_epoch"]
+    assert successor_epoch > left["lease_epoch"]
