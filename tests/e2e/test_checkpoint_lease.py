@@ -158,8 +158,7 @@ def test_a_paused_driver_whose_checkpoint_was_taken_over_writes_nothing_when_it_
             wait_until(lambda: metadata(checkpoint) != left, what="a checkpoint of the successor's")
         finally:
             successor.stop(stopSparkContext=False)  # released: from here on nothing may change
-        before = files_of(checkpoint)
-        successor_epoch = metadata(checkpoint)["lease_epoch"]
+        before, successor_wrote = files_of(checkpoint), metadata(checkpoint)
     finally:
         os.kill(pid, signal.SIGCONT)
     wait_until(
@@ -175,6 +174,7 @@ def test_a_paused_driver_whose_checkpoint_was_taken_over_writes_nothing_when_it_
     sunk = [int(line) for line in (tmp_path / "batches.txt").read_text().split()]
     assert sunk and max(sunk) <= paused_at_ms, (sunk, paused_at_ms)
     # The lease is the successor's, released; the woken driver added no record above it.
+    successor_epoch = successor_wrote["lease_epoch"]
     assert lease_holders(checkpoint)[-1] == (os.getpid(), successor_epoch, True)
     (warning,) = takeover_warnings(caplog)
     assert f"pid {pid}" in warning and "not renewed for" in warning
