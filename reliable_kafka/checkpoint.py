@@ -16,6 +16,7 @@ store allows (``checkpoint_remote.py``).
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import logging
@@ -28,6 +29,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from reliable_kafka import checkpoint_remote
+from reliable_kafka.checkpoint_lease import CheckpointLeaseLostError, WriteFence
 from reliable_kafka.state_checkpoint import StateStreamRecord
 from reliable_kafka.util.atomic_file import write_atomically
 from reliable_kafka.util.filesystems import FilesystemOptions, configured_options, is_local, locate, qualify
@@ -94,6 +96,8 @@ class Checkpoint:
     written_at_ms: int = 0
     # The state checkpoints of stateful streams (state_checkpoint.py); absent in older checkpoints.
     state_streams: tuple[StateStreamRecord, ...] = ()
+    # The writer's checkpoint lease epoch (checkpoint_lease.py); absent in older checkpoints.
+    lease_epoch: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -110,6 +114,7 @@ class Checkpoint:
             "input_streams": [record.to_dict() for record in self.input_streams],
             "written_at_ms": self.written_at_ms,
             "state_streams": [record.to_dict() for record in self.state_streams],
+            "lease_epoch": self.lease_epoch,
         }
 
     @classmethod
@@ -141,6 +146,7 @@ class Checkpoint:
             input_streams=tuple(InputStreamRecord.from_dict(s) for s in streams),
             written_at_ms=_int(d, "written_at_ms"),
             state_streams=tuple(StateStreamRecord.from_dict(s) for s in states),
+            lease_epoch=_optional_int(d, "lease_epoch"),
         )
         if checkpoint.batch_duration_ms <= 0:
             raise ValueError(f"batch_duration_ms must be > 0, got {checkpoint.batch_duration_ms}")
@@ -256,10 +262,21 @@ def read_checkpoint(
 
 
 class CheckpointWriter:
-    """Writes checkpoints for one directory, retrying a failed write as Spark's writer does."""
+    """Writes checkpoints for one directory, retrying a failed write as Spark's writer does.
 
-    def __init__(self, directory: str | os.PathLike[str], options: FilesystemOptions | None = None) -> None:
+    ``fence``: the driver's lease on the directory, asked before every write and stamped on it
+    (its epoch); a write it refuses is not attempted (None: no lease, as in tests of the writer).
+    """
+
+    def __init__(
+        self,
+        directory: str | os.PathLike[str],
+        options: FilesystemOptions | None = None,
+        *,
+        fence: WriteFence | None = None,
+    ) -> None:
         url = os.fspath(directory)
+        self._fence = fence
         # The driver's JobGenerator hands over only the directory; how to reach a remote one was
         # recorded when the context was given it (StreamingContext.checkpoint).
         self._options = configured_options(url) if options is None else options
@@ -273,8 +290,14 @@ class CheckpointWriter:
         for attempt in range(1, MAX_WRITE_ATTEMPTS + 1):
             try:
                 started = time.monotonic()
+                if self._fence is not None:
+                    checkpoint = dataclasses.replace(checkpoint, lease_epoch=self._fence.check())
                 write_checkpoint(self.directory, checkpoint, self._options)
                 self._remove_leftovers_once()
+            except CheckpointLeaseLostError as exc:
+                # Not retried: the lease, not the store, said no. Text only: no traceback to show.
+                self._failures.failed(str(exc), f"time {checkpoint.checkpoint_time_ms}, not written")
+                return False
             except OSError as exc:
                 # Spark's "Could not write checkpoint" is the last attempt's line, not one more.
                 gives_up = ", could not write this checkpoint" if attempt == MAX_WRITE_ATTEMPTS else ""

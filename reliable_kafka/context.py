@@ -21,6 +21,11 @@ interval (``state_checkpoint.py``); ``getOrCreate`` checks the newest complete s
 of each (falling back to the one before it when a file is damaged) and restores it, and the
 batches after it are recomputed from their blocks in the write-ahead logs: at-least-once state,
 as in Spark. ``setupFunc`` must build the same stateful streams in the same order.
+
+One driver per checkpoint: ``start()`` takes a lease on the checkpoint directory and ``stop()``
+releases it (``checkpoint_lease.py``). A second driver's ``start()`` fails naming the holder; a
+dead holder's lease is taken over; a driver whose lease another took over stops, and
+``awaitTermination`` raises why.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from pyspark import RDD, SparkContext
 
 from reliable_kafka import state_checkpoint
 from reliable_kafka.checkpoint import Checkpoint, CheckpointError, ensure_checkpoint_dir, read_checkpoint
+from reliable_kafka.checkpoint_lease import CheckpointLease, CheckpointLeaseLostError, WriteFence
 from reliable_kafka.dstream.dstream import DStream
 from reliable_kafka.dstream.dstream_graph import DStreamGraph
 from reliable_kafka.dstream.functions import duration_ms
@@ -128,6 +134,8 @@ class StreamingContext:
         self.graph.set_batch_duration(duration_ms(batchDuration, "batchDuration"))
         self.checkpoint_dir: str | None = None
         self.initial_checkpoint: Checkpoint | None = None
+        # Held from start() to stop() when there is a checkpoint directory (checkpoint_lease.py).
+        self._checkpoint_lease: CheckpointLease | None = None
         self._input_stream_ids = itertools.count()
         self._ids_lock = threading.Lock()
         self._lock = threading.RLock()
@@ -163,7 +171,12 @@ class StreamingContext:
             # which a context without receiver streams never needs to load.
             from reliable_kafka.scheduler.receiver_tracker import ReceiverTracker  # noqa: PLC0415
 
-            tracker = ReceiverTracker(self, listener_bus=self.listener_bus, clock=self.clock)
+            tracker = ReceiverTracker(
+                self,
+                listener_bus=self.listener_bus,
+                clock=self.clock,
+                checkpoint_fence=self._checkpoint_lease,
+            )
         for stream in self.graph.get_receiver_input_streams():
             stream.attach_block_source(tracker)
         return tracker
@@ -212,6 +225,11 @@ class StreamingContext:
         if self.initial_checkpoint is not None:
             return self.initial_checkpoint.checkpoint_duration_ms
         return self.batch_duration_ms
+
+    @property
+    def checkpoint_fence(self) -> WriteFence | None:
+        """The lease on the checkpoint directory that every write there asks first."""
+        return self._checkpoint_lease
 
     @property
     def state(self) -> StreamingContextState:
@@ -316,6 +334,7 @@ class StreamingContext:
                 try:
                     self.graph.validate()
                     _warn_if_block_interval_exceeds_batch(self)
+                    self._take_checkpoint_lease()
                     self._add_listeners_before_start()
                     self.scheduler.start()
                 except BaseException as exc:
@@ -323,6 +342,7 @@ class StreamingContext:
                     logger.error("Error starting the context (%s), marking it as stopped", type(exc).__name__)
                     self.scheduler.stop(False)
                     self._stop_status_ui()
+                    self._release_checkpoint_lease(self.settings.jobs.stop_timeout_ms / 1000)
                     self._state = StreamingContextState.STOPPED
                     raise
                 self._state = StreamingContextState.ACTIVE
@@ -362,6 +382,7 @@ class StreamingContext:
                 else:
                     self._defer_sigterm_while_stopping()
                     self._stop_scheduler(stopGraceFully)
+                    self._release_checkpoint_lease(stop_timeout_s)
                 self._state = StreamingContextState.STOPPED
             # Even when already stopped: stop(False) then stop(True) must still stop Spark.
             if stopSparkContext:
@@ -437,6 +458,46 @@ class StreamingContext:
         if active is not None:
             active._stop_on_shutdown()
         jvm_shutdown_hook.outlive_jvm_shutdown()
+
+    # ------------------------------------------------------------ checkpoint lease
+
+    def _take_checkpoint_lease(self) -> None:
+        """One driver per checkpoint: fails naming the driver that holds it (checkpoint_lease.py)."""
+        if self.checkpoint_dir is None:
+            return
+        lease = CheckpointLease.acquire(
+            self.checkpoint_dir,
+            timeout_ms=self.settings.checkpoint.lease_timeout_ms,
+            application_id=self._sc.applicationId,
+        )
+        self._checkpoint_lease = lease
+        lease.start_renewing(self._on_checkpoint_lease_lost)
+
+    def _on_checkpoint_lease_lost(self, error: CheckpointLeaseLostError) -> None:
+        """Another driver took the checkpoint over: this one's writes are refused already; stop
+        it, and have awaitTermination raise why. On a thread of its own: the stop releases the
+        lease, which joins the renewal thread this runs on."""
+        logger.error("%s", error)
+        self.notify_error(error)
+        stop = threading.Thread(
+            target=self.stop,
+            kwargs={"stopSparkContext": False},
+            name="streaming-stop-lease-lost",
+            daemon=True,
+        )
+        stop.start()
+
+    def _release_checkpoint_lease(self, bound_s: float) -> None:
+        """After the scheduler stopped: writes from threads it left behind are refused from now,
+        and the next driver takes the checkpoint at once (bounded: the store may be gone)."""
+        lease, self._checkpoint_lease = self._checkpoint_lease, None
+        if lease is None:
+            return
+        try:
+            if not stop_within("the checkpoint lease", lease.release, bound_s):
+                logger.warning("The lease on checkpoint %s was not released in %g s", lease.url, bound_s)
+        except Exception:
+            logger.exception("Could not release the lease on checkpoint %s", lease.url)
 
     def _register_jvm_shutdown_hook(self) -> None:
         """A SIGTERM to the driver JVM stops this context before Spark's hooks stop the

@@ -291,6 +291,19 @@ class JobSettings(_Section):
     stop_timeout_ms: int = Field(20_000, gt=0, description="spark.streaming.stopTimeout")
 
 
+class CheckpointSettings(_Section):
+    """The checkpoint directory's lease (``checkpoint_lease.py``): one driver at a time writes it."""
+
+    # Ours, not Spark's: how long a driver's lease outlives its last renewal. A dead driver's
+    # checkpoint waits this long for the next one (at most; none when it ran on the same host).
+    lease_timeout_ms: int = Field(
+        30_000,
+        ge=100,
+        description="spark.streaming.checkpoint.leaseTimeout: a driver's lease on its checkpoint "
+        "that is not renewed for this long is taken over by the next driver",
+    )
+
+
 class UISettings(_Section):
     """The driver's status page and ``/metrics`` (``reliable_kafka.ui``)."""
 
@@ -382,6 +395,11 @@ _SPARK_KEYS: dict[str, tuple[str, str, Any]] = {
         lambda v: parse_time_ms(v, "ms"),
     ),
     "spark.streaming.stopTimeout": ("jobs", "stop_timeout_ms", lambda v: parse_time_ms(v, "ms")),
+    "spark.streaming.checkpoint.leaseTimeout": (
+        "checkpoint",
+        "lease_timeout_ms",
+        lambda v: parse_time_ms(v, "ms"),
+    ),
     "spark.streaming.ui.enabled": ("ui", "enabled", _parse_bool),
     "spark.streaming.ui.port": ("ui", "port", int),
     "spark.streaming.ui.host": ("ui", "host", str),
@@ -520,6 +538,7 @@ class StreamingSettings(BaseSettings):
     wal: WriteAheadLogSettings = WriteAheadLogSettings()
     backpressure: BackpressureSettings = BackpressureSettings()
     jobs: JobSettings = JobSettings()
+    checkpoint: CheckpointSettings = CheckpointSettings()
     ui: UISettings = UISettings()
     kafka: DirectKafkaSettings = DirectKafkaSettings()
 
@@ -589,7 +608,7 @@ class StreamingSettings(BaseSettings):
         base = cls()
         merged: dict[str, Any] = {}
         given: set[tuple[str, str]] = set()
-        for section in ("receiver", "wal", "backpressure", "jobs", "ui", "kafka"):
+        for section in ("receiver", "wal", "backpressure", "jobs", "checkpoint", "ui", "kafka"):
             values = {**getattr(base, section).model_dump(), **sections.get(section, {})}
             section_overrides = overrides.pop(section, {}) or {}
             values.update(section_overrides)

@@ -52,6 +52,8 @@ STAGES = (
 # Top-level modules of reliable_kafka that are not a package named after their stage.
 _MODULE_STAGES = {
     "checkpoint_remote": "checkpoint",
+    "checkpoint_lease": "checkpoint",
+    "checkpoint_lease_files": "checkpoint",
     "versions": "util",
     "state_checkpoint": "checkpoint",
     "local": "tools",

@@ -19,6 +19,11 @@ the WAL. The same happens to recovered batch times a checkpoint restart cannot r
 its grid) and to a batch whose jobs could not be generated after its blocks were allocated.
 Either way their offsets are already committed, so leaving them pending would lose their records
 and pin the cleanup of old blocks at their time forever.
+
+With a checkpoint directory, the driver's lease on it (``checkpoint_lease.py``) is asked before
+each batch is generated and before each checkpoint or state checkpoint is written: a driver that
+lost the lease to another (or cannot tell, having gone unrenewed too long) skips its batches, so
+the successor's are the only ones to reach the sinks.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from reliable_kafka import state_checkpoint
 from reliable_kafka.checkpoint import Checkpoint, CheckpointWriter, InputStreamRecord
+from reliable_kafka.checkpoint_lease import CheckpointLeaseLostError, WriteFence
 from reliable_kafka.scheduler.batch_input_info import input_infos_of_batch
 from reliable_kafka.scheduler.job import JobSet
 from reliable_kafka.scheduler.listener_events import StreamInputInfo
@@ -40,6 +46,7 @@ from reliable_kafka.settings import JobSettings
 from reliable_kafka.util.bounded_stop import join_within, seconds
 from reliable_kafka.util.clock import wall_clock_ms
 from reliable_kafka.util.recurring_timer import RecurringTimer
+from wal.failure_log import FailureLog
 
 if TYPE_CHECKING:
     from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo
@@ -141,6 +148,10 @@ class JobGenerator:
         self._lock = threading.Lock()
         self._stopped = False
         self._checkpoint_writer: CheckpointWriter | None = None
+        # The driver's lease on the checkpoint directory: every batch and every write there asks
+        # it first; refusals are logged as one streak (a pause or a store outage refuses many).
+        self._fence: WriteFence | None = None
+        self._lease_refusals = FailureLog(logger, "this driver's hold on its checkpoint")
         # Where tasks write state checkpoints; the first checkpoint written also removes what a
         # crashed run left of the ones it was writing.
         self._state_handle: dict[str, Any] | str | None = None
@@ -167,7 +178,8 @@ class JobGenerator:
                 return
             self._tracker = receiver_tracker
             if self.should_checkpoint:
-                self._checkpoint_writer = CheckpointWriter(self.ssc.checkpoint_dir)
+                self._fence = self.ssc.checkpoint_fence
+                self._checkpoint_writer = CheckpointWriter(self.ssc.checkpoint_dir, fence=self._fence)
                 self._state_handle = state_checkpoint.directory_handle(self.ssc.checkpoint_dir)
             self._thread = threading.Thread(target=self._run, name="JobGenerator", daemon=True)
             self._thread.start()
@@ -338,6 +350,12 @@ class JobGenerator:
                 raise TypeError(f"unknown job generator event {event!r}")
 
     def _generate_jobs(self, time_ms: int) -> None:
+        if not self._holds_checkpoint(f"generate the batch of {time_ms} ms"):
+            # A driver that lost its checkpoint runs no more batches: its successor runs them.
+            # Skipped, not failed: the next batch this driver may run takes its blocks or ranges.
+            with self._lock:
+                self._not_fully_processed.discard(time_ms)
+            return
         tracker = self._tracker
         try:
             if tracker is not None:
@@ -432,7 +450,7 @@ class JobGenerator:
                 self._mark_batch_fully_processed(time_ms)
 
     def _write_state_checkpoints(self, time_ms: int) -> None:
-        if self._state_handle is None:
+        if self._state_handle is None or not self._holds_checkpoint("write the state checkpoints"):
             return
         try:
             if self.graph.write_state_checkpoints(time_ms, self._state_handle):
@@ -445,6 +463,8 @@ class JobGenerator:
         """Once a driver checkpoint names the newest state snapshots, older ones (and the leftovers
         of writes a crash interrupted) go."""
         assert self._state_handle is not None
+        if not self._holds_checkpoint("remove old state checkpoints"):
+            return
         keep = {r.position: r.snapshots[0].time_ms for r in checkpoint.state_streams if r.snapshots}
         try:
             removed = state_checkpoint.clean(self._state_handle, keep)
@@ -454,6 +474,19 @@ class JobGenerator:
         self._state_dirs_to_clean = False
         if removed:
             logger.info("Removed %d old state checkpoint(s)", removed)
+
+    def _holds_checkpoint(self, to: str) -> bool:
+        """Whether the lease lets this driver run batches and change the checkpoint directory now."""
+        if self._fence is None:
+            return True
+        try:
+            self._fence.check()
+        except CheckpointLeaseLostError as exc:
+            self._lease_refusals.failed(str(exc), f"did not {to}")
+            return False
+        if self._lease_refusals.failing:
+            self._lease_refusals.succeeded()
+        return True
 
     def _checkpoint(self, time_ms: int) -> Checkpoint:
         graph = self.graph

@@ -2,7 +2,8 @@
 ``ReceivedBlockTrackerLogEvent``s, plus two of ours) and their byte format.
 
 Events are msgpack maps behind a 4-byte magic (``b"RKE\\x01"``, "reliable-kafka event",
-version 1); never pickle, since the log is read back by a later process.
+version 1), with the writer's checkpoint lease epoch under ``lease`` (absent in older logs); never
+pickle, since the log is read back by a later process.
 """
 
 from __future__ import annotations
@@ -85,7 +86,9 @@ class EventFormatError(ValueError):
     """Bytes in the metadata log that are not an event of this format."""
 
 
-def encode_event(event: ReceivedBlockTrackerLogEvent) -> bytes:
+def encode_event(event: ReceivedBlockTrackerLogEvent, lease_epoch: int | None = None) -> bytes:
+    """``lease_epoch``: the writing driver's checkpoint lease epoch, kept beside the event (key
+    ``lease``) so that a reader can tell which driver wrote it; decoding ignores it."""
     match event:
         case BlockAdditionEvent(info):
             body: dict[str, Any] = {"type": "add", "info": info.to_dict()}
@@ -99,6 +102,8 @@ def encode_event(event: ReceivedBlockTrackerLogEvent) -> bytes:
             body = {"type": "deallocate", "times": list(times_ms)}
         case _:
             raise TypeError(f"not a tracker event: {type(event).__name__}")
+    if lease_epoch is not None:
+        body["lease"] = lease_epoch
     return EVENT_MAGIC + msgpack.packb(body, use_bin_type=True)
 
 

@@ -22,6 +22,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
+from reliable_kafka.checkpoint_lease import CheckpointLeaseLostError, WriteFence
 from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo
 from reliable_kafka.scheduler.driver_write_ahead_log import create_driver_write_ahead_log
 from reliable_kafka.scheduler.received_block_events import (
@@ -56,6 +57,10 @@ class ReceivedBlockTracker:
     :meth:`stop` closes the log. A graceful stop of the context still allocates and completes
     the last batches after that, so ``log_after_stop`` (when given) makes the log that records
     them; without it, events after stop fail like any other failed write.
+
+    ``fence``: the driver's lease on the checkpoint directory, asked before every event is
+    written (and its epoch written with the event): a driver that lost the lease logs nothing
+    more, as if every write failed.
     """
 
     def __init__(
@@ -66,9 +71,11 @@ class ReceivedBlockTracker:
         recover_from_write_ahead_log: bool = False,
         now_ms: Callable[[], int] = wall_clock_ms,
         log_after_stop: Callable[[], WriteAheadLog] | None = None,
+        fence: WriteFence | None = None,
     ) -> None:
         self._stream_ids = list(stream_ids)
         self._log = write_ahead_log
+        self._fence = fence
         self._log_failures = FailureLog(logger, "writing to the received block metadata log")
         self._log_after_stop = log_after_stop
         self._stopped = False
@@ -92,6 +99,7 @@ class ReceivedBlockTracker:
         *,
         recover_from_write_ahead_log: bool = False,
         now_ms: Callable[[], int] = wall_clock_ms,
+        fence: WriteFence | None = None,
     ) -> ReceivedBlockTracker:
         if checkpoint_dir is None:
             return cls(stream_ids, None, now_ms=now_ms)
@@ -101,6 +109,7 @@ class ReceivedBlockTracker:
             recover_from_write_ahead_log=recover_from_write_ahead_log,
             now_ms=now_ms,
             log_after_stop=lambda: create_driver_write_ahead_log(checkpoint_dir, settings, after_stop=True),
+            fence=fence,
         )
 
     @property
@@ -280,7 +289,12 @@ class ReceivedBlockTracker:
         if self._log is None:
             return True
         try:
-            self._log.write(encode_event(event), self._now_ms())
+            epoch = self._fence.check() if self._fence is not None else None
+            self._log.write(encode_event(event, epoch), self._now_ms())
+        except CheckpointLeaseLostError as exc:
+            # The lease said no, not the store: its message is the whole story.
+            self._log_failures.failed(str(exc), type(event).__name__)
+            return False
         except Exception as exc:
             self._log_failures.failed(exc, type(event).__name__)
             return False

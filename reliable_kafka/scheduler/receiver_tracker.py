@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from reliable_kafka.checkpoint_lease import CheckpointLeaseLostError, WriteFence
 from reliable_kafka.receiver.receiver_supervisor import format_error
 from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo, ReceiverControl
 from reliable_kafka.receiver.wal_block_handler import RECEIVER_WAL_WITHOUT_CHECKPOINT
@@ -123,6 +124,8 @@ class ReceiverTracker:
     blocks (default: a block manager of the tracker's own) and ``executors`` the locations to
     schedule them on (default: this process). In executor placement the driver holds no block
     bytes: :attr:`block_store` is None and batches read blocks on the executors.
+    ``checkpoint_fence``: the driver's lease on the checkpoint directory (None: no lease), asked
+    before each metadata-log write and before the receivers are told to clean their logs.
     """
 
     def __init__(
@@ -135,8 +138,10 @@ class ReceiverTracker:
         executors: Sequence[ExecutorCacheTaskLocation] | None = None,
         listener_bus: _ListenerBus | None = None,
         clock: _Clock | None = None,
+        checkpoint_fence: WriteFence | None = None,
     ) -> None:
         self.ssc = ssc
+        self._checkpoint_fence = checkpoint_fence
         self._listener_bus = listener_bus
         self.settings = ssc.settings
         self.skip_receiver_launch = skip_receiver_launch
@@ -152,6 +157,7 @@ class ReceiverTracker:
             self.settings.wal,
             recover_from_write_ahead_log=self.checkpoint_dir is not None,
             now_ms=self._now_ms,
+            fence=checkpoint_fence,
         )
         if runner is None:
             runner = self._default_runner(block_store, executors)
@@ -381,7 +387,7 @@ class ReceiverTracker:
         }
         dropped = self.received_block_tracker.cleanup_old_batches(threshold, wait_for_completion=False)
         self.remove_blocks([block_id for batch_time in dropped for block_id in blocks_of.get(batch_time, ())])
-        if self.settings.wal.enable:
+        if self.settings.wal.enable and self._holds_checkpoint():
             receiver_threshold = self.receiver_clean_threshold(clean_threshold_ms)
             logger.info("Cleanup old received batch data: %d", receiver_threshold)
             with self._lock:
@@ -391,6 +397,18 @@ class ReceiverTracker:
                     control.cleanup_old_blocks(receiver_threshold)
                 except Exception:
                     logger.exception("Receiver could not clean up blocks older than %d", receiver_threshold)
+
+    def _holds_checkpoint(self) -> bool:
+        """Whether this driver may change the checkpoint directory: a driver that lost its lease
+        must not have receivers delete log data the new driver's batches may still read."""
+        if self._checkpoint_fence is None:
+            return True
+        try:
+            self._checkpoint_fence.check()
+        except CheckpointLeaseLostError as exc:
+            logger.warning("Not cleaning the receivers' write-ahead logs: %s", exc)
+            return False
+        return True
 
     def remove_blocks(self, block_ids: Sequence[StreamBlockId]) -> None:
         """Spark's ``BlockRDD.removeBlocks``: from the driver's block store, or, in executor

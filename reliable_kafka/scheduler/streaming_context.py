@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from pyspark import SparkContext
 
     from reliable_kafka.checkpoint import Checkpoint
+    from reliable_kafka.checkpoint_lease import WriteFence
     from reliable_kafka.scheduler.job import Job
     from reliable_kafka.scheduler.listener_events import BatchInfo
     from reliable_kafka.settings import StreamingSettings
@@ -105,6 +106,11 @@ class GeneratorContext(Protocol):
 
     @property
     def checkpoint_duration_ms(self) -> int: ...
+
+    @property
+    def checkpoint_fence(self) -> WriteFence | None:
+        """The driver's lease on the checkpoint directory, held from start (None: none)."""
+        ...
 
     @property
     def initial_checkpoint(self) -> Checkpoint | None: ...
