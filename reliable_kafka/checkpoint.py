@@ -33,6 +33,7 @@ from reliable_kafka.checkpoint_lease import CheckpointLeaseLostError, WriteFence
 from reliable_kafka.state_checkpoint import StateStreamRecord
 from reliable_kafka.util.atomic_file import write_atomically
 from reliable_kafka.util.filesystems import FilesystemOptions, configured_options, is_local, locate, qualify
+from reliable_kafka.util.plain_fields import bool_field, int_field, is_int, optional_int_field, str_field
 from wal.failure_log import FailureLog
 
 logger = logging.getLogger(__name__)
@@ -73,9 +74,9 @@ class InputStreamRecord:
         if data is not None and not isinstance(data, dict):
             raise ValueError(f"input stream data must be an object, got {type(data).__name__}")
         return cls(
-            id=_int(d, "id"),
-            kind=_str(d, "kind"),
-            is_receiver_input=_bool(d, "is_receiver_input"),
+            id=int_field(d, "id"),
+            kind=str_field(d, "kind"),
+            is_receiver_input=bool_field(d, "is_receiver_input"),
             data=data,
         )
 
@@ -127,7 +128,7 @@ class Checkpoint:
             )
         pending = d.get("pending_times_ms")
         streams = d.get("input_streams")
-        if not isinstance(pending, list) or not all(_is_int(t) for t in pending):
+        if not isinstance(pending, list) or not all(is_int(t) for t in pending):
             raise ValueError("pending_times_ms must be a list of integers")
         if not isinstance(streams, list) or not all(isinstance(s, dict) for s in streams):
             raise ValueError("input_streams must be a list of objects")
@@ -135,18 +136,18 @@ class Checkpoint:
         if not isinstance(states, list) or not all(isinstance(s, dict) for s in states):
             raise ValueError("state_streams must be a list of objects")
         checkpoint = cls(
-            checkpoint_time_ms=_int(d, "checkpoint_time_ms"),
-            zero_time_ms=_int(d, "zero_time_ms"),
-            batch_duration_ms=_int(d, "batch_duration_ms"),
-            checkpoint_duration_ms=_int(d, "checkpoint_duration_ms"),
-            last_generated_batch_time_ms=_int(d, "last_generated_batch_time_ms"),
+            checkpoint_time_ms=int_field(d, "checkpoint_time_ms"),
+            zero_time_ms=int_field(d, "zero_time_ms"),
+            batch_duration_ms=int_field(d, "batch_duration_ms"),
+            checkpoint_duration_ms=int_field(d, "checkpoint_duration_ms"),
+            last_generated_batch_time_ms=int_field(d, "last_generated_batch_time_ms"),
             pending_times_ms=tuple(sorted(pending)),
-            remember_duration_ms=_optional_int(d, "remember_duration_ms"),
-            max_input_remember_duration_ms=_optional_int(d, "max_input_remember_duration_ms"),
+            remember_duration_ms=optional_int_field(d, "remember_duration_ms"),
+            max_input_remember_duration_ms=optional_int_field(d, "max_input_remember_duration_ms"),
             input_streams=tuple(InputStreamRecord.from_dict(s) for s in streams),
-            written_at_ms=_int(d, "written_at_ms"),
+            written_at_ms=int_field(d, "written_at_ms"),
             state_streams=tuple(StateStreamRecord.from_dict(s) for s in states),
-            lease_epoch=_optional_int(d, "lease_epoch"),
+            lease_epoch=optional_int_field(d, "lease_epoch"),
         )
         if checkpoint.batch_duration_ms <= 0:
             raise ValueError(f"batch_duration_ms must be > 0, got {checkpoint.batch_duration_ms}")
@@ -325,33 +326,3 @@ class CheckpointWriter:
             logger.info(
                 "removed %d leftover(s) of interrupted checkpoint writes in %s", removed, self.directory
             )
-
-
-def _is_int(value: Any) -> bool:
-    # bool is an int subclass; a True where a time belongs is corruption, not 1.
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _int(d: Mapping[str, Any], name: str) -> int:
-    value = d.get(name)
-    if not _is_int(value):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    return value
-
-
-def _optional_int(d: Mapping[str, Any], name: str) -> int | None:
-    return None if d.get(name) is None else _int(d, name)
-
-
-def _str(d: Mapping[str, Any], name: str) -> str:
-    value = d.get(name)
-    if not isinstance(value, str):
-        raise ValueError(f"{name} must be a string, got {value!r}")
-    return value
-
-
-def _bool(d: Mapping[str, Any], name: str) -> bool:
-    value = d.get(name)
-    if not isinstance(value, bool):
-        raise ValueError(f"{name} must be a boolean, got {value!r}")
-    return value

@@ -53,11 +53,12 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, NoReturn, Protocol
+from typing import NoReturn, Protocol
 
 from reliable_kafka.checkpoint_lease_files import LeaseFiles, file_name, lease_files
 from reliable_kafka.util.clock import wall_clock_ms
 from reliable_kafka.util.filesystems import FilesystemOptions
+from reliable_kafka.util.plain_fields import int_field, optional_str_field, str_field
 from reliable_kafka.util.process_identity import current_identity, is_gone
 from wal.failure_log import FailureLog
 
@@ -125,14 +126,14 @@ class LeaseRecord:
         if not isinstance(d, Mapping) or d.get("format") != FORMAT or d.get("version") != FORMAT_VERSION:
             raise ValueError("not a checkpoint lease record of this version")
         return cls(
-            sequence=_int(d, "sequence"),
-            epoch=_int(d, "epoch"),
-            owner=_str(d, "owner"),
-            host=_str(d, "host"),
-            pid=_int(d, "pid"),
-            application_id=_optional_str(d, "application_id"),
-            renewed_at_ms=_int(d, "renewed_at_ms"),
-            process=_optional_str(d, "process"),
+            sequence=int_field(d, "sequence"),
+            epoch=int_field(d, "epoch"),
+            owner=str_field(d, "owner"),
+            host=str_field(d, "host"),
+            pid=int_field(d, "pid"),
+            application_id=optional_str_field(d, "application_id"),
+            renewed_at_ms=int_field(d, "renewed_at_ms"),
+            process=optional_str_field(d, "process"),
             released=d.get("released") is True,
         )
 
@@ -527,21 +528,3 @@ def _parse(data: bytes, sequence: int) -> LeaseRecord | None:
     except (ValueError, UnicodeDecodeError):
         return None
     return record if record.sequence == sequence else None
-
-
-def _int(d: Mapping[str, Any], name: str) -> int:
-    value = d.get(name)
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    return value
-
-
-def _str(d: Mapping[str, Any], name: str) -> str:
-    value = d.get(name)
-    if not isinstance(value, str):
-        raise ValueError(f"{name} must be a string, got {value!r}")
-    return value
-
-
-def _optional_str(d: Mapping[str, Any], name: str) -> str | None:
-    return None if d.get(name) is None else _str(d, name)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from reliable_kafka.checkpoint_remote import ensure_directory, store_errors
-from reliable_kafka.util.atomic_file import fsync_directory
+from reliable_kafka.util.atomic_file import fsync_directory, write_synced
 from reliable_kafka.util.filesystems import FilesystemOptions, Location, is_local, join, locate, qualify
 from wal.fsspec_storage import set_mode
 
@@ -124,13 +124,7 @@ class LocalLeaseFiles:
         except FileExistsError:
             return False
         try:
-            try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view) :]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            write_synced(fd, data)
         except BaseException:
             # The name is ours: removing it lets a retry create it whole rather than leave a torn
             # file that only a takeover would get past.

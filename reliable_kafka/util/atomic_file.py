@@ -22,19 +22,25 @@ def write_atomically(directory: Path, name: str, data: bytes, mode: int) -> Path
     temp = directory / f".{name}.{uuid.uuid4().hex}.tmp"
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0), mode)
     try:
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_synced(fd, data)
         os.replace(temp, target)
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
     fsync_directory(directory)
     return target
+
+
+def write_synced(fd: int, data: bytes) -> None:
+    """All of ``data`` to the new file ``fd`` (a write may take part of it), synced, and ``fd``
+    closed whatever happens."""
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def fsync_directory(directory: Path) -> None:
