@@ -9,6 +9,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from reliable_kafka.receiver.fatal_error import FatalReceiverError
 from reliable_kafka.storage.block_id import StreamBlockId
 from reliable_kafka.storage.storage_level import StorageLevel
 
@@ -106,11 +107,16 @@ class Receiver(ABC):
 
     def restart(self, message: str, error: BaseException | None = None, delay_ms: int | None = None) -> None:
         """Stop, wait ``delay_ms`` (default: the configured restart delay), start again.
-        Asynchronous: it runs on a thread of the supervisor, so any thread may call it."""
+        Asynchronous: it runs on a thread of the supervisor, so any thread may call it.
+        A :class:`FatalReceiverError` stops instead: no restart can mend it."""
+        if isinstance(error, FatalReceiverError):
+            self.stop(message, error)
+            return
         self.supervisor.restart_receiver(message, error, delay_ms)
 
     def stop(self, message: str, error: BaseException | None = None) -> None:
-        """Stop the receiver and its supervisor for good."""
+        """Stop the receiver and its supervisor for good; with a :class:`FatalReceiverError`,
+        its stream too (the tracker launches it no more, ``awaitTermination`` raises the error)."""
         self.supervisor.stop(message, error)
 
     def is_started(self) -> bool:
