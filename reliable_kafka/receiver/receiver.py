@@ -35,6 +35,10 @@ class Receiver(ABC):
     def __init__(self, storage_level: StorageLevel | str | Any) -> None:
         self.storage_level = StorageLevel.of(storage_level)
         self._stream_id: int | None = None
+        # Which launch of its stream this receiver is (1 + relaunches by the tracker), set by the
+        # runner that launches it: a source never reached at a stream's first launch is a
+        # mistake to report, one gone at a later launch an outage to ride out.
+        self.launch = 1
         self._supervisor: ReceiverSupervisor | None = None
         self._receiving_threads: list[threading.Thread] = []
         self._threads_lock = threading.Lock()
@@ -58,8 +62,10 @@ class Receiver(ABC):
             raise RuntimeError(f"{type(self).__name__} has no stream id yet; the input stream assigns it")
         return self._stream_id
 
-    def set_receiver_id(self, stream_id: int) -> None:
+    def set_receiver_id(self, stream_id: int, *, launch: int = 1) -> None:
+        """The stream this receiver serves, and which launch of it this is (see :attr:`launch`)."""
         self._stream_id = stream_id
+        self.launch = launch
 
     @property
     def supervisor(self) -> ReceiverSupervisor:

@@ -216,7 +216,7 @@ def _run(description: ReceiverTaskDescription) -> str:
     try:
         try:
             receiver = description.receiver.build()
-            receiver.set_receiver_id(sid)
+            receiver.set_receiver_id(sid, launch=description.launch)
             supervisor = ReceiverSupervisor(
                 receiver,
                 endpoint,

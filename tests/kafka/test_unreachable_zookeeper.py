@@ -11,6 +11,9 @@ import socket
 import pytest
 
 from reliable_kafka.kafka import KafkaReceiver
+from reliable_kafka.kafka.client.params import parse_kafka_params
+from reliable_kafka.kafka.client.zk.client import ZooKeeperUnreachableError
+from reliable_kafka.kafka.receiver.consumer_connector import ConsumerConnector
 from reliable_kafka.receiver.fatal_error import FatalReceiverError
 from reliable_kafka.storage import StorageLevel
 from tests.support import wait_until
@@ -65,3 +68,32 @@ def test_an_unreachable_quorum_logs_a_line_per_retry_and_ends_the_stream_naming_
     assert loud == [(ZK_LOG, logging.WARNING)] * len(ours) + [
         ("reliable_kafka.scheduler.receiver_tracker", logging.ERROR)
     ]
+
+
+@pytest.mark.parametrize("first_contact", [True, False], ids=["never-reached", "reached-before"])
+def test_only_a_quorum_the_stream_never_reached_ends_it(first_contact: bool) -> None:
+    """At a later launch, or a restart after a connection, an unreachable ZooKeeper is an outage:
+    the start fails as any failed start does, and the receiver is started again."""
+    params = parse_kafka_params(
+        {
+            "zookeeper.connect": f"127.0.0.1:{closed_port()}",
+            "group.id": "g",
+            "zookeeper.connection.timeout.ms": "300",
+            "bootstrap.servers": "127.0.0.1:9",
+        }
+    )
+    connector = ConsumerConnector(
+        params,
+        {"events": 1},
+        sink=lambda *_: None,
+        on_failure=lambda *_: None,
+        first_contact=first_contact,
+    )
+    expected = FatalReceiverError if first_contact else ZooKeeperUnreachableError
+    with pytest.raises(expected) as raised:
+        connector.start()
+    if first_contact:
+        assert isinstance(raised.value.__cause__, ZooKeeperUnreachableError)
+    else:
+        assert not isinstance(raised.value, FatalReceiverError)
+    assert not connector.zookeeper_reached

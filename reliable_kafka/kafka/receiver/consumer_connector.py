@@ -78,6 +78,10 @@ class ConsumerConnector:
     comes back (typically after a ZooKeeper session loss, when the commits of blocks stored
     meanwhile were refused) is read, and committed, from that offset when it is past the
     committed one, instead of storing those records a second time.
+
+    ``first_contact``: the stream has never reached ZooKeeper; a quorum that does not answer
+    within ``zookeeper.connection.timeout.ms`` is then a :class:`FatalReceiverError` (the stream
+    ends), else a failed start like any other (:attr:`zookeeper_reached` tells which it was).
     """
 
     def __init__(
@@ -92,8 +96,11 @@ class ConsumerConnector:
         batch_size: int = DEFAULT_BATCH_SIZE,
         poll_timeout_s: float = DEFAULT_POLL_TIMEOUT_S,
         stall_monitor: FetchStallMonitor | None = None,
+        first_contact: bool = False,
     ) -> None:
         self._stall_monitor = stall_monitor
+        self._first_contact = first_contact
+        self.zookeeper_reached = False
         self._params = params
         self._topics = dict(topics)
         self._sink = sink
@@ -176,9 +183,12 @@ class ConsumerConnector:
         try:
             self._zk = connect_zookeeper(zk_params)
         except ZooKeeperUnreachableError as exc:
-            # Kafka 0.8's ZkTimeoutException: the quorum was given its connection timeout, with a
-            # line per attempt; a restart would wait as long again, and again, for ever.
+            if not self._first_contact:
+                raise  # an outage: the receiver restarts, as after any failed start
+            # Never reached by the stream (Kafka 0.8's ZkTimeoutException): a wrong address, a
+            # firewall. A restart would wait as long again, and again, for ever.
             raise FatalReceiverError(str(exc)) from exc
+        self.zookeeper_reached = True
         acl = zookeeper_acl(zk_params)
         bootstrap = self._params.bootstrap_servers
         if bootstrap is None:
