@@ -238,12 +238,12 @@ class KafkaGroupMembership:
     def abort_start(self, error: BaseException) -> bool:
         """Make a :meth:`start` still waiting for the first assignment raise ``error``; False when
         there is none. librdkafka does not join for a subscription whose topics are all missing,
-        so a start on a topic Kafka does not have would otherwise wait out its whole timeout."""
-        with self._owned_lock:
-            if self._joined.is_set():
-                return False
-            self._start_aborted = error
-            self._joined.set()
+        so a start on a topic Kafka does not have would otherwise wait out its whole timeout.
+        An assignment arriving at the same moment changes nothing: the error stands."""
+        if self._joined.is_set():
+            return False
+        self._start_aborted = error
+        self._joined.set()
         return True
 
     def stop(self, timeout_s: float = 120.0) -> None:
