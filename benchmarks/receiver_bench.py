@@ -291,7 +291,7 @@ class CountingTracker:
     def report_error(self, stream_id: int, message: str, error: str) -> None:
         print(f"receiver error: {message}\n{error}", file=sys.stderr)
 
-    def deregister_receiver(self, stream_id: int, message: str, error: str) -> bool:
+    def deregister_receiver(self, stream_id: int, message: str, error: str, *, fatal: bool = False) -> bool:
         return True
 
 

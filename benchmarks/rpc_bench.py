@@ -56,7 +56,7 @@ class CountingTracker:
     def report_error(self, stream_id, message, error) -> None:
         pass
 
-    def deregister_receiver(self, stream_id, message, error) -> bool:
+    def deregister_receiver(self, stream_id, message, error, *, fatal=False) -> bool:
         return True
 
 

@@ -422,16 +422,23 @@ class _BrokerClusters:
     """Each broker's cluster, started on first use; one at a time, because the tests come broker
     by broker, in one process and on each parallel worker alike."""
 
-    def __init__(self, factory: pytest.TempPathFactory) -> None:
+    def __init__(self, factory: pytest.TempPathFactory, config: pytest.Config) -> None:
         self._factory = factory
+        self._config = config
         self._started: dict[str, LocalCluster] = {}
 
     def of(self, kafka_version: str) -> LocalCluster:
         if kafka_version not in self._started:
             # Imported here, not at module level: tests/wal must run without Spark or Kafka installed.
             from reliable_kafka.local import LocalCluster
+            from reliable_kafka.local.distribution import kafka_home
 
             self.stop_all()
+            # A first run fetches the broker (a minute or more): its progress goes to the terminal,
+            # not into the output pytest keeps of the first test. Cached, this returns at once.
+            capture = self._config.pluginmanager.getplugin("capturemanager")
+            with capture.global_and_fixture_disabled() if capture else contextlib.nullcontext():
+                kafka_home(kafka_version)
             work_dir = self._factory.mktemp(f"local-cluster-{kafka_version}")
             self._started[kafka_version] = LocalCluster(work_dir, kafka=kafka_version).start()
         return self._started[kafka_version]
@@ -443,8 +450,10 @@ class _BrokerClusters:
 
 
 @pytest.fixture(scope="session")
-def broker_clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_BrokerClusters]:
-    clusters = _BrokerClusters(tmp_path_factory)
+def broker_clusters(
+    tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
+) -> Iterator[_BrokerClusters]:
+    clusters = _BrokerClusters(tmp_path_factory, pytestconfig)
     try:
         yield clusters
     finally:

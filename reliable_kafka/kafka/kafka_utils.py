@@ -215,7 +215,11 @@ class KafkaUtils:
         :param groupId: the group id of this consumer
         :param topics: topic -> number of consumer threads (they count in the group's range
             assignment; each owned partition is read by a thread of its own)
-        :param kafkaParams: more Kafka 0.8 consumer params and librdkafka settings
+        :param kafkaParams: more Kafka 0.8 consumer params and librdkafka settings; ours:
+            ``missing.topic.timeout.ms`` (default 5000, -1: no bound), how long a topic Kafka
+            does not have may stay missing before ``awaitTermination`` raises a
+            ``FatalReceiverError`` naming it (with ``allow.auto.create.topics=true`` the
+            receiver asks the brokers to create it)
         :param storageLevel: where received blocks are kept (a pyspark or reliable_kafka
             ``StorageLevel``, or a level's name as pyspark spells it); by default
             ``MEMORY_AND_DISK_2``, or ``MEMORY_AND_DISK`` with the receiver write-ahead log on

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 from xml.sax.saxutils import escape
 
 from platformdirs import user_cache_dir
@@ -42,9 +43,13 @@ KAFKA_NPM_INTEGRITY = (
     "sha512-BSqWhHmLZOTW0yJVvU96UJBWNSzFcKX1FTtIz95AnVxmKFZx8FyG2gmBHBT2e4UAoz1Xk6NwJta+0HgsDCwtEQ=="
 )
 
-# What `mvn -B` prints per finished transfer: "Downloaded from <repo>: <url> (1.2 MB at 3 MB/s)".
+# What `mvn -B` prints per finished transfer, "Downloaded from <repo>: <url> (1.2 MB at 3 MB/s)",
+# and per jar copy-dependencies puts in place, "Copying <jar> to <path>" (all a warm ~/.m2 shows).
 _DOWNLOADED = re.compile(r"Downloaded from [^:]+: (\S+) \(([\d.]+) (B|kB|MB|GB)")
+_COPIED = re.compile(r"\bCopying (\S+\.jar) to ")
 _UNITS = {"B": 1, "kB": 1000, "MB": 1000**2, "GB": 1000**3}
+# Where stderr is not a terminal (a CI log, a pipe), the progress line is printed at most this often.
+_PROGRESS_INTERVAL_S = 10.0
 _MAVEN_TIMEOUT_S = 1200.0
 
 
@@ -166,31 +171,88 @@ def _pom(dist: KafkaDistribution) -> str:
 
 
 class _Progress:
-    """One visible line per finished download, on stderr: a first fetch takes a while."""
+    """A first fetch on stderr: a line when it starts, one progress line, a line when it is done.
 
-    def __init__(self, label: str, download_mb: int) -> None:
+    The progress line counts what Maven says it did: files downloaded and their size, jars copied
+    into place (with a warm ``~/.m2`` nothing is downloaded, and copies are all there is to see).
+    On a terminal it is rewritten in place at each change; elsewhere (a CI log, a pipe) it is
+    printed when the first change comes, then at most every 10 s.
+    """
+
+    def __init__(
+        self,
+        label: str,
+        download_mb: int,
+        *,
+        stream: TextIO | None = None,
+        now: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.label = label
         self.download_mb = download_mb
         self.files = 0
         self.bytes = 0
-        self.started = time.monotonic()
+        self.jars = 0
+        self._stream = stream if stream is not None else sys.stderr
+        self._now = now
+        self.started = now()
+        self._in_place = _is_terminal(self._stream)
+        self._shown_at: float | None = None
+        self._shown_width = 0  # of the line rewritten in place, still without its newline
 
     def say(self, text: str) -> None:
-        print(f"reliable-kafka: {text}", file=sys.stderr, flush=True)
+        self.end_line()
+        print(f"reliable-kafka: {text}", file=self._stream, flush=True)
 
     def line(self, text: str) -> None:
-        match = _DOWNLOADED.search(text)
-        if match is None:
+        """One line of Maven's output."""
+        downloaded = _DOWNLOADED.search(text)
+        if downloaded is not None:
+            self.files += 1
+            self.bytes += int(float(downloaded.group(2)) * _UNITS[downloaded.group(3)])
+        elif _COPIED.search(text) is not None:
+            self.jars += 1
+        else:
             return
-        self.files += 1
-        self.bytes += int(float(match.group(2)) * _UNITS[match.group(3)])
-        if match.group(1).endswith(".jar"):
-            name = match.group(1).rsplit("/", 1)[-1]
-            # Maven's first run also fetches its own plugins, so the total can pass the estimate.
-            self.say(
-                f"fetching {self.label}: {self.files} files, {self.bytes / 1e6:.1f} MB "
-                f"(jars about {self.download_mb} MB): {name}"
-            )
+        self._show()
+
+    def done(self, jars: int) -> None:
+        self.say(
+            f"fetched {self.label}: {jars} jars in {self._now() - self.started:.1f} s ({self.files} files "
+            f"downloaded, {self.bytes / 1e6:.1f} MB), checksums verified by Maven"
+        )
+
+    def _counts(self) -> str:
+        # Maven's first run also fetches its own plugins, so the total can pass the estimate.
+        return (
+            f"{self.files} files downloaded ({self.bytes / 1e6:.1f} MB; the jars are about "
+            f"{self.download_mb} MB), {self.jars} jars copied, {self._now() - self.started:.0f} s"
+        )
+
+    def _show(self) -> None:
+        text = f"reliable-kafka: fetching {self.label}: {self._counts()}"
+        if self._in_place:
+            padding = " " * max(0, self._shown_width - len(text))
+            self._stream.write(f"\r{text}{padding}")
+            self._stream.flush()
+            self._shown_width = len(text)
+            return
+        now = self._now()
+        if self._shown_at is None or now - self._shown_at >= _PROGRESS_INTERVAL_S:
+            self._shown_at = now
+            print(text, file=self._stream, flush=True)
+
+    def end_line(self) -> None:
+        """End the line rewritten in place, if one is showing (before other output)."""
+        if self._shown_width:
+            self._stream.write("\n")
+            self._shown_width = 0
+
+
+def _is_terminal(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # a replaced or closed stream
+        return False
 
 
 @dataclass(frozen=True)
@@ -246,14 +308,12 @@ def maven_copy_jars(jars: MavenJars, into: Path, libs: Path, unavailable: Callab
     finally:
         watchdog.cancel()
     if code != 0 or not (libs / jars.marker_jar).is_file():
+        progress.end_line()
         raise ClusterStartError(
             unavailable(f"'mvn dependency:copy-dependencies' failed (exit {code})"),
             log_tail="\n".join(tail),
         )
-    progress.say(
-        f"fetched {jars.label}: {len(list(libs.glob('*.jar')))} jars in "
-        f"{time.monotonic() - progress.started:.1f} s, checksums verified by Maven"
-    )
+    progress.done(len(list(libs.glob("*.jar"))))
 
 
 def _maven_fetch(dist: KafkaDistribution, into: Path) -> Path:

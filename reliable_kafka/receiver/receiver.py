@@ -9,6 +9,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from reliable_kafka.receiver.fatal_error import FatalReceiverError
 from reliable_kafka.storage.block_id import StreamBlockId
 from reliable_kafka.storage.storage_level import StorageLevel
 
@@ -34,6 +35,10 @@ class Receiver(ABC):
     def __init__(self, storage_level: StorageLevel | str | Any) -> None:
         self.storage_level = StorageLevel.of(storage_level)
         self._stream_id: int | None = None
+        # Which launch of its stream this receiver is (1 + relaunches by the tracker), set by the
+        # runner that launches it: a source never reached at a stream's first launch is a
+        # mistake to report, one gone at a later launch an outage to ride out.
+        self.launch = 1
         self._supervisor: ReceiverSupervisor | None = None
         self._receiving_threads: list[threading.Thread] = []
         self._threads_lock = threading.Lock()
@@ -57,8 +62,10 @@ class Receiver(ABC):
             raise RuntimeError(f"{type(self).__name__} has no stream id yet; the input stream assigns it")
         return self._stream_id
 
-    def set_receiver_id(self, stream_id: int) -> None:
+    def set_receiver_id(self, stream_id: int, *, launch: int = 1) -> None:
+        """The stream this receiver serves, and which launch of it this is (see :attr:`launch`)."""
         self._stream_id = stream_id
+        self.launch = launch
 
     @property
     def supervisor(self) -> ReceiverSupervisor:
@@ -106,11 +113,16 @@ class Receiver(ABC):
 
     def restart(self, message: str, error: BaseException | None = None, delay_ms: int | None = None) -> None:
         """Stop, wait ``delay_ms`` (default: the configured restart delay), start again.
-        Asynchronous: it runs on a thread of the supervisor, so any thread may call it."""
+        Asynchronous: it runs on a thread of the supervisor, so any thread may call it.
+        A :class:`FatalReceiverError` stops instead: no restart can mend it."""
+        if isinstance(error, FatalReceiverError):
+            self.stop(message, error)
+            return
         self.supervisor.restart_receiver(message, error, delay_ms)
 
     def stop(self, message: str, error: BaseException | None = None) -> None:
-        """Stop the receiver and its supervisor for good."""
+        """Stop the receiver and its supervisor for good; with a :class:`FatalReceiverError`,
+        its stream too (the tracker launches it no more, ``awaitTermination`` raises the error)."""
         self.supervisor.stop(message, error)
 
     def is_started(self) -> bool:

@@ -15,6 +15,7 @@ from typing import Any
 
 from reliable_kafka.receiver.block_generator import BlockGenerator, BlockGeneratorListener
 from reliable_kafka.receiver.block_replicator import BlockReplicator
+from reliable_kafka.receiver.fatal_error import FatalReceiverError
 from reliable_kafka.receiver.rate_limiter import RateLimiter
 from reliable_kafka.receiver.received_block import (
     ArrayBufferBlock,
@@ -318,7 +319,7 @@ class ReceiverSupervisor:
         receiver_was_running = self._stop_receiving(message, error)
         self._stop_block_generators()
         if receiver_was_running:
-            self._deregister(message, error)
+            self._deregister(message, error, fatal=isinstance(error, FatalReceiverError))
         self._handler.stop()
         with self._restart_threads_lock:
             restart_threads, self._restart_threads = self._restart_threads, []
@@ -427,10 +428,10 @@ class ReceiverSupervisor:
         logger.info("Called receiver %d on_stop", self.stream_id)
         return True
 
-    def _deregister(self, message: str, error: BaseException | None) -> None:
+    def _deregister(self, message: str, error: BaseException | None, *, fatal: bool = False) -> None:
         logger.info("Deregistering receiver %d", self.stream_id)
         try:
-            self._tracker.deregister_receiver(self.stream_id, message, format_error(error))
+            self._tracker.deregister_receiver(self.stream_id, message, format_error(error), fatal=fatal)
         except ConnectionClosed as exc:
             # The driver is gone (the connection's loss was logged when it happened): there is
             # no one to deregister from, and no stack of ours to show for it.

@@ -216,7 +216,7 @@ def _run(description: ReceiverTaskDescription) -> str:
     try:
         try:
             receiver = description.receiver.build()
-            receiver.set_receiver_id(sid)
+            receiver.set_receiver_id(sid, launch=description.launch)
             supervisor = ReceiverSupervisor(
                 receiver,
                 endpoint,
@@ -348,8 +348,8 @@ class _StopAwareEndpoint:
     def report_error(self, stream_id: int, message: str, error: str) -> None:
         self._remote.report_error(stream_id, message, error)
 
-    def deregister_receiver(self, stream_id: int, message: str, error: str) -> bool:
-        return self._remote.deregister_receiver(stream_id, message, error)
+    def deregister_receiver(self, stream_id: int, message: str, error: str, *, fatal: bool = False) -> bool:
+        return self._remote.deregister_receiver(stream_id, message, error, fatal=fatal)
 
     def close(self) -> None:
         self._remote.close()

@@ -146,8 +146,9 @@ class RemoteTrackerEndpoint:
         """This process's instruments for the driver's metrics (one-way: nothing waits on it)."""
         self.connection.notify(REPORT_INSTRUMENTS, {"source": source, "instruments": instruments})
 
-    def deregister_receiver(self, stream_id: int, message: str, error: str) -> bool:
-        result = bool(self._call(DEREGISTER_RECEIVER, ReceiverStatus(stream_id, message, error).to_dict()))
+    def deregister_receiver(self, stream_id: int, message: str, error: str, *, fatal: bool = False) -> bool:
+        status = ReceiverStatus(stream_id, message, error, fatal)
+        result = bool(self._call(DEREGISTER_RECEIVER, status.to_dict()))
         with self._lock:
             self._controls.pop(stream_id, None)
             self._all_deregistered = not self._controls

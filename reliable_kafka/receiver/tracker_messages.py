@@ -96,23 +96,33 @@ class RegisterReceiver:
 
 @dataclass(frozen=True, slots=True)
 class ReceiverStatus:
-    """The body of ``report_error`` and ``deregister_receiver``; ``error`` is a formatted traceback."""
+    """The body of ``report_error`` and ``deregister_receiver``; ``error`` is a formatted traceback.
+    ``fatal`` (a deregistration only): the receiver stopped with an error that ends its stream."""
 
     stream_id: int
     message: str
     error: str
+    fatal: bool = False
 
     def to_dict(self) -> dict[str, Any]:
-        return {"stream_id": self.stream_id, "message": self.message, "error": self.error}
+        d: dict[str, Any] = {"stream_id": self.stream_id, "message": self.message, "error": self.error}
+        # Only when set: every other status reads as it always did.
+        if self.fatal:
+            d["fatal"] = True
+        return d
 
     @classmethod
     def from_dict(cls, body: Any) -> ReceiverStatus:
         owner = cls.__name__
         d = _mapping(body, owner)
+        fatal = d.get("fatal", False)
+        if not isinstance(fatal, bool):
+            raise ValueError(f"{owner}.fatal: expected bool, got {type(fatal).__name__} {fatal!r}")
         return cls(
             stream_id=_stream_id(d, owner),
             message=_field(d, "message", (str,), owner),
             error=_field(d, "error", (str,), owner),
+            fatal=fatal,
         )
 
 

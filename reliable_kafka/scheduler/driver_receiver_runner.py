@@ -68,7 +68,7 @@ class DriverReceiverRunner:
     def run(self, stream: ReceiverInputStream, locations: Sequence[TaskLocation], launch: int) -> None:
         # Spark ships a fresh copy of the receiver to every launch; get_receiver() plays that part.
         receiver = stream.get_receiver()
-        receiver.set_receiver_id(stream.id)
+        receiver.set_receiver_id(stream.id, launch=launch)
         supervisor = ReceiverSupervisor(
             receiver,
             self._endpoint,

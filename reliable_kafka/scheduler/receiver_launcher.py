@@ -5,7 +5,8 @@ receiver stream a daemon thread plays Spark's ``startReceiver`` job plus its com
 callback:
 
 1. run one incarnation of the receiver at the locations the tracker scheduled, until it ends;
-2. if the tracker is stopping, finish;
+2. if the tracker is stopping, or the receiver stopped with an error that ends its stream (a
+   ``FatalReceiverError``: a topic that does not exist...), finish;
 3. else wait the restart delay, ask the tracker to reschedule the receiver, and go to 1.
 
 The restart delay is Spark's (``spark.streaming.receiverRestartDelay``) after a receiver that
@@ -90,6 +91,10 @@ class LaunchTarget(Protocol):
 
     def receiver_failed(self, stream_id: int, error: BaseException) -> None: ...
 
+    def stream_ended(self, stream_id: int) -> bool:
+        """Whether the receiver stopped with an error that ends its stream (no relaunch)."""
+        ...
+
     def failure_streak(self, stream_id: int) -> int:
         """How many launches of the receiver in a row failed (0: it worked since the last one)."""
         ...
@@ -168,7 +173,7 @@ class ReceiverLauncher:
                 self.runner.run(stream, locations, launch)
             except Exception as exc:
                 self._target.receiver_failed(stream.id, exc)
-            if self._target.stopping.is_set():
+            if self._target.stopping.is_set() or self._target.stream_ended(stream.id):
                 break
             streak = self._target.failure_streak(stream.id)
             delay_ms = backoff_delay_ms(self._restart_delay_ms, self._max_restart_delay_ms, streak)

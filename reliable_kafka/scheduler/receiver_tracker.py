@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from reliable_kafka.checkpoint_lease import CheckpointLeaseLostError, WriteFence
+from reliable_kafka.receiver.fatal_error import FatalReceiverError
 from reliable_kafka.receiver.receiver_supervisor import format_error
 from reliable_kafka.receiver.tracker_endpoint import ReceivedBlockInfo, ReceiverControl
 from reliable_kafka.receiver.wal_block_handler import RECEIVER_WAL_WITHOUT_CHECKPOINT
@@ -95,6 +96,10 @@ class TrackerContext(Protocol):
 
     @property
     def sparkContext(self) -> SparkContext: ...
+
+    def notify_error(self, error: BaseException) -> None:
+        """Reports an error to ``awaitTermination`` (a receiver's that ended its stream)."""
+        ...
 
 
 class WriteAheadLogConfigError(ValueError):
@@ -184,6 +189,8 @@ class ReceiverTracker:
         # Per stream, the launch whose failure its supervisor already reported by deregistering:
         # the launcher's report of the same ended launch is then not a second failure.
         self._reported_launches: dict[int, int] = {}
+        # Streams whose receiver stopped with a FatalReceiverError: not launched again.
+        self._ended_streams: set[int] = set()
         # Blocks with a second copy (levels with replication 2) -> the (host, executor id) keeping
         # it: the receivers there remove it with the block, whether or not its first holder lives.
         self._replica_holders: dict[StreamBlockId, tuple[str, str]] = {}
@@ -627,7 +634,7 @@ class ReceiverTracker:
         self._post(StreamingListenerReceiverError(_receiver_info(info)))
         logger.warning("Error reported by receiver for stream %d: %s", stream_id, _with_error(message, error))
 
-    def deregister_receiver(self, stream_id: int, message: str, error: str) -> bool:
+    def deregister_receiver(self, stream_id: int, message: str, error: str, *, fatal: bool = False) -> bool:
         last_error_time = self._now_ms() if error else -1
         error_info = ReceiverErrorInfo(message, error, last_error_time)
         launch = self._launcher.launch_count(stream_id)
@@ -640,19 +647,36 @@ class ReceiverTracker:
                 info = ReceiverTrackingInfo(stream_id, ReceiverState.INACTIVE, error_info=error_info)
             self._tracking_infos[stream_id] = info
             self._controls.pop(stream_id, None)
+            if fatal:
+                # Before the launcher sees the receiver's job end: it must not launch it again.
+                self._ended_streams.add(stream_id)
             self._registrations_changed.notify_all()
             first = bool(error) and self._start_failure(stream_id, launch)
-        if first:
+        if first or fatal:
             # Once per streak: a receiver failing at every start must not flood the listeners.
             self._post(StreamingListenerReceiverError(_receiver_info(info)))
         self._post(StreamingListenerReceiverStopped(_receiver_info(info)))
-        if error:
+        if fatal:
+            self._end_stream(stream_id, message, error)
+        elif error:
             # The whole error goes to the listeners; the log has its last line (the exception and
             # its message), in full once per streak, then as a count.
             self._failure_log(stream_id).failed(_last_line(error), f"deregistered: {message}")
         else:
             logger.info("Deregistered receiver for stream %d: %s", stream_id, message)
         return True
+
+    def _end_stream(self, stream_id: int, message: str, error: str) -> None:
+        """The receiver stopped with an error no restart can mend (a FatalReceiverError): one
+        ERROR line, and the error to ``awaitTermination``, as Spark reports a job's error."""
+        ended = FatalReceiverError(f"Receiver {stream_id} ended its stream: {_last_line(error) or message}")
+        logger.error("%s (%s); it is not launched again", ended, message)
+        self.ssc.notify_error(ended)
+
+    def stream_ended(self, stream_id: int) -> bool:
+        """Whether a receiver of the stream stopped with an error that ends it (never relaunched)."""
+        with self._lock:
+            return stream_id in self._ended_streams
 
     # ------------------------------------------------------------ scheduling (LaunchTarget)
 

@@ -234,7 +234,8 @@ class ReceiverTrackerServer:
                 connection.peer,
             )
             return True
-        return bool(self._tracker.deregister_receiver(status.stream_id, status.message, status.error))
+        sid, fatal = status.stream_id, status.fatal
+        return bool(self._tracker.deregister_receiver(sid, status.message, status.error, fatal=fatal))
 
     # ------------------------------------------------------------------ lost connections
 

@@ -6,10 +6,12 @@
     venv-pack -p env -o env.tar.gz
 
 Executors do not need pyspark in the archive: Spark starts every Python worker with its own
-``python/lib/pyspark.zip`` and py4j's zip on ``PYTHONPATH``; leaving pyspark (~490 MB) out keeps
-the archive at a few tens of MB. The dependencies are copied from this interpreter's
-site-packages, file by file as each distribution's ``RECORD`` lists them, instead of being
-downloaded: the same versions the tests run with, offline, in about a second.
+``python/lib/pyspark.zip`` and py4j's zip on ``PYTHONPATH``; nor pip and setuptools, which
+``--without-pip`` leaves out (7.6 MB of the archive). What is left packs to 11.3 MB here (no
+bytecode, the fastest compression), 13.2 MB by the recipe (2026-11-29). The dependencies are
+copied from this interpreter's site-packages, file by file as each distribution's ``RECORD``
+lists them, instead of being downloaded: the same versions the tests run with, offline, in about
+a second.
 """
 
 from __future__ import annotations

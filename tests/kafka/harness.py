@@ -71,6 +71,7 @@ class RecordingTracker:
         self.blocks: list[ReceivedBlockInfo] = []
         self.errors: list[tuple[str, str]] = []
         self.deregistered: list[tuple[str, str]] = []
+        self.fatal: list[tuple[str, str]] = []  # the deregistrations that ended the stream
         self.registrations = 0
         self.on_add_block = on_add_block
 
@@ -92,9 +93,11 @@ class RecordingTracker:
         with self.lock:
             self.errors.append((message, error))
 
-    def deregister_receiver(self, stream_id: int, message: str, error: str) -> bool:
+    def deregister_receiver(self, stream_id: int, message: str, error: str, *, fatal: bool = False) -> bool:
         with self.lock:
             self.deregistered.append((message, error))
+            if fatal:
+                self.fatal.append((message, error))
         return True
 
     def record_count(self) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from reliable_kafka.kafka.client.topic_partition import TopicAndPartition as TP
 from reliable_kafka.kafka.offsets.zk.range_assignor import consumer_threads_per_topic, range_assign
 
@@ -24,10 +26,20 @@ def test_thread_ids_sort_as_strings_like_consumer_thread_id_compare() -> None:
     assert assignment[TP("t", 10)] == "c-9"
 
 
-def test_more_threads_than_partitions_leaves_the_last_threads_idle() -> None:
+def test_more_threads_than_partitions_leaves_the_last_threads_idle(caplog: pytest.LogCaptureFixture) -> None:
     threads = consumer_threads_per_topic({"a": {"t": 2}, "b": {"t": 2}})
     assignment = range_assign(threads, {"t": [0, 1, 2]})
     assert assignment == {TP("t", 0): "a-0", TP("t", 1): "a-1", TP("t", 2): "b-0"}
+    assert [r.getMessage() for r in caplog.records] == [
+        "No broker partitions consumed by consumer thread b-1 for topic t"
+    ]
+
+
+def test_a_topic_without_partitions_warns_at_no_rebalance(caplog: pytest.LogCaptureFixture) -> None:
+    """A topic Kafka does not have: the receiver's missing-topic rule says so, once (issue 42)."""
+    threads = consumer_threads_per_topic({"a": {"gone": 2}})
+    assert range_assign(threads, {"gone": []}) == {}
+    assert caplog.records == []
 
 
 def test_partitions_are_sorted_numerically_and_topics_independently() -> None:

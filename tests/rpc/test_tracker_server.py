@@ -168,6 +168,7 @@ def test_a_refused_registration_keeps_no_control(secret: bytes) -> None:
         ("add_block", {**block_info(1, 1).to_dict(), "num_records": True}, "ValueError"),
         ("report_error", {"stream_id": 1, "message": "m"}, "ValueError"),
         ("deregister_receiver", {"stream_id": -1, "message": "m", "error": ""}, "ValueError"),
+        ("deregister_receiver", {"stream_id": 1, "message": "m", "error": "", "fatal": 1}, "ValueError"),
         ("shutdown_driver", {}, "LookupError"),
     ],
 )
@@ -183,6 +184,20 @@ def test_malformed_bodies_are_answered_with_remote_errors(
         assert endpoint.add_block(block_info(1, 1))  # the connection and server serve on
     finally:
         endpoint.close()
+
+
+def test_a_deregistration_that_ends_the_stream_says_so_across_the_wire(
+    tracker: FakeTracker, server: ReceiverTrackerServer, secret: bytes
+) -> None:
+    endpoint = endpoint_to(server, secret)
+    try:
+        assert endpoint.register_receiver(2, "KafkaReceiver", "h", "e", RecordingControl())
+        assert endpoint.deregister_receiver(2, "restarting", "Traceback ...\nOSError: gone")
+        assert endpoint.register_receiver(5, "KafkaReceiver", "h", "e", RecordingControl())
+        assert endpoint.deregister_receiver(5, "topic missing", "Traceback ...", fatal=True)
+    finally:
+        endpoint.close()
+    assert tracker.fatal == [(5, "topic missing", "Traceback ...")]
 
 
 def test_a_lost_receiver_connection_deregisters_once_and_fires_on_lost(

@@ -26,6 +26,7 @@ class Target:
         self.stopping = threading.Event()
         self.rescheduled: list[int] = []
         self.failures: list[tuple[int, str]] = []
+        self.ended: set[int] = set()
 
     def schedule(self, streams: Sequence[Any]) -> dict[int, list[TaskLocation]]:
         return {stream.id: [A] for stream in streams}
@@ -39,6 +40,9 @@ class Target:
 
     def failure_streak(self, stream_id: int) -> int:
         return 0
+
+    def stream_ended(self, stream_id: int) -> bool:
+        return stream_id in self.ended
 
 
 class Runner:
@@ -81,6 +85,27 @@ def test_nothing_is_relaunched_once_the_tracker_stops() -> None:
     wait_until(lambda: not launcher.any_running(), what="both launchers done")
     assert sorted(run[0] for run in runner.runs) == [0, 1]
     assert target.rescheduled == []
+
+
+def test_a_receiver_that_ended_its_stream_is_not_launched_again() -> None:
+    """A receiver that stopped with a FatalReceiverError: its launcher finishes by itself."""
+    target = Target()
+
+    class EndingRunner(Runner):
+        def run(self, stream: Any, locations: Sequence[TaskLocation], launch: int) -> None:
+            self.runs.append((stream.id, list(locations), launch))
+            if launch == 1:
+                target.ended.add(stream.id)  # the tracker heard the fatal deregistration first
+            else:
+                target.stopping.set()  # a relaunch: end the test
+
+    runner = EndingRunner(target, stop_after=99)
+    launcher = ReceiverLauncher(target, runner, restart_delay_ms=1)  # type: ignore[arg-type]
+    launcher.launch([Stream(0)])  # type: ignore[list-item]
+    assert launcher.join(30)
+    assert runner.runs == [(0, [A], 1)]
+    assert target.rescheduled == []
+    assert not target.stopping.is_set()
 
 
 def test_the_restart_delay_doubles_per_failed_launch_up_to_the_cap() -> None:

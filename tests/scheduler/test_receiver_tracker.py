@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from reliable_kafka.receiver.fatal_error import FatalReceiverError
 from reliable_kafka.receiver.tracker_endpoint import BlockLocation, ReceivedBlockInfo
 from reliable_kafka.receiver.wal_block_handler import receiver_log_directory
 from reliable_kafka.scheduler.driver_receiver_runner import DriverReceiverRunner
@@ -403,6 +404,49 @@ def test_a_receiver_failing_at_every_start_is_logged_in_full_once_and_told_to_th
     assert len(ssc.bus.of_type(StreamingListenerReceiverError)) == 2
     assert caplog.records[-1].getMessage().startswith("Receiver 0 failed (")
     tracker.stop(graceful=False)
+
+
+class GivesUpReceiver(CounterReceiver):
+    """Counts to five, then its receiving thread fails with an error no restart can mend."""
+
+    def _receive(self) -> None:
+        for value in range(5):
+            self.store(value)
+        raise FatalReceiverError("topic 'gone' does not exist in Kafka")
+
+
+def test_a_fatal_receiver_error_ends_the_stream_once_and_reaches_await_termination(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Through ``start_receiving_thread``'s restart, which a FatalReceiverError turns into a stop;
+    the other stream goes on."""
+    streams = [FakeStream(0, GivesUpReceiver), FakeStream(1, CounterReceiver)]
+    ssc = FakeStreamingContext(streams, quick_settings())
+    tracker = ssc.receiver_tracker()
+    caplog.set_level(logging.INFO, logger="reliable_kafka.scheduler.receiver_tracker")
+    tracker.start()
+    try:
+        wait_until(lambda: ssc.errors, what="the error to reach awaitTermination")
+        wait_until(lambda: tracker.active_receiver_ids() == [1], what="stream 0's receiver to deregister")
+        assert tracker.stream_ended(0) and not tracker.stream_ended(1)
+        assert tracker.launch_count(0) == 1
+        # Stream 1 is still received: blocks keep coming after stream 0 ended.
+        tracker.allocate_blocks_to_batch(1000)
+        wait_until(tracker.has_unallocated_blocks, what="a block of stream 1 after stream 0 ended")
+    finally:
+        tracker.stop(graceful=False)
+    (error,) = ssc.errors
+    assert isinstance(error, FatalReceiverError)
+    assert str(error) == (
+        "Receiver 0 ended its stream: "
+        "reliable_kafka.receiver.fatal_error.FatalReceiverError: topic 'gone' does not exist in Kafka"
+    )
+    assert tracker.launch_count(0) == 1
+    events = ssc.bus.of_type(StreamingListenerReceiverError)
+    (reported,) = [e for e in events if e.receiver_info.stream_id == 0]
+    assert "topic 'gone' does not exist" in reported.receiver_info.last_error
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert errors == [f"{error} (Error in receiving thread counter-0); it is not launched again"]
 
 
 class RemovalsControl(RecordingControl):

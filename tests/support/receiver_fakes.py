@@ -20,6 +20,7 @@ class FakeTracker:
         self.events: list[tuple[str, Any]] = []
         self.blocks: list[ReceivedBlockInfo] = []
         self.errors: list[tuple[int, str, str]] = []
+        self.fatal: list[tuple[int, str, str]] = []  # the deregistrations that ended the stream
         self.controls: list[ReceiverControl] = []
 
     def register_receiver(
@@ -42,9 +43,11 @@ class FakeTracker:
             self.events.append(("report_error", message))
             self.errors.append((stream_id, message, error))
 
-    def deregister_receiver(self, stream_id: int, message: str, error: str) -> bool:
+    def deregister_receiver(self, stream_id: int, message: str, error: str, *, fatal: bool = False) -> bool:
         with self.lock:
             self.events.append(("deregister", (stream_id, message, error)))
+            if fatal:
+                self.fatal.append((stream_id, message, error))
         return True
 
     def event_names(self) -> list[str]:

@@ -131,6 +131,10 @@ class FakeStreamingContext:
             )
         self.clock = clock
         self._stream_ids = itertools.count()
+        self.errors: list[BaseException] = []  # what awaitTermination would raise, in order
+
+    def notify_error(self, error: BaseException) -> None:
+        self.errors.append(error)
 
     def receiver_tracker(self, **kwargs: Any) -> ReceiverTracker:
         """A tracker on this context, as the real context builds it: its events on :attr:`bus`, its

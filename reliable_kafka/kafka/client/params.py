@@ -16,6 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from reliable_kafka.kafka.client.fetch_stall import DEFAULT_FETCH_STALL_TIMEOUT_MS, FETCH_STALL_TIMEOUT_PARAM
+from reliable_kafka.kafka.client.topic_lookup import (
+    DEFAULT_MISSING_TOPIC_TIMEOUT_MS,
+    MISSING_TOPIC_TIMEOUT_PARAM,
+    WAIT_FOR_EVER,
+)
 from reliable_kafka.kafka.client.zk.broker_discovery import LISTENER_NAME_PARAM
 
 # kafkaParams key (ours, not librdkafka's): what a receiver's client may prefetch, whatever its
@@ -78,6 +83,7 @@ _OWN_KEYS = frozenset(
         "metadata.broker.list",
         LISTENER_NAME_PARAM,
         FETCH_STALL_TIMEOUT_PARAM,
+        MISSING_TOPIC_TIMEOUT_PARAM,
         PREFETCH_PARAM,
         *_AUTO_COMMIT_KEYS,
     }
@@ -143,6 +149,8 @@ class KafkaParams:
     fetch_stall_timeout_ms: int = DEFAULT_FETCH_STALL_TIMEOUT_MS
     # What the receiver's Kafka client may prefetch, all partitions together.
     prefetch_bytes: int = DEFAULT_PREFETCH_BYTES
+    # How long a topic may be missing before the stream ends with an error naming it (-1: no end).
+    missing_topic_timeout_ms: int = DEFAULT_MISSING_TOPIC_TIMEOUT_MS
 
     @property
     def bootstrap_servers(self) -> str | None:
@@ -358,4 +366,9 @@ def parse_kafka_params(
             1,
         ),
         prefetch_bytes=_integer(PREFETCH_PARAM, params.get(PREFETCH_PARAM, DEFAULT_PREFETCH_BYTES), 1 << 20),
+        missing_topic_timeout_ms=_integer(
+            MISSING_TOPIC_TIMEOUT_PARAM,
+            params.get(MISSING_TOPIC_TIMEOUT_PARAM, DEFAULT_MISSING_TOPIC_TIMEOUT_MS),
+            WAIT_FOR_EVER,
+        ),
     )

@@ -25,9 +25,15 @@ from reliable_kafka.kafka.client.consumer import create_consumer
 from reliable_kafka.kafka.client.fetch_stall import FetchStallMonitor
 from reliable_kafka.kafka.client.params import KafkaParams
 from reliable_kafka.kafka.client.shared_client import SharedFetchClient
+from reliable_kafka.kafka.client.topic_lookup import TopicLookup
 from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
 from reliable_kafka.kafka.client.zk.broker_discovery import discover_bootstrap_servers, legacy_protocol_config
-from reliable_kafka.kafka.client.zk.client import close_zookeeper, connect_zookeeper, zookeeper_acl
+from reliable_kafka.kafka.client.zk.client import (
+    ZooKeeperUnreachableError,
+    close_zookeeper,
+    connect_zookeeper,
+    zookeeper_acl,
+)
 from reliable_kafka.kafka.offsets.group.membership import KafkaGroupMembership
 from reliable_kafka.kafka.offsets.group.offset_store import KafkaOffsetStore
 from reliable_kafka.kafka.offsets.registry import in_kafka, open_store, storage_of, where
@@ -35,6 +41,7 @@ from reliable_kafka.kafka.offsets.store import OffsetStore
 from reliable_kafka.kafka.offsets.zk.group_membership import ZookeeperConsumerGroup
 from reliable_kafka.kafka.offsets.zk.offset_store import ZooKeeperOffsetStore
 from reliable_kafka.kafka.offsets.zk.ownership import OwnershipGuardedStore, valid_claim
+from reliable_kafka.kafka.receiver.missing_topics import MissingTopicWatch
 from reliable_kafka.kafka.receiver.partition_consumer import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_POLL_TIMEOUT_S,
@@ -42,6 +49,7 @@ from reliable_kafka.kafka.receiver.partition_consumer import (
     PartitionConsumer,
     RecordSink,
 )
+from reliable_kafka.receiver.fatal_error import FatalReceiverError
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +78,10 @@ class ConsumerConnector:
     comes back (typically after a ZooKeeper session loss, when the commits of blocks stored
     meanwhile were refused) is read, and committed, from that offset when it is past the
     committed one, instead of storing those records a second time.
+
+    ``first_contact``: the stream has never reached ZooKeeper; a quorum that does not answer
+    within ``zookeeper.connection.timeout.ms`` is then a :class:`FatalReceiverError` (the stream
+    ends), else a failed start like any other (:attr:`zookeeper_reached` tells which it was).
     """
 
     def __init__(
@@ -84,8 +96,11 @@ class ConsumerConnector:
         batch_size: int = DEFAULT_BATCH_SIZE,
         poll_timeout_s: float = DEFAULT_POLL_TIMEOUT_S,
         stall_monitor: FetchStallMonitor | None = None,
+        first_contact: bool = False,
     ) -> None:
         self._stall_monitor = stall_monitor
+        self._first_contact = first_contact
+        self.zookeeper_reached = False
         self._params = params
         self._topics = dict(topics)
         self._sink = sink
@@ -102,6 +117,7 @@ class ConsumerConnector:
         self._offsets: OffsetStore | None = None
         self._consumer_config: dict[str, Any] = {}
         self._client: SharedFetchClient | None = None
+        self._topic_watch: MissingTopicWatch | None = None
 
     @property
     def offsets(self) -> OffsetStore:
@@ -117,11 +133,31 @@ class ConsumerConnector:
 
     def start(self) -> None:
         """Join the group (in ZooKeeper, else through the group coordinator); returns after the
-        first rebalance."""
+        first rebalance. A topic Kafka does not have then ends the receiver's stream after
+        ``missing.topic.timeout.ms`` (see :mod:`~reliable_kafka.kafka.receiver.missing_topics`)."""
         if self._params.zookeeper is None:
             self._join_through_coordinator()
         else:
             self._join_in_zookeeper()
+
+    def _watch_missing_topics(self) -> None:
+        """Before the group is joined: librdkafka postpones the join of a subscription whose
+        topics are all missing, and the bound must run meanwhile."""
+        lookup = TopicLookup(self._consumer_config, f"receiver {self._params.group.group_id} topics")
+        bound_ms = self._params.missing_topic_timeout_ms
+        watch = MissingTopicWatch(self._topics, lookup, bound_ms, self._topics_missing)
+        with self._lock:
+            if self._closing.is_set():
+                lookup.close()
+                return
+            self._topic_watch = watch
+        watch.start()
+
+    def _topics_missing(self, message: str, error: BaseException) -> None:
+        group = self._group
+        if isinstance(group, KafkaGroupMembership) and group.abort_start(error):
+            return  # the receiver's start fails with the error
+        self._consumer_failed(message, error)
 
     def _join_through_coordinator(self) -> None:
         bootstrap = self._params.bootstrap_servers
@@ -138,12 +174,21 @@ class ConsumerConnector:
         )
         self._group = member
         self._offsets = open_store(storage_of(self._params.group), _CoordinatorBackends(member, self._params))
+        self._watch_missing_topics()
         member.start()
 
     def _join_in_zookeeper(self) -> None:
         zk_params = self._params.zookeeper
         assert zk_params is not None
-        self._zk = connect_zookeeper(zk_params)
+        try:
+            self._zk = connect_zookeeper(zk_params)
+        except ZooKeeperUnreachableError as exc:
+            if not self._first_contact:
+                raise  # an outage: the receiver restarts, as after any failed start
+            # Never reached by the stream (Kafka 0.8's ZkTimeoutException): a wrong address, a
+            # firewall. A restart would wait as long again, and again, for ever.
+            raise FatalReceiverError(str(exc)) from exc
+        self.zookeeper_reached = True
         acl = zookeeper_acl(zk_params)
         bootstrap = self._params.bootstrap_servers
         if bootstrap is None:
@@ -161,6 +206,7 @@ class ConsumerConnector:
             session_timeout_ms=zk_params.session_timeout_ms,
         )
         self._offsets = self._offset_store(self._zk, self._group, acl, zk_params.session_timeout_ms)
+        self._watch_missing_topics()
         self._group.start()
 
     def _offset_store(
@@ -198,6 +244,9 @@ class ConsumerConnector:
         self._closing.set()
         with self._lock:
             consumers = list(self._consumers.values())
+            watch, self._topic_watch = self._topic_watch, None
+        if watch is not None:
+            watch.stop()
         self._stop_and_join(consumers, timeout_s)
 
     def shutdown(self, timeout_s: float = SHUTDOWN_TIMEOUT_S) -> None:

@@ -68,6 +68,8 @@ class ConsumerGroupReceiver(Receiver):
         self._poll_timeout_s = poll_timeout_s
         self._connector: ConsumerConnector | None = None
         self._block_generator: BlockGenerator | None = None
+        # Whether a start of this receiver reached ZooKeeper (kept across restarts).
+        self._zookeeper_reached = False
 
     @property
     def connector(self) -> ConsumerConnector:
@@ -96,8 +98,13 @@ class ConsumerGroupReceiver(Receiver):
             batch_size=self._batch_size,
             poll_timeout_s=self._poll_timeout_s,
             stall_monitor=FetchStallMonitor(self.params.fetch_stall_timeout_ms, self.report_error),
+            # A quorum the stream never reached is a mistake (the stream ends); later, an outage.
+            first_contact=self.launch == 1 and not self._zookeeper_reached,
         )
-        self._connector.start()
+        try:
+            self._connector.start()
+        finally:
+            self._zookeeper_reached |= self._connector.zookeeper_reached
 
     def _add_chunk(self, tp: TopicAndPartition, chunk: PackedChunk, first: int, last: int) -> None:
         generator = self._block_generator

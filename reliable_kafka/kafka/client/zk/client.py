@@ -66,23 +66,79 @@ kazoo_logger = logging.getLogger("kazoo.client.masked")
 kazoo_logger.addFilter(MaskZooKeeperSecrets())
 
 
+# kazoo's lines about one failed connection attempt: each attempt logs "Connecting to ..." (INFO),
+# then one or two of these (WARNING), and it retries every 0.1 to 2 s.
+_ATTEMPT_FAILED = ("Connection dropped", "Connection time-out", "Cannot resolve")
+_ATTEMPT_NOISE = ("Transition to CONNECTING", "Failed connecting to Zookeeper")
+
+
 class _ServerAddressLog(KazooLog):
-    """kazoo's logger for one client: its connection warnings ("Connection dropped: socket
-    connection error: Connection refused") name no server, so this appends the one it was
-    connecting to, which kazoo logs (at INFO) just before each attempt."""
+    """kazoo's logger for one client.
+
+    Its connection warnings ("Connection dropped: socket connection error: Connection refused")
+    name no server, so this appends the one it was connecting to, which kazoo logs (at INFO) just
+    before each attempt.
+
+    Until the client first connects, kazoo's two or three lines per attempt become one of ours per
+    attempt (the first failure, then "failed again ..., N failures in a row"), and kazoo's go to
+    DEBUG: a quorum that cannot be reached is said once per retry, then by the start's error.
+    Once connected, kazoo's lines pass as they are: a session riding out an outage says so.
+    """
 
     def __init__(self, logger: logging.Logger, servers: str) -> None:
         super().__init__(logger)
         self._servers = servers
         self._server: str | None = None
+        self.connecting = True  # until the first connection: attempts folded into our lines
+        self.failed_attempts = 0
+        self.last_failure: str | None = None
 
     def log(self, level: int, msg: object, *args: object, **kwargs: object) -> None:
         if isinstance(msg, str) and msg.startswith("Connecting to ") and len(args) >= 3:
             self._server = f"{args[0]}:{args[2]}"
+            if self.connecting:
+                level = logging.DEBUG
+        elif self.connecting and isinstance(msg, str) and msg.startswith(_ATTEMPT_FAILED + _ATTEMPT_NOISE):
+            if msg.startswith(_ATTEMPT_FAILED):
+                reason = msg % args if args else msg
+                # "Connection dropped: socket connection error: ..." says the socket part only once.
+                self._attempt_failed(reason.removeprefix("Connection dropped: "))
+            level = logging.DEBUG
         elif level >= logging.WARNING and isinstance(msg, str):
-            where = self._server or self._servers
-            msg = f"{msg} (ZooKeeper {where})"
+            msg = f"{msg} (ZooKeeper {self._where()})"
         super().log(level, msg, *args, **kwargs)  # type: ignore[arg-type]
+
+    def _where(self) -> str:
+        return self._server or self._servers
+
+    def _attempt_failed(self, reason: str) -> None:
+        # On kazoo's connection thread, one attempt at a time: no lock needed.
+        self.failed_attempts += 1
+        same = reason == self.last_failure
+        self.last_failure = reason
+        if self.failed_attempts == 1:
+            logger.warning("connecting to ZooKeeper failed (%s): %s", self._where(), reason)
+        else:
+            logger.warning(
+                "connecting to ZooKeeper failed again (%s), %d failures in a row: %s",
+                self._where(),
+                self.failed_attempts,
+                "the same error" if same else reason,
+            )
+
+    def connected(self) -> None:
+        """The first connection is up: kazoo's own lines from now on."""
+        self.connecting = False
+        if self.failed_attempts:
+            logger.info(
+                "connecting to ZooKeeper (%s) succeeded after %d failure(s)",
+                self._where(),
+                self.failed_attempts,
+            )
+
+
+class ZooKeeperUnreachableError(ConnectionError):
+    """No server of the quorum answered within ``zookeeper.connection.timeout.ms``."""
 
 
 RETRIABLE_ZOOKEEPER_ERRORS: tuple[type[BaseException], ...] = (
@@ -104,7 +160,9 @@ def zookeeper_acl(params: ZooKeeperParams) -> list[ACL] | None:
 
 
 def connect_zookeeper(params: ZooKeeperParams) -> KazooClient:
-    """A started client, or ``ConnectionError`` naming the servers (never the credentials)."""
+    """A started client, or :class:`ZooKeeperUnreachableError` naming the servers (never the
+    credentials) and the last reason an attempt failed."""
+    log = _ServerAddressLog(kazoo_logger, params.connect)
     client = KazooClient(
         hosts=params.connect,
         timeout=params.session_timeout_ms / 1000.0,
@@ -113,16 +171,18 @@ def connect_zookeeper(params: ZooKeeperParams) -> KazooClient:
         connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=2.0),
         auth_data=[("digest", params.auth)] if params.auth else None,
         default_acl=zookeeper_acl(params),
-        logger=_ServerAddressLog(kazoo_logger, params.connect),  # type: ignore[arg-type]
+        logger=log,  # type: ignore[arg-type]
     )
     try:
         client.start(timeout=params.connection_timeout_ms / 1000.0)
     except KazooTimeoutError as exc:
         close_zookeeper(client)
-        raise ConnectionError(
+        why = f": {log.last_failure} ({log.failed_attempts} attempts)" if log.last_failure else ""
+        raise ZooKeeperUnreachableError(
             f"could not connect to ZooKeeper at {params.connect} within "
-            f"{params.connection_timeout_ms} ms (zookeeper.connection.timeout.ms)"
+            f"{params.connection_timeout_ms} ms (zookeeper.connection.timeout.ms){why}"
         ) from exc
+    log.connected()
     # kazoo's handler registered an exit hook that joins its callback thread without a bound; a
     # watch callback retrying against a ZooKeeper that is gone never lets that join end, and the
     # interpreter hung at exit. close_zookeeper stops the client within a bound instead, and an

@@ -121,6 +121,7 @@ class KafkaGroupMembership:
         self._stopping = threading.Event()
         self._joined = threading.Event()
         self._fatal: BaseException | None = None
+        self._start_aborted: BaseException | None = None
         self._thread: threading.Thread | None = None
         self._closed = False
         self.rebalance_count = 0
@@ -223,13 +224,27 @@ class KafkaGroupMembership:
         )
         self._thread = threading.Thread(target=self._run, name=f"group-{self.consumer_id}", daemon=True)
         self._thread.start()
-        if not self._joined.wait(timeout_s) or self._fatal is not None:
+        if not self._joined.wait(timeout_s) or self._fatal is not None or self._start_aborted is not None:
+            if self._start_aborted is not None:
+                self.stop()
+                raise self._start_aborted
             error = self._fatal
             self.stop()
             reason = f"failed: {error!r}" if error else f"got no assignment within {timeout_s:.0f} s"
             raise GroupJoinFailedError(
                 f"{self.consumer_id}: joining group {self.group_id} {reason}"
             ) from error
+
+    def abort_start(self, error: BaseException) -> bool:
+        """Make a :meth:`start` still waiting for the first assignment raise ``error``; False when
+        there is none. librdkafka does not join for a subscription whose topics are all missing,
+        so a start on a topic Kafka does not have would otherwise wait out its whole timeout.
+        An assignment arriving at the same moment changes nothing: the error stands."""
+        if self._joined.is_set():
+            return False
+        self._start_aborted = error
+        self._joined.set()
+        return True
 
     def stop(self, timeout_s: float = 120.0) -> None:
         """Give up every partition (listener first), then leave the group. Idempotent.

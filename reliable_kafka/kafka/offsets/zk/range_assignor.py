@@ -46,9 +46,12 @@ def range_assign(
             start = per_consumer * position + min(position, with_extra)
             count = per_consumer + (1 if position < with_extra else 0)
             if count <= 0:
-                logger.warning(
-                    "No broker partitions consumed by consumer thread %s for topic %s", thread_id, topic
-                )
+                # More threads than partitions; a topic without any is not there at all, which the
+                # receiver's missing-topic rule reports (once, not at every rebalance).
+                if partitions:
+                    logger.warning(
+                        "No broker partitions consumed by consumer thread %s for topic %s", thread_id, topic
+                    )
                 continue
             for partition in partitions[start : start + count]:
                 assignment[TopicAndPartition(topic, partition)] = thread_id
