@@ -526,7 +526,7 @@ def test_on_start_may_stop_its_own_receiver() -> None:
 class GoneTracker(FakeTracker):
     """The driver went away: its tracker's connection is closed (executor placement)."""
 
-    def deregister_receiver(self, stream_id: int, message: str, error: str) -> bool:
+    def deregister_receiver(self, stream_id: int, message: str, error: str, *, fatal: bool = False) -> bool:
         raise ConnectionClosed("connection closed by 192.0.2.2:40000")
 
 
