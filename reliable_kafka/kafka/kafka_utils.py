@@ -34,6 +34,7 @@ from reliable_kafka.kafka.client.offset_range import OffsetRange
 from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
 from reliable_kafka.kafka.direct.broker import Broker
 from reliable_kafka.kafka.direct.create_direct_stream import (
+    await_direct_topics,
     checked_from_offsets,
     checked_topics,
     starting_offsets,
@@ -298,8 +299,11 @@ class KafkaUtils:
         :param ssc: the ``reliable_kafka.StreamingContext``
         :param topics: list of topic names
         :param kafkaParams: ``metadata.broker.list`` (or ``bootstrap.servers``),
-            ``auto.offset.reset`` (``smallest``/``largest``, default ``largest``) and
-            librdkafka settings
+            ``auto.offset.reset`` (``smallest``/``largest``, default ``largest``),
+            ``missing.topic.timeout.ms`` (default 5000, -1: no bound: how long a topic Kafka does
+            not have may stay missing before this raises a ``ValueError`` naming it; with
+            ``allow.auto.create.topics=true`` the brokers are asked to create it) and librdkafka
+            settings
         :param fromOffsets: ``{TopicAndPartition: offset}``: where to start, and which
             partitions to read; by default every partition of ``topics``, from
             ``auto.offset.reset``
@@ -322,6 +326,7 @@ class KafkaUtils:
                     "show the direct stream's progress"
                 )
             committer = committer_for(f"Direct Kafka stream of {', '.join(names)}", params.params)
+        await_direct_topics(params, names)
         cluster = KafkaCluster(params.params, ssc.settings.kafka.max_retries)
         try:
             offsets = starting_offsets(cluster, names, requested, params.parsed.group.auto_offset_reset)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import threading
 from collections import Counter
 from datetime import datetime
@@ -265,7 +266,11 @@ def test_create_direct_stream_argument_errors(local_cluster: ClusterUnderTest, m
         ((ssc, [topic], "brokers"), TypeError, "kafkaParams should be dict"),
         ((ssc, [topic], {"auto.offset.reset": "smallest"}), ValueError, "metadata.broker.list"),
         ((ssc, [topic], {**params, "auto.offset.reset": "middle"}), ValueError, "auto.offset.reset"),
-        ((ssc, ["no-such-topic-y"], params), ValueError, "topic 'no-such-topic-y' does not exist"),
+        (
+            (ssc, ["no-such-topic-y"], {**params, "missing.topic.timeout.ms": 0}),
+            ValueError,
+            "topic 'no-such-topic-y' does not exist",
+        ),
         ((ssc, [topic], params, [(topic, 0)]), TypeError, "fromOffsets should be dict"),
         (
             (ssc, [topic], params, {TopicAndPartition("other", 0): 0}),
@@ -278,6 +283,46 @@ def test_create_direct_stream_argument_errors(local_cluster: ClusterUnderTest, m
     for args, error, message in cases:
         with pytest.raises(error, match=message):
             KafkaUtils.createDirectStream(*args)
+
+
+def test_a_topic_missing_at_first_follows_create_streams_rule(
+    local_cluster: ClusterUnderTest, make_ssc: Any
+) -> None:
+    """Not at once: a topic that appears within missing.topic.timeout.ms is read; one that does
+    not is a ValueError naming it and the bound."""
+    ssc = make_ssc(wal=False, checkpoint=False)
+    params = {**direct_params(local_cluster), "missing.topic.timeout.ms": 1000}
+    never = unique_name("direct-never")
+    with pytest.raises(ValueError, match=rf"topic '{never}' does not exist in Kafka \(missing for 1000 ms"):
+        KafkaUtils.createDirectStream(ssc, [never], params)
+
+    # Created once the stream has been told it is missing (the rule's one line), not before.
+    later = unique_name("direct-later")
+    told = threading.Event()
+
+    class Told(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if f"'{later}' does not exist" in record.getMessage():
+                told.set()
+
+    def create_once_told() -> None:
+        if told.wait(30):
+            local_cluster.create_topic(later, partitions=2)
+
+    rule = logging.getLogger("reliable_kafka.kafka.client.missing_topics")
+    handler, level = Told(), rule.level
+    rule.addHandler(handler)
+    rule.setLevel(logging.INFO)
+    creator = threading.Thread(target=create_once_told, daemon=True)
+    creator.start()
+    try:
+        stream = KafkaUtils.createDirectStream(ssc, [later], {**params, "missing.topic.timeout.ms": 60_000})
+    finally:
+        rule.removeHandler(handler)
+        rule.setLevel(level)
+    creator.join(30)
+    assert told.is_set()
+    assert stream.current_offsets == {TopicAndPartition(later, 0): 0, TopicAndPartition(later, 1): 0}
 
 
 def test_from_offsets_outside_the_log_follow_auto_offset_reset(

@@ -7,8 +7,8 @@ import logging
 
 import pytest
 
+from reliable_kafka.kafka.client.missing_topics import MissingTopicError, MissingTopics
 from reliable_kafka.kafka.client.topic_lookup import allows_auto_creation
-from reliable_kafka.kafka.receiver.missing_topics import MissingTopicError, MissingTopics
 from reliable_kafka.receiver.fatal_error import FatalReceiverError
 
 

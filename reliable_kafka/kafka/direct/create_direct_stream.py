@@ -5,7 +5,10 @@ the brokers, ``fromOffsets`` ``{TopicAndPartition: offset}`` naming exactly the 
 read (its topics must be ``topics``). Without ``fromOffsets`` every partition of the topics is
 read from its log's start (``auto.offset.reset=smallest``) or end (``largest``, the default).
 A ``fromOffsets`` offset outside its partition's log is moved as ``auto.offset.reset`` says, and
-logged, as 2.4's readers handled ``OffsetOutOfRange``.
+logged, as 2.4's readers handled ``OffsetOutOfRange``. A topic Kafka does not have follows
+createStream's rule (``kafka/client/missing_topics.py``): a ``ValueError`` naming it once it has
+been missing for ``missing.topic.timeout.ms``; with ``allow.auto.create.topics=true`` the brokers
+are asked to create it.
 """
 
 from __future__ import annotations
@@ -15,9 +18,12 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from reliable_kafka.kafka.client.missing_topics import MissingTopicError, wait_for_topics
 from reliable_kafka.kafka.client.params import OffsetReset
+from reliable_kafka.kafka.client.topic_lookup import TopicLookup
 from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
 from reliable_kafka.kafka.direct.kafka_cluster import KafkaCluster
+from reliable_kafka.kafka.direct.params import DirectKafkaParams
 
 logger = logging.getLogger(__name__)
 
@@ -54,6 +60,17 @@ def checked_from_offsets(from_offsets: Any, topics: list[str]) -> dict[TopicAndP
         # pyspark 2.4's helper refused the same mismatch.
         raise ValueError(f"the topics {topics} are not the topics of fromOffsets {named}")
     return checked
+
+
+def await_direct_topics(params: DirectKafkaParams, topics: list[str]) -> None:
+    """Return once Kafka has every topic; a ``ValueError`` naming those it still did not have after
+    ``missing.topic.timeout.ms`` (an argument error of createDirectStream, as in pyspark 2.4)."""
+    servers = str(params.params.get("bootstrap.servers") or params.params["metadata.broker.list"])
+    lookup = TopicLookup(params.parsed.consumer_config(servers), f"createDirectStream of {', '.join(topics)}")
+    try:
+        wait_for_topics(topics, lookup, params.parsed.missing_topic_timeout_ms)
+    except MissingTopicError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def starting_offsets(

@@ -23,6 +23,7 @@ from kazoo.client import KazooClient
 
 from reliable_kafka.kafka.client.consumer import create_consumer
 from reliable_kafka.kafka.client.fetch_stall import FetchStallMonitor
+from reliable_kafka.kafka.client.missing_topics import MissingTopicWatch
 from reliable_kafka.kafka.client.params import KafkaParams
 from reliable_kafka.kafka.client.shared_client import SharedFetchClient
 from reliable_kafka.kafka.client.topic_lookup import TopicLookup
@@ -41,7 +42,6 @@ from reliable_kafka.kafka.offsets.store import OffsetStore
 from reliable_kafka.kafka.offsets.zk.group_membership import ZookeeperConsumerGroup
 from reliable_kafka.kafka.offsets.zk.offset_store import ZooKeeperOffsetStore
 from reliable_kafka.kafka.offsets.zk.ownership import OwnershipGuardedStore, valid_claim
-from reliable_kafka.kafka.receiver.missing_topics import MissingTopicWatch
 from reliable_kafka.kafka.receiver.partition_consumer import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_POLL_TIMEOUT_S,
@@ -134,7 +134,7 @@ class ConsumerConnector:
     def start(self) -> None:
         """Join the group (in ZooKeeper, else through the group coordinator); returns after the
         first rebalance. A topic Kafka does not have then ends the receiver's stream after
-        ``missing.topic.timeout.ms`` (see :mod:`~reliable_kafka.kafka.receiver.missing_topics`)."""
+        ``missing.topic.timeout.ms`` (see :mod:`~reliable_kafka.kafka.client.missing_topics`)."""
         if self._params.zookeeper is None:
             self._join_through_coordinator()
         else:

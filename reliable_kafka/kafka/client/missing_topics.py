@@ -1,9 +1,9 @@
-"""A topic createStream names that Kafka does not have: an error once a bound has passed, not
-empty batches for ever.
+"""A topic a stream names that Kafka does not have: an error once a bound has passed, not empty
+batches for ever nor a failure before the topic had a chance to appear.
 
-createDirectStream looks its topics up on the driver and fails at once on one Kafka does not
-have. A receiver's group gets no partitions for such a topic and, left alone, waits for it in
-silence. The rule for both: a topic missing for longer than ``missing.topic.timeout.ms``
+A receiver's group gets no partitions for such a topic and, left alone, waits for it in silence;
+createDirectStream looks its topics up on the driver, before the stream exists. The rule for
+both: a topic missing for longer than ``missing.topic.timeout.ms``
 (kafkaParams, default 5000; -1: no bound) is a :class:`MissingTopicError` naming it: the receiver
 stops, is not launched again, and ``awaitTermination`` raises the error. With auto-creation on
 (the consumer's ``allow.auto.create.topics=true``, the brokers' ``auto.create.topics.enable``; see
@@ -20,7 +20,8 @@ State machine of one receiver's :class:`MissingTopics`, per topic:
 
 The bound runs from the first answer that says missing: brokers that do not answer (an outage
 the fetch-stall report speaks for) prove nothing. :class:`MissingTopicWatch` asks on a thread of
-its own until every topic is present, or the error is raised, or the receiver stops.
+its own until every topic is present, or the error is raised, or the receiver stops;
+:func:`wait_for_topics` asks in the caller's thread, for createDirectStream.
 """
 
 from __future__ import annotations
@@ -186,3 +187,22 @@ class MissingTopicWatch:
                 self._stopping.wait(self._state.check_interval_s)
         finally:
             self._lookup.close()
+
+
+def wait_for_topics(topics: Iterable[str], lookup: TopicLookup, timeout_ms: int) -> None:
+    """Return once Kafka has every one of ``topics``; raise :class:`MissingTopicError` once one has
+    been missing past ``timeout_ms``. Brokers that do not answer end the wait without a verdict:
+    the caller's own lookup then fails on them with its retries and its error. Closes ``lookup``."""
+    state = MissingTopics(topics, timeout_ms, asks_to_create=lookup.asks_to_create)
+    try:
+        while not state.settled:
+            missing = lookup.missing(state.pending)
+            if missing is None:
+                return
+            error = state.answer(missing)
+            if error is not None:
+                raise error
+            if not state.settled:
+                time.sleep(state.check_interval_s)  # the next question to Kafka, not an event to wait on
+    finally:
+        lookup.close()
