@@ -27,6 +27,7 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -77,6 +78,9 @@ _LISTING_APP = textwrap.dedent(
     """
 )
 _TIMEOUT_S = 300.0
+# Archives of other JVMs, pyspark installs or checkouts (a clean clone's venv has jars of its own)
+# go once unused this long: each pair takes about 180 MB.
+_UNUSED_FOR_S = 3 * 24 * 3600
 # HotSpot warns on stdout when it cannot use an archive (a classpath that differs, a conf dir that
 # is not empty): the JVM runs as it would without one, so the warning is only noise in tests' logs.
 _QUIET = "-Xlog:cds*=error"
@@ -124,9 +128,20 @@ def spark_jvm_archives(cache_root: Path, java_options: str) -> SparkJvmArchives:
         raise RuntimeError(f"{archives.conf_dir} must stay empty (it is on the archived classpath)")
     with open(archives.directory / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        os.utime(lock.fileno())  # its time says when the archives were last used
         if not all(archives.archive(role).exists() for role in ROLES):
             _make(archives, java_options)
+    _remove_unused_beside(archives.directory)
     return archives
+
+
+def _remove_unused_beside(directory: Path) -> None:
+    now = time.time()
+    for other in directory.parent.iterdir():
+        lock = other / ".lock"
+        with contextlib.suppress(OSError):  # another session's, being made or removed meanwhile
+            if other != directory and now - lock.stat().st_mtime > _UNUSED_FOR_S:
+                shutil.rmtree(other)
 
 
 def _make(archives: SparkJvmArchives, java_options: str) -> None:
