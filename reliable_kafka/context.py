@@ -671,6 +671,8 @@ class StreamingContext:
                 f"but setupFunc built {new}. "
                 "Recovered blocks are keyed by stream id: build the same receiver streams in the same order."
             )
+        for stream in self.graph.get_receiver_input_streams():
+            stream.previous_launches = 1
         self._restore_input_stream_data(checkpoint)
         self._stop_console_progress()  # before the state checkpoints are read: Spark jobs
         if checkpoint.remember_duration_ms != self.graph.remember_duration_ms:

@@ -43,6 +43,10 @@ class ReceiverInputDStream(InputDStream):
     is_receiver_input: ClassVar[bool] = True
 
     def __init__(self, ssc: StreamingContextLike, decoder: Decoder | None = None) -> None:
+        # 1 once restored from a checkpoint (context.getOrCreate): the run before launched its
+        # receiver, so this driver's first launch is no first contact with the source, and a
+        # source that does not answer then is an outage to ride out, not a mistake.
+        self.previous_launches = 0
         super().__init__(ssc)
         self.decoder = decoder
         self._block_source: ReceivedBlockSource | None = None

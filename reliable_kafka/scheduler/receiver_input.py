@@ -35,6 +35,12 @@ class ReceiverInputStream(Protocol):
         """The host the receiver should run on; None: any."""
         ...
 
+    @property
+    def previous_launches(self) -> int:
+        """Launches of this stream's receiver before this driver's first: 1 for a stream restored
+        from a checkpoint, whose source the driver before reached; 0 for a new one."""
+        ...
+
 
 class ReceivedBlockSource(Protocol):
     @property

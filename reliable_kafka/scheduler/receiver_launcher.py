@@ -167,7 +167,7 @@ class ReceiverLauncher:
     def _keep_running(self, stream: ReceiverInputStream, locations: Sequence[TaskLocation]) -> None:
         while True:
             with self._lock:
-                launch = self._launch_counts.get(stream.id, 0) + 1
+                launch = self._launch_counts.get(stream.id, stream.previous_launches) + 1
                 self._launch_counts[stream.id] = launch
             try:
                 self.runner.run(stream, locations, launch)

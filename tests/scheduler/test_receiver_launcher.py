@@ -17,8 +17,9 @@ B = ExecutorCacheTaskLocation("h", "2")
 
 
 class Stream:
-    def __init__(self, stream_id: int) -> None:
+    def __init__(self, stream_id: int, previous_launches: int = 0) -> None:
         self.id = stream_id
+        self.previous_launches = previous_launches
 
 
 class Target:
@@ -75,6 +76,17 @@ def test_a_receiver_whose_job_ends_is_relaunched_where_the_tracker_reschedules_i
     assert target.failures == [(7, "incarnation 3 failed")]
     assert launcher.launch_count(7) == 4
     assert not launcher.any_running()
+
+
+def test_a_stream_restored_from_a_checkpoint_starts_at_its_second_launch() -> None:
+    """Its receiver reached its source in the driver before: no first contact (a zkQuorum that
+    does not answer is then an outage to ride out, not a mistake that ends the stream)."""
+    target = Target()
+    runner = Runner(target, stop_after=2)
+    launcher = ReceiverLauncher(target, runner, restart_delay_ms=1)  # type: ignore[arg-type]
+    launcher.launch([Stream(7, previous_launches=1)])  # type: ignore[list-item]
+    assert launcher.join(30)
+    assert runner.runs == [(7, [A], 2)]
 
 
 def test_nothing_is_relaunched_once_the_tracker_stops() -> None:

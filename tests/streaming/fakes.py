@@ -122,6 +122,7 @@ class FakeReceiverInputStream(InputDStream):
 
     def __init__(self, ssc: StreamingContext) -> None:
         super().__init__(ssc)
+        self.previous_launches = 0  # as ReceiverInputDStream's
         self.calls_seen_at_compute: dict[int, list[str]] = {}
         self.tracker: Any = None
 

@@ -89,6 +89,7 @@ def test_get_or_create_without_then_with_a_checkpoint(sc, tmp_path) -> None:
     clock, tracker, times = ManualClock(0), FakeReceiverTracker(), []
     ssc = StreamingContext.getOrCreate(checkpoint_dir, make_setup(sc, clock, tracker, times, calls))
     assert calls == [1] and ssc.initial_checkpoint is None
+    assert [s.previous_launches for s in ssc.graph.get_receiver_input_streams()] == [0]
     assert ssc.checkpoint_dir == str(Path(checkpoint_dir).absolute())
     ssc.start()
     try:
@@ -114,6 +115,8 @@ def test_get_or_create_without_then_with_a_checkpoint(sc, tmp_path) -> None:
     restored = StreamingContext.getOrCreate(checkpoint_dir, make_setup(sc, clock, tracker, times, calls))
     assert calls == [1, 1]
     assert restored.initial_checkpoint == written
+    # Its receiver reached its source before: this driver's first launch is no first contact.
+    assert [s.previous_launches for s in restored.graph.get_receiver_input_streams()] == [1]
     restored.start()
     try:
         wait_until(lambda: processed(restored, 6000), what="regenerated batches")

@@ -91,6 +91,7 @@ class FakeStream:
         self.id = stream_id
         self.make_receiver = make_receiver
         self.receivers: list[Receiver] = []
+        self.previous_launches = 0
 
     def preferred_location(self) -> str | None:
         return None
