@@ -209,13 +209,38 @@ class CheckpointLease:
         if another driver holds it."""
         clock = clock or SystemLeaseClock()
         files = lease_files(directory, options)
-        files.prepare()
+        # A store that fails to write (a full disk, an outage) fails the start only once it has
+        # failed for the lease's timeout: a driver restarted into a passing fault rides it out,
+        # as its checkpoint writes do.
         if not files.exclusive:
             logger.warning(
                 "The lease on checkpoint %s is best effort: this store offers no exclusive create "
                 "known to reliable-kafka, so two drivers started at the same moment may both run",
                 directory,
             )
+        failures = FailureLog(logger, f"taking the lease on checkpoint {directory}")
+        deadline = clock.monotonic() + timeout_ms / 1000
+        while True:
+            try:
+                return cls._acquire(directory, files, timeout_ms, application_id, clock)
+            except CheckpointLeaseHeldError:
+                raise
+            except OSError as exc:
+                if clock.monotonic() >= deadline:
+                    raise
+                failures.failed(exc, f"trying again until {timeout_ms / 1000:g} s have passed")
+                clock.sleep(min(1.0, timeout_ms / 1000 / _RENEWALS_PER_TIMEOUT))
+
+    @classmethod
+    def _acquire(
+        cls,
+        directory: str,
+        files: LeaseFiles,
+        timeout_ms: int,
+        application_id: str | None,
+        clock: LeaseClock,
+    ) -> CheckpointLease:
+        files.prepare()
         owner = uuid.uuid4().hex
         watch = _HolderWatch(directory, timeout_ms / 1000, clock)
         while True:

@@ -11,7 +11,9 @@ in tests/e2e/test_checkpoint_lease.py.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import errno
 import logging
 import os
 import signal
@@ -39,6 +41,7 @@ from reliable_kafka.scheduler.received_block_tracker import ReceivedBlockTracker
 from reliable_kafka.settings import WriteAheadLogSettings
 from reliable_kafka.util.filesystems import FilesystemOptions, options_from_spark_conf
 from reliable_kafka.util.wal_at import write_ahead_log_at
+from tests.small_disk import small_tmpfs
 from tests.support import wait_until
 from tests.support.scheduler_fakes import block_info
 
@@ -390,3 +393,35 @@ def test_a_holder_that_loses_its_lease_hears_it_once_on_the_renewal_thread(local
     holder.release()
     assert successor.check() == successor.epoch
     successor.release()
+
+
+def test_a_driver_started_onto_a_full_disk_takes_the_lease_once_it_has_room(tmp_path: Path) -> None:
+    """A real full disk (a small tmpfs, filled): the start rides the fault out, as a driver
+    restarted during a fault campaign's disk-full window must; past the timeout it fails."""
+    with small_tmpfs(tmp_path / "disk", 1 << 20) as disk:
+        checkpoint = disk / "checkpoint"
+        checkpoint.mkdir()
+        filler = disk / "filler"
+        with filler.open("wb") as f, contextlib.suppress(OSError):
+            f.write(b"\0" * (1 << 21))  # past the size: the disk is full
+        clock = FakeLeaseClock()
+
+        def free_after_three_attempts() -> None:
+            if clock.slept >= 3 and filler.exists():
+                filler.unlink()
+
+        clock.on_sleep.append(free_after_three_attempts)
+        lease = CheckpointLease.acquire(
+            str(checkpoint), timeout_ms=TIMEOUT_MS, application_id="app", clock=clock
+        )
+        assert lease.epoch == 1 and clock.slept >= 3
+        lease.release()
+
+        with filler.open("wb") as f, contextlib.suppress(OSError):
+            f.write(b"\0" * (1 << 21))
+        stuck = FakeLeaseClock()
+        with pytest.raises(OSError) as raised:
+            CheckpointLease.acquire(
+                str(disk / "other"), timeout_ms=TIMEOUT_MS, application_id="app", clock=stuck
+            )
+        assert raised.value.errno == errno.ENOSPC and stuck.slept >= TIMEOUT_S
