@@ -60,7 +60,7 @@ from reliable_kafka.util.clock import wall_clock_ms
 from reliable_kafka.util.filesystems import FilesystemOptions
 from reliable_kafka.util.plain_fields import int_field, optional_str_field, str_field
 from reliable_kafka.util.process_identity import current_identity, is_gone
-from wal.failure_log import FailureLog
+from wal.failure_log import FailureLog, mark_reported
 
 logger = logging.getLogger(__name__)
 
@@ -315,11 +315,16 @@ class CheckpointLease:
                 )
             since = self._clock.monotonic() - self._renewal_started
             if since >= self._timeout_s * _VALID_FRACTION:
-                raise CheckpointLeaseLostError(
+                refused = CheckpointLeaseLostError(
                     f"The lease on checkpoint {self._directory} was last renewed {since:.1f} s ago "
                     f"({TIMEOUT_SETTING} is {self._timeout_s:g} s): another driver may take it "
                     "over, so nothing is written there until a renewal succeeds"
                 )
+                if self._renew_failures.failing:
+                    # The renewals' own lines report the store's trouble: each writer refused
+                    # meanwhile says so in one line, not with a traceback and a line per retry.
+                    mark_reported(refused)
+                raise refused
             return self._record.epoch
 
     def renew(self) -> None:

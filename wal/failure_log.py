@@ -124,6 +124,13 @@ def already_reported(error: BaseException) -> bool:
     return False
 
 
+def mark_reported(error: BaseException) -> None:
+    """Count ``error`` as reported: for an error that stands for a failure a FailureLog is already
+    reporting (a refusal because an operation keeps failing), so that the layers above log it as
+    one line, and its repeats at DEBUG, rather than a traceback and a line per retry each."""
+    _mark_reported(error)
+
+
 def _mark_reported(error: BaseException) -> None:
     # An exception type without attributes: its traceback may show twice, no more.
     with contextlib.suppress(AttributeError):
