@@ -53,7 +53,11 @@ def test_a_healthy_main_job_prints_no_warning_or_error(kafka_version: str) -> No
     command += ["--kafka", kafka_version]
     result = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True, timeout=300, check=False)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-    assert noise(result.stdout + result.stderr) == []
+    # On two cores the example's batches take about their interval (issue 45), so its graceful stop
+    # may find a few queued and say so, once, at WARNING with its bound: the one line allowed.
+    announced = [line for line in noise(result.stdout + result.stderr) if "Stopping gracefully with " in line]
+    assert len(announced) <= 1, announced
+    assert [line for line in noise(result.stdout + result.stderr) if line not in announced] == []
 
 
 @pytest.mark.brokers("3.9", "4", "0.9")
