@@ -584,7 +584,16 @@ class StreamingContext:
                 logger.warning("SIGTERM while stopping: waiting for the stop under way to finish")
                 self._stop_finished.wait()  # bounded: that stop is
             elif self._state is StreamingContextState.ACTIVE:
-                self._stop_on_shutdown()
+                if self.settings.jobs.stop_gracefully_on_shutdown or not callable(previous):
+                    self._stop_on_shutdown()
+                else:
+                    # The application's own handler owns SIGTERM, as it did in pyspark 2.4 (Spark's
+                    # hook runs on the JVM's SIGTERM only): it may stop gracefully itself, and an
+                    # immediate stop first would drop the batches it means to finish.
+                    logger.info(
+                        "SIGTERM goes to the application's own handler "
+                        "(spark.streaming.stopGracefullyOnShutdown is false)"
+                    )
         finally:
             self._handling_sigterm = False
         self._restore_sigterm_handler()
