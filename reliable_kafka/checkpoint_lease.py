@@ -223,9 +223,7 @@ class CheckpointLease:
         while True:
             try:
                 return cls._acquire(directory, files, timeout_ms, application_id, clock)
-            except CheckpointLeaseHeldError:
-                raise
-            except OSError as exc:
+            except OSError as exc:  # not CheckpointLeaseHeldError: a held lease is no store error
                 if clock.monotonic() >= deadline:
                     raise
                 failures.failed(exc, f"trying again until {timeout_ms / 1000:g} s have passed")

@@ -27,7 +27,8 @@ def _stat_fields(pid: int) -> list[str] | None:
     return text[text.rindex(")") + 2 :].split()
 
 
-def _pids() -> list[int]:
+def all_pids() -> list[int]:
+    """Every process of the machine (of this pid namespace) now."""
     return [int(name) for name in os.listdir("/proc") if name.isdigit()]
 
 
@@ -35,7 +36,7 @@ def session_processes(session_id: int) -> list[int]:
     """Live (not zombie) processes of a session: a child started with ``start_new_session``
     and everything it started (driver JVM, executor JVMs, Python workers)."""
     found = []
-    for pid in _pids():
+    for pid in all_pids():
         fields = _stat_fields(pid)
         if fields is not None and fields[0] != "Z" and int(fields[3]) == session_id:
             found.append(pid)
@@ -44,7 +45,7 @@ def session_processes(session_id: int) -> list[int]:
 
 def descendants(root: int) -> list[int]:
     children: dict[int, list[int]] = {}
-    for pid in _pids():
+    for pid in all_pids():
         fields = _stat_fields(pid)
         if fields is not None:
             children.setdefault(int(fields[1]), []).append(pid)

@@ -36,6 +36,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tests.e2e.processes import all_pids, cmdline
+
 # A job that touches what the suite's applications use in both JVMs: Python RDDs, a shuffle, a
 # broadcast, an accumulator and a cached RDD. Classes it leaves out still load, from the jars. At
 # its end it writes each JVM's classpath, read from the JVM's own command line.
@@ -219,16 +221,10 @@ def _tail(done: subprocess.CompletedProcess[str]) -> str:
 def _wait_for_exit_of_processes_naming(text: str) -> None:
     deadline = time.monotonic() + _TIMEOUT_S
     while time.monotonic() < deadline:
-        if not any(text in _cmdline(pid) for pid in os.listdir("/proc") if pid.isdigit()):
+        if not any(text in part for pid in all_pids() for part in cmdline(pid)):
             return
         time.sleep(0.2)  # polling /proc: another process's children cannot be waited on
     raise RuntimeError(f"a JVM of the class listing still runs after {_TIMEOUT_S:.0f} s")
-
-
-def _cmdline(pid: str) -> str:
-    with contextlib.suppress(OSError):  # gone meanwhile
-        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-    return ""
 
 
 def suite_properties_file() -> Path | None:
