@@ -3,6 +3,7 @@
     python -m tests.e2e.stop_child --fault zookeeper|broker|spark|none
         --end stop|graceful|raise|sigterm|sigterm-now --output FILE --checkpoint DIR
         [--placement driver|executors] [--sink-delay-ms N] [--kafka 3.9] [--spark-log-level WARN]
+        [--zookeeper-connect HOST:PORT --bootstrap-servers HOST:PORT --topic T --group G]
 
 Starts its own ``LocalCluster`` (ZooKeeper mode) and, inside ``with LocalCluster()``, a
 ``KafkaUtils.createStream`` context with checkpointing and the receiver WAL on. Once a batch has
@@ -16,11 +17,16 @@ a stop. Appends JSON lines to ``--output``, fsync'ed:
 ``{"event": "faulted" | "stopping" | "stopped"}``; prints ``started``, then ``stopping`` just
 before it stops (``waiting`` before it waits for SIGTERM). The test times the rest. SIGUSR1
 dumps every thread's stack to stderr (a test that times it out sends one first).
+
+With ``--zookeeper-connect`` and ``--bootstrap-servers`` (faults ``spark`` and ``none`` only: the
+others kill a server) it uses that running cluster instead, with a topic and group of its own:
+a start of ZooKeeper and a broker less for the cases whose subject is Spark's stop, not theirs.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import faulthandler
 import json
 import logging
@@ -29,11 +35,13 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark import SparkConf, SparkContext
 
 from reliable_kafka import KafkaUtils, StreamingContext
+from reliable_kafka.examples.wordcount import ensure_topic
 from reliable_kafka.local import LocalCluster
 from tests.support.producing import ANY_PARTITION, produce_acked
 
@@ -56,7 +64,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--spark-log-level", choices=("ERROR", "WARN"), default="ERROR")
     # A slow sink, so that a stop (and a SIGTERM during it) lands inside a batch.
     parser.add_argument("--sink-delay-ms", type=int, default=0)
-    return parser.parse_args(argv)
+    parser.add_argument("--zookeeper-connect", help="a running cluster's ZooKeeper: start none")
+    parser.add_argument("--bootstrap-servers", help="that running cluster's brokers")
+    parser.add_argument("--topic", default=TOPIC)
+    parser.add_argument("--group", default=GROUP)
+    args = parser.parse_args(argv)
+    if (args.zookeeper_connect is None) != (args.bootstrap_servers is None):
+        parser.error("--zookeeper-connect and --bootstrap-servers go together")
+    if args.zookeeper_connect and args.fault in ("zookeeper", "broker"):
+        parser.error(f"--fault {args.fault} kills a server: it needs a cluster of its own")
+    return args
 
 
 def append(path: str, entry: dict[str, Any]) -> None:
@@ -68,9 +85,29 @@ def append(path: str, entry: dict[str, Any]) -> None:
         os.close(fd)
 
 
-def produce(cluster: LocalCluster, count: int) -> None:
+@dataclass(frozen=True)
+class RunningCluster:
+    """A cluster the test already runs: what the application needs of it, and no faults."""
+
+    zookeeper_connect: str
+    bootstrap_servers: str
+
+    def client_config(self, **overrides: str | int | bool) -> dict[str, str | int | bool]:
+        return {"bootstrap.servers": self.bootstrap_servers, **overrides}
+
+    def create_topic(self, name: str, partitions: int) -> None:
+        ensure_topic(self.client_config(), name, partitions)
+
+
+def cluster_of(args: argparse.Namespace) -> contextlib.AbstractContextManager[LocalCluster | RunningCluster]:
+    if args.zookeeper_connect:
+        return contextlib.nullcontext(RunningCluster(args.zookeeper_connect, args.bootstrap_servers))
+    return LocalCluster(kafka=args.kafka)
+
+
+def produce(cluster: LocalCluster | RunningCluster, topic: str, count: int) -> None:
     messages = ((None, f"value-{n}".encode(), ANY_PARTITION) for n in range(count))
-    produce_acked(cluster.client_config(**{"linger.ms": 5}), TOPIC, messages)
+    produce_acked(cluster.client_config(**{"linger.ms": 5}), topic, messages)
 
 
 class AppFailed(RuntimeError):
@@ -88,9 +125,9 @@ def main(argv: list[str]) -> int:
     for name in ("reliable_kafka.context", "reliable_kafka.scheduler.job_generator", "reliable_kafka.util"):
         logging.getLogger(name).setLevel(logging.INFO)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    with LocalCluster(kafka=args.kafka) as cluster:
-        cluster.create_topic(TOPIC, partitions=2)
-        produce(cluster, 200)
+    with cluster_of(args) as cluster:
+        cluster.create_topic(args.topic, partitions=2)
+        produce(cluster, args.topic, 200)
         conf = (
             SparkConf()
             .setMaster("local[4]")
@@ -110,8 +147,8 @@ def main(argv: list[str]) -> int:
         stream = KafkaUtils.createStream(
             ssc,
             cluster.zookeeper_connect,
-            GROUP,
-            {TOPIC: 1},
+            args.group,
+            {args.topic: 1},
             {"auto.offset.reset": "smallest", **cluster.client_config()},
         )
         first_batch = threading.Event()
@@ -129,15 +166,16 @@ def main(argv: list[str]) -> int:
         print("started", flush=True)
         if not first_batch.wait(180):
             raise AssertionError("no batch with records within 180 s")
-        if args.fault == "zookeeper":
-            cluster.kill_zookeeper()
-        elif args.fault == "broker":
-            cluster.kill_broker()
-        elif args.fault == "spark":
-            sc.stop()
-        append(args.output, {"event": "faulted"})
-        # Long enough for the consumers and watches to notice and start retrying.
-        time.sleep(3)
+        if args.fault != "none":
+            if args.fault == "zookeeper":
+                cluster.kill_zookeeper()  # type: ignore[union-attr]  # parse_args: a LocalCluster
+            elif args.fault == "broker":
+                cluster.kill_broker()  # type: ignore[union-attr]
+            else:
+                sc.stop()
+            append(args.output, {"event": "faulted"})
+            # Long enough for the consumers and watches to notice and start retrying.
+            time.sleep(3)
         if args.end in ("sigterm", "sigterm-now"):
             print("waiting", flush=True)
             ssc.awaitTermination()

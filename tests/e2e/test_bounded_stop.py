@@ -3,8 +3,10 @@ SIGTERM during a stop lets that stop finish (issue 16), and stops say what they 
 immediate stop on SIGTERM is one INFO line and no error, a crashed driver's JVM exits quietly, a
 graceful stop with batches queued warns once, naming the bound it then keeps to.
 
-Each case runs the application of ``stop_child.py`` in a process (and session) of its own, with its
-own ZooKeeper and broker: it faults one of them, then stops; the test times the stop to the exit.
+Each case runs the application of ``stop_child.py`` in a process (and session) of its own: it
+faults ZooKeeper, the broker or Spark, then stops; the test times the stop to the exit. A case
+that kills ZooKeeper or the broker starts its own; the others use the session's cluster, with a
+topic and group of their own.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import contextlib
 import json
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -24,6 +27,7 @@ from typing import IO, Any
 
 import pytest
 
+from reliable_kafka.local import LocalCluster
 from tests.e2e.console import noise
 from tests.e2e.processes import cmdline, describe, session_processes
 from tests.support import wait_until
@@ -78,8 +82,19 @@ class Child:
         return self.stderr.read_text(errors="replace")[-12_000:]
 
 
-def start_child(tmp_path: Path, kafka: str, fault: str, end: str, *extra: str) -> Child:
+def start_child(
+    tmp_path: Path, kafka: str, fault: str, end: str, *extra: str, cluster: LocalCluster | None = None
+) -> Child:
+    """``cluster``: the session's, for a fault that leaves the servers alone."""
     output, stderr = tmp_path / "out.jsonl", tmp_path / "stderr.log"
+    if cluster is not None:
+        name = re.sub(r"[^a-zA-Z0-9._-]", "-", tmp_path.name)
+        extra = (
+            *extra,
+            *("--zookeeper-connect", cluster.zookeeper_connect),
+            *("--bootstrap-servers", cluster.bootstrap_servers),
+            *("--topic", f"stop-{name}", "--group", f"stop-{name}"),
+        )
     with stderr.open("w") as err:
         process = subprocess.Popen(
             [
@@ -143,9 +158,16 @@ def assert_nothing_left(child: Child) -> None:
     ],
 )
 def test_stop_ends_within_the_bound_after_a_fault(
-    tmp_path: Path, kafka_version: str, reap: Any, fault: str, end: str, placement: str
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    kafka_version: str,
+    reap: Any,
+    fault: str,
+    end: str,
+    placement: str,
 ) -> None:
-    child = start_child(tmp_path, kafka_version, fault, end, "--placement", placement)
+    shared = None if fault in ("zookeeper", "broker") else request.getfixturevalue("local_cluster")
+    child = start_child(tmp_path, kafka_version, fault, end, "--placement", placement, cluster=shared)
     reap(child)
     child.wait_for_line("stopping")
     took_s = child.wait_for_exit()
@@ -166,14 +188,19 @@ def strip_times(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ("stop_on", "placement"), [("sigterm", "driver"), ("sigterm", "executors"), ("graceful", "driver")]
 )
 def test_sigterm_during_a_stop_lets_that_stop_finish(
-    tmp_path: Path, kafka_version: str, reap: Any, stop_on: str, placement: str
+    tmp_path: Path, kafka_version: str, local_cluster: LocalCluster, reap: Any, stop_on: str, placement: str
 ) -> None:
     """``sigterm``: SIGTERM starts a graceful stop (stopGracefullyOnShutdown), a second one comes
     during it. ``graceful``: the application's own ``stop(stopGraceFully=True)`` is running (no
     handler of ours installed at start) when two SIGTERMs come. Either way the batch in progress
     (a slow sink) ends, every record received is output, and then the signal ends the process."""
     child = start_child(
-        tmp_path, kafka_version, "none", stop_on, "--sink-delay-ms", "8000", "--placement", placement
+        tmp_path,
+        kafka_version,
+        "none",
+        stop_on,
+        *("--sink-delay-ms", "8000", "--placement", placement),
+        cluster=local_cluster,
     )
     reap(child)
     child.wait_for_line("waiting" if stop_on == "sigterm" else "stopping")
@@ -214,7 +241,7 @@ def spark_jvm(session_id: int) -> int:
 
 @pytest.mark.parametrize("placement", ["driver", "executors"])
 def test_sigterm_to_the_driver_jvm_stops_the_streams_before_spark(
-    tmp_path: Path, kafka_version: str, reap: Any, placement: str
+    tmp_path: Path, kafka_version: str, local_cluster: LocalCluster, reap: Any, placement: str
 ) -> None:
     """A cluster manager's stop often signals the driver JVM, not Python (Kubernetes' init in
     Spark's image, YARN, a kill of spark-submit): the JVM runs its shutdown hooks, and ours,
@@ -222,7 +249,12 @@ def test_sigterm_to_the_driver_jvm_stops_the_streams_before_spark(
     StreamingContext hook does. The batch in progress (a slow sink) ends and every record
     received is output; before, Spark stopped the SparkContext under the running batch."""
     child = start_child(
-        tmp_path, kafka_version, "none", "sigterm", "--sink-delay-ms", "8000", "--placement", placement
+        tmp_path,
+        kafka_version,
+        "none",
+        "sigterm",
+        *("--sink-delay-ms", "8000", "--placement", placement),
+        cluster=local_cluster,
     )
     reap(child)
     child.wait_for_line("waiting")
@@ -243,14 +275,16 @@ def test_sigterm_to_the_driver_jvm_stops_the_streams_before_spark(
 
 
 def test_sigterm_without_graceful_shutdown_stops_at_once_saying_so_and_nothing_else(
-    tmp_path: Path, kafka_version: str, reap: Any
+    tmp_path: Path, kafka_version: str, local_cluster: LocalCluster, reap: Any
 ) -> None:
     """Spark's default (no stopGracefullyOnShutdown), receivers on executors: SIGTERM stops the
     stream at once and says so in one INFO line. Before, the signal ended the driver under its
     receivers: their tasks failed to store blocks (ConnectionClosed, four times), to deregister
     (a traceback), and Spark logged their tasks' failures with Java stacks."""
     placement, spark_log = ("--placement", "executors"), ("--spark-log-level", "WARN")
-    child = start_child(tmp_path, kafka_version, "none", "sigterm-now", *placement, *spark_log)
+    child = start_child(
+        tmp_path, kafka_version, "none", "sigterm-now", *placement, *spark_log, cluster=local_cluster
+    )
     reap(child)
     child.wait_for_line("waiting")
     child.process.send_signal(signal.SIGTERM)
@@ -269,12 +303,14 @@ def test_sigterm_without_graceful_shutdown_stops_at_once_saying_so_and_nothing_e
 
 
 def test_a_crashed_driver_leaves_its_jvm_to_exit_quietly(
-    tmp_path: Path, kafka_version: str, reap: Any
+    tmp_path: Path, kafka_version: str, local_cluster: LocalCluster, reap: Any
 ) -> None:
     """The Python driver dies (SIGKILL) with the context running: its JVM exits on its own and
     runs the shutdown hook the context registered, which finds no Python to call. Before,
     Hadoop logged "ShutdownHook '$Proxy32' failed" with py4j's Py4JException for every crash."""
-    child = start_child(tmp_path, kafka_version, "none", "sigterm-now", "--spark-log-level", "WARN")
+    child = start_child(
+        tmp_path, kafka_version, "none", "sigterm-now", "--spark-log-level", "WARN", cluster=local_cluster
+    )
     reap(child)
     child.wait_for_line("waiting")
     child.process.kill()
