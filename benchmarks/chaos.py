@@ -1,6 +1,6 @@
 """A fault campaign: minutes of seeded random kills and outages against a running stream.
 
-    python benchmarks/chaos.py [--minutes 20] [--seed N] [--min-gap 2] [--max-gap 12]
+    python benchmarks/chaos.py [--minutes 20] [--rounds N] [--seed N] [--min-gap 2] [--max-gap 12]
         [--faults kind,kind,...] [--recovery-bound 60] [--rate 200] [--work-dir DIR]
         [--spark local-cluster|hosts] [--kafka 3.9|4]
 
@@ -11,7 +11,8 @@ real local ZooKeeper + Kafka 3.9, its group's offsets in ZooKeeper (``--kafka 4`
 and no ZooKeeper anywhere, the group and its offsets kept by Kafka's group coordinator), while a
 producer sends numbered messages at ``--rate`` per second.
 Every ``--min-gap``..``--max-gap`` seconds one fault hits it, each kind below once per round in an
-order drawn by a generator seeded with ``--seed``:
+order drawn by a generator seeded with ``--seed``; with ``--rounds N`` the campaign ends after N
+rounds (every kind N times) when that comes before its minutes are up:
 
     driver-kill       SIGKILL the driver's whole session (driver, JVMs, Python workers); start again
     driver-term       SIGTERM the driver (graceful stop), start it again
@@ -131,6 +132,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--minutes", type=float, default=20.0)
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=None,
+        help="end after this many rounds of every kind, if before --minutes (default: minutes only)",
+    )
     parser.add_argument("--seed", type=int, default=None, help="default: a random one, printed")
     parser.add_argument("--min-gap", type=float, default=2.0, help="seconds between faults, at least")
     parser.add_argument("--max-gap", type=float, default=12.0, help="seconds between faults, at most")
@@ -154,6 +161,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     unknown = set(args.faults.split(",")) - set(KINDS)
     if unknown:
         parser.error(f"unknown fault kinds {sorted(unknown)}; known: {', '.join(KINDS)}")
+    if args.rounds is not None and args.rounds < 1:
+        parser.error(f"--rounds must be at least 1, got {args.rounds}")
     return args
 
 
@@ -522,7 +531,8 @@ class Campaign:
         producer.start()
         started = time.monotonic()
         end = started + self.args.minutes * 60
-        while True:
+        rounds_end = None if self.args.rounds is None else self.args.rounds * len(self.kinds)
+        while rounds_end is None or len(self.faults) < rounds_end:
             gap = self.rng.uniform(self.args.min_gap, self.args.max_gap)
             if time.monotonic() + gap > end:
                 break
