@@ -14,6 +14,8 @@ ahead of the archive. In client mode the driver runs the packed environment too,
 from __future__ import annotations
 
 import contextlib
+import getpass
+import json
 import os
 import re
 import signal
@@ -139,6 +141,29 @@ def application_of(yarn: LocalYarn, submission: Submission, timeout_s: float = 1
     application = yarn.application(found[0])
     assert application is not None, f"the ResourceManager does not know {found[0]}"
     return application
+
+
+def kill_application(yarn: LocalYarn, application_id: str, timeout_s: float = 120.0) -> dict[str, Any]:
+    """What ``yarn application -kill`` does (the ResourceManager's REST call for it), then its end."""
+    yarn.rest(
+        f"/ws/v1/cluster/apps/{application_id}/state?user.name={getpass.getuser()}",
+        method="PUT",
+        body={"state": "KILLED"},
+    )
+    final: list[dict[str, Any]] = []
+
+    def ended() -> bool:
+        final[:] = [yarn.application(application_id) or {}]
+        return final[0].get("state") in FINISHED
+
+    wait_until(ended, timeout_s=timeout_s, what=f"{application_id} to end")
+    return final[0]
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    """The complete JSON lines so far (the application may be halfway through writing one)."""
+    text = path.read_text() if path.exists() else ""
+    return [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines() if line.strip()]
 
 
 def container_text(yarn: LocalYarn, application_id: str, file: str) -> dict[str, str]:
