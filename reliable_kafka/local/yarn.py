@@ -27,6 +27,7 @@ import tempfile
 import urllib.error
 import urllib.request
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -141,7 +142,8 @@ class LocalYarn(ManagedServer):
     """A ResourceManager and ``nodemanagers`` NodeManagers on this host, state under ``work_dir``.
 
     ``default_fs`` (e.g. ``LocalHdfs.url``) becomes ``fs.defaultFS`` of the written configuration:
-    Spark stages each application there. Without it, the local file system.
+    Spark stages each application there. Without it, the local file system. ``conf`` sets more of
+    the cluster's ``yarn-site.xml`` keys (e.g. ``yarn.nodemanager.sleep-delay-before-sigkill.ms``).
     """
 
     DEFAULT_START_TIMEOUT_S = 180.0
@@ -153,12 +155,14 @@ class LocalYarn(ManagedServer):
         nodemanagers: int = 2,
         nodemanager_memory_mb: int = NODEMANAGER_MEMORY_MB,
         default_fs: str | None = None,
+        conf: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__()
         self.work_dir = work_dir
         self.nodemanagers = nodemanagers
         self.nodemanager_memory_mb = nodemanager_memory_mb
         self.default_fs = default_fs or "file:///"
+        self.conf = dict(conf or {})
         self._details: dict[str, str] = {}
 
     @property
@@ -195,6 +199,7 @@ class LocalYarn(ManagedServer):
             *("-nodemanagerMemoryMb", str(self.nodemanager_memory_mb)),
             *("-nodemanagerVcores", str(NODEMANAGER_VCORES)),
             *("-defaultFs", self.default_fs),
+            *(part for key, value in self.conf.items() for part in ("-conf", f"{key}={value}")),
         ]
         self._server = JavaServer(
             "yarn",

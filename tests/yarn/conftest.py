@@ -17,11 +17,17 @@ from reliable_kafka.local.hdfs import LocalHdfs
 from reliable_kafka.local.yarn import LocalYarn
 from tests.e2e.packed_venv import PackedVenv, build_packed_venv
 
+SIGKILL_DELAY_MS = 60_000
+
 
 @pytest.fixture(scope="session")
 def local_yarn(local_hdfs: LocalHdfs, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalYarn]:
     started = time.monotonic()
-    with LocalYarn(tmp_path_factory.mktemp("local-yarn"), default_fs=local_hdfs.url) as yarn:
+    # `yarn application -kill` SIGTERMs a container, then SIGKILLs it after this delay: 250 ms by
+    # default, no time for a graceful stop; raised as docs/operations.md tells operators to.
+    conf = {"yarn.nodemanager.sleep-delay-before-sigkill.ms": str(SIGKILL_DELAY_MS)}
+    work = tmp_path_factory.mktemp("local-yarn")
+    with LocalYarn(work, default_fs=local_hdfs.url, conf=conf) as yarn:
         print(f"YARN up in {time.monotonic() - started:.1f} s: {yarn}")
         yield yarn
 

@@ -144,12 +144,14 @@ def application_of(yarn: LocalYarn, submission: Submission, timeout_s: float = 1
 
 
 def kill_application(yarn: LocalYarn, application_id: str, timeout_s: float = 120.0) -> dict[str, Any]:
-    """What ``yarn application -kill`` does (the ResourceManager's REST call for it), then its end."""
-    yarn.rest(
-        f"/ws/v1/cluster/apps/{application_id}/state?user.name={getpass.getuser()}",
-        method="PUT",
-        body={"state": "KILLED"},
-    )
+    """What ``yarn application -kill`` does (the ResourceManager's REST call for it), then its end;
+    an application that already ended is left as it is."""
+    if (yarn.application(application_id) or {}).get("state") not in FINISHED:
+        yarn.rest(
+            f"/ws/v1/cluster/apps/{application_id}/state?user.name={getpass.getuser()}",
+            method="PUT",
+            body={"state": "KILLED"},
+        )
     final: list[dict[str, Any]] = []
 
     def ended() -> bool:

@@ -8,7 +8,9 @@ master's container is SIGKILLed: what a lost driver node does to it. YARN fails 
 its executors), starts attempt 2, whose driver logs the recovered checkpoint; the records produced
 after the kill arrive once each, the ones before it at most twice (the batches the dead driver had
 not finished run again, and a block stored but not yet committed is read again), nothing is lost,
-and the group's offsets in ZooKeeper end at the log end.
+and the group's offsets in ZooKeeper end at the log end. Then ``yarn application -kill`` (the
+ResourceManager's REST call for it) SIGTERMs attempt 2's driver, which stops gracefully
+(``stopGracefullyOnShutdown``) within the NodeManagers' SIGKILL delay, raised for it (see conftest).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from tests.cluster_backends import unique_name
 from tests.e2e.helpers import committed_offsets, log_end_offsets, produce
 from tests.e2e.packed_venv import PackedVenv
 from tests.support import wait_until
+from tests.yarn.conftest import SIGKILL_DELAY_MS
 from tests.yarn.submit import application_of, container_text, kill_application, read_rows, submit
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.yarn, pytest.mark.brokers("3.9")]
@@ -143,10 +146,27 @@ def test_driver_killed_yarn_starts_attempt_two(
         assert len(second) == 1 and "Recovered checkpoint of" in second[0], sorted(stdouts)
         assert f"Took over the lease on checkpoint {checkpoint}" in second[0], second[0][-4000:]
         states = [attempt.get("appAttemptState") for attempt in local_yarn.attempts(app_id)]
+
+        # 5. `yarn application -kill`: SIGTERM to the driver's container; with
+        # stopGracefullyOnShutdown and the NodeManagers' SIGKILL delay raised, the stop is graceful.
+        kill_began = time.monotonic()
+        assert kill_application(local_yarn, app_id)["state"] == "KILLED"
+
+        def driver_output() -> str:
+            texts = container_text(local_yarn, app_id, "stdout")
+            return "".join(t for c, t in texts.items() if c.endswith("_02_000001"))
+
+        wait_until(
+            lambda: "StreamingContext stopped successfully" in driver_output(),
+            timeout_s=SIGKILL_DELAY_MS / 1000,
+            what="the graceful stop on `yarn application -kill`",
+        )
+        stopped_in = time.monotonic() - kill_began
+        assert "Invoking stop(stopGracefully=True) from shutdown hook" in driver_output()
         print(
             f"driver restart on YARN: attempt 2 registered {attempt_two_in:.1f} s after the kill, "
             f"records flowing again after {flowing_in:.1f} s; {len(duplicates)} records twice "
-            f"of {len(produced)}; attempts {states}"
+            f"of {len(produced)}; attempts {states}; killed, stopped gracefully in {stopped_in:.1f} s"
         )
     finally:
         if app_id:
