@@ -148,7 +148,9 @@ def test_driver_killed_yarn_starts_attempt_two(
         states = [attempt.get("appAttemptState") for attempt in local_yarn.attempts(app_id)]
 
         # 5. `yarn application -kill`: SIGTERM to the driver's container; with
-        # stopGracefullyOnShutdown and the NodeManagers' SIGKILL delay raised, the stop is graceful.
+        # stopGracefullyOnShutdown and the NodeManagers' SIGKILL delay raised, the stop is graceful
+        # and ends within its bound (gracefulStopTimeout + stopTimeout: 40 s here), before YARN's
+        # SIGKILL. (A driver behind the clock leaves the batches still queued then to a restart.)
         kill_began = time.monotonic()
         assert kill_application(local_yarn, app_id)["state"] == "KILLED"
 
