@@ -2,7 +2,7 @@
 
     python -m reliable_kafka.examples.wordcount [--duration 20] [--rate 50] [--partitions 2] [--kafka 3.9]
     python -m reliable_kafka.examples.wordcount [--zookeeper HOST:2181] --bootstrap-servers HOST:9092 \
-        [--topic words] [--duration 20]
+        [--topic words] [--duration 20] [--master yarn] [--checkpoint hdfs://NAMENODE:8020/wordcount]
 
 Starts a real ZooKeeper and Kafka (3.9 by default, 0.9, or 4 without ZooKeeper) on 127.0.0.1
 (``LocalCluster``), or, with ``--bootstrap-servers``, uses that cluster instead (creating the topic
@@ -100,6 +100,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--partitions", type=int, default=2, help="partitions of the topic (default 2)")
     parser.add_argument("--batch-duration", type=float, default=1.0, help="seconds per batch (default 1)")
     parser.add_argument("--master", default="local[2]", help="Spark master (default local[2])")
+    parser.add_argument(
+        "--checkpoint",
+        help=(
+            "checkpoint directory, where the receiver's write-ahead log lives too (default: a temporary "
+            "directory); on a cluster, storage every executor reaches, e.g. hdfs://namenode:8020/wordcount"
+        ),
+    )
     parser.add_argument(
         "--kafka", default="3.9", choices=("3.9", "4", "0.9"), help="local broker version (default 3.9)"
     )
@@ -426,7 +433,7 @@ def count_words(
     try:
         tally = WordTally(offsets)
         ssc = StreamingContext(sc, args.batch_duration)
-        ssc.checkpoint(str(work_dir / "checkpoint"))
+        ssc.checkpoint(args.checkpoint or str(work_dir / "checkpoint"))
         build_stream(ssc, zookeeper_connect, client_config, args.topic, tally)
         producer = LineProducer(client_config, args.topic, args.seconds, args.rate)
         ssc.start()

