@@ -27,6 +27,12 @@ from reliable_kafka.kafka.client.zk.broker_discovery import LISTENER_NAME_PARAM
 # partition count (see kafka/client/shared_client.py).
 PREFETCH_PARAM = "receiver.prefetch.bytes"
 DEFAULT_PREFETCH_BYTES = 64 << 20
+# kafkaParams key (ours): how long Kafka may go on refusing the clients (credentials, certificate,
+# ACL) before the stream ends with an error naming what to grant or set; -1: retry for ever, as
+# librdkafka does (see kafka/client/access_refusal.py).
+ACCESS_REFUSAL_TIMEOUT_PARAM = "access.refusal.timeout.ms"
+DEFAULT_ACCESS_REFUSAL_TIMEOUT_MS = 10_000
+RETRY_FOR_EVER = -1
 
 # No settings here (pydantic, ~1 s): the ZooKeeper wing reads ZooKeeperParams and
 # ConsumerGroupParams and must load light. Secrets are masked by settings.redacted where logged.
@@ -84,6 +90,7 @@ _OWN_KEYS = frozenset(
         LISTENER_NAME_PARAM,
         FETCH_STALL_TIMEOUT_PARAM,
         MISSING_TOPIC_TIMEOUT_PARAM,
+        ACCESS_REFUSAL_TIMEOUT_PARAM,
         PREFETCH_PARAM,
         *_AUTO_COMMIT_KEYS,
     }
@@ -151,6 +158,9 @@ class KafkaParams:
     prefetch_bytes: int = DEFAULT_PREFETCH_BYTES
     # How long a topic may be missing before the stream ends with an error naming it (-1: no end).
     missing_topic_timeout_ms: int = DEFAULT_MISSING_TOPIC_TIMEOUT_MS
+    # How long Kafka may refuse the clients (credentials, certificate, ACL) before the stream ends
+    # with an error naming what to grant or set (-1: retry for ever).
+    access_refusal_timeout_ms: int = DEFAULT_ACCESS_REFUSAL_TIMEOUT_MS
 
     @property
     def bootstrap_servers(self) -> str | None:
@@ -370,5 +380,10 @@ def parse_kafka_params(
             MISSING_TOPIC_TIMEOUT_PARAM,
             params.get(MISSING_TOPIC_TIMEOUT_PARAM, DEFAULT_MISSING_TOPIC_TIMEOUT_MS),
             WAIT_FOR_EVER,
+        ),
+        access_refusal_timeout_ms=_integer(
+            ACCESS_REFUSAL_TIMEOUT_PARAM,
+            params.get(ACCESS_REFUSAL_TIMEOUT_PARAM, DEFAULT_ACCESS_REFUSAL_TIMEOUT_MS),
+            RETRY_FOR_EVER,
         ),
     )

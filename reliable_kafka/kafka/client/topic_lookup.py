@@ -18,11 +18,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
 
 from reliable_kafka.kafka.client.consumer import create_consumer
+
+# Types only: the refusal judge imports the receiver package, too heavy for the ZooKeeper wing.
+if TYPE_CHECKING:
+    from reliable_kafka.kafka.client.access_refusal import AccessRefusals
 
 logger = logging.getLogger(__name__)
 
@@ -48,9 +52,12 @@ def allows_auto_creation(client_config: Mapping[str, Any]) -> bool:
 class TopicLookup:
     """One consumer, never assigned, made at the first question and kept until :meth:`close`."""
 
-    def __init__(self, consumer_config: Mapping[str, Any], name: str) -> None:
+    def __init__(
+        self, consumer_config: Mapping[str, Any], name: str, refusals: AccessRefusals | None = None
+    ) -> None:
         self._config = dict(consumer_config)
         self._name = name
+        self._refusals = refusals
         self._consumer: Consumer | None = None
         self.asks_to_create = allows_auto_creation(self._config)
         # A legacy-protocol client's request by name creates the topic whatever it allows.
@@ -75,7 +82,7 @@ class TopicLookup:
 
     def _client(self) -> Consumer:
         if self._consumer is None:
-            self._consumer = create_consumer(self._config, self._name)
+            self._consumer = create_consumer(self._config, self._name, self._refusals)
         return self._consumer
 
     @staticmethod

@@ -21,6 +21,7 @@ from typing import Any
 from confluent_kafka import KafkaException
 from kazoo.client import KazooClient
 
+from reliable_kafka.kafka.client.access_refusal import AccessRefusals, AccessRefusedError
 from reliable_kafka.kafka.client.consumer import create_consumer
 from reliable_kafka.kafka.client.fetch_stall import FetchStallMonitor
 from reliable_kafka.kafka.client.missing_topics import MissingTopicWatch
@@ -34,7 +35,9 @@ from reliable_kafka.kafka.client.zk.client import (
     close_zookeeper,
     connect_zookeeper,
     zookeeper_acl,
+    zookeeper_identity,
 )
+from reliable_kafka.kafka.client.zk.refusal import zookeeper_refusal
 from reliable_kafka.kafka.offsets.group.membership import KafkaGroupMembership
 from reliable_kafka.kafka.offsets.group.offset_store import KafkaOffsetStore
 from reliable_kafka.kafka.offsets.registry import in_kafka, open_store, storage_of, where
@@ -118,6 +121,8 @@ class ConsumerConnector:
         self._consumer_config: dict[str, Any] = {}
         self._client: SharedFetchClient | None = None
         self._topic_watch: MissingTopicWatch | None = None
+        # Every Kafka client of this receiver reports its refusals here (one streak, one error).
+        self._refusals: AccessRefusals | None = None
 
     @property
     def offsets(self) -> OffsetStore:
@@ -143,7 +148,9 @@ class ConsumerConnector:
     def _watch_missing_topics(self) -> None:
         """Before the group is joined: librdkafka postpones the join of a subscription whose
         topics are all missing, and the bound must run meanwhile."""
-        lookup = TopicLookup(self._consumer_config, f"receiver {self._params.group.group_id} topics")
+        lookup = TopicLookup(
+            self._consumer_config, f"receiver {self._params.group.group_id} topics", self._refusals
+        )
         bound_ms = self._params.missing_topic_timeout_ms
         watch = MissingTopicWatch(self._topics, lookup, bound_ms, self._topics_missing)
         with self._lock:
@@ -159,11 +166,26 @@ class ConsumerConnector:
             return  # the receiver's start fails with the error
         self._consumer_failed(message, error)
 
+    def _watch_refusals(self) -> None:
+        """Once the clients' config is known, before any client exists: Kafka refusing them
+        (credentials, certificate, ACLs) for ``access.refusal.timeout.ms`` ends the stream."""
+        self._refusals = AccessRefusals.of(
+            self._consumer_config,
+            group=self._params.group.group_id,
+            topics=self._topics,
+            timeout_ms=self._params.access_refusal_timeout_ms,
+            on_refused=self._refused,
+        )
+
+    def _refused(self, error: AccessRefusedError) -> None:
+        self._topics_missing("Kafka refused access", error)
+
     def _join_through_coordinator(self) -> None:
         bootstrap = self._params.bootstrap_servers
         if bootstrap is None:
             raise ValueError("a consumer group without ZooKeeper needs bootstrap.servers")
         self._consumer_config = self._params.consumer_config(bootstrap)
+        self._watch_refusals()
         member = KafkaGroupMembership(
             self._consumer_config,
             self._params.group.group_id,
@@ -171,6 +193,7 @@ class ConsumerConnector:
             self,
             assignment_strategy=self._params.group.assignment_strategy,
             consumer_id=self._params.group.consumer_id,
+            refusals=self._refusals,
         )
         self._group = member
         self._offsets = open_store(storage_of(self._params.group), _CoordinatorBackends(member, self._params))
@@ -189,23 +212,39 @@ class ConsumerConnector:
             # firewall. A restart would wait as long again, and again, for ever.
             raise FatalReceiverError(str(exc)) from exc
         self.zookeeper_reached = True
+        try:
+            self._join_group_in_zookeeper(self._zk)
+        except Exception as exc:
+            # Refused credentials or ACLs: the group's retries took them for an outage, and so
+            # would every restart.
+            refused = zookeeper_refusal(
+                exc, zk_params.connect, zookeeper_identity(zk_params), self._params.group.group_id
+            )
+            if refused is None:
+                raise
+            raise FatalReceiverError(refused) from exc
+
+    def _join_group_in_zookeeper(self, zk: KazooClient) -> None:
+        zk_params = self._params.zookeeper
+        assert zk_params is not None
         acl = zookeeper_acl(zk_params)
         bootstrap = self._params.bootstrap_servers
         if bootstrap is None:
             protocol = str(self._params.client_config.get("security.protocol", "PLAINTEXT"))
-            bootstrap = discover_bootstrap_servers(self._zk, protocol, self._params.listener_name)
+            bootstrap = discover_bootstrap_servers(zk, protocol, self._params.listener_name)
             logger.info("brokers from ZooKeeper: %s", bootstrap)
-        legacy = legacy_protocol_config(self._zk, self._params.client_config)
+        legacy = legacy_protocol_config(zk, self._params.client_config)
         self._consumer_config = {**self._params.consumer_config(bootstrap), **legacy}
+        self._watch_refusals()
         self._group = ZookeeperConsumerGroup(
-            self._zk,
+            zk,
             self._params.group,
             self._topics,
             self,
             acl=acl,
             session_timeout_ms=zk_params.session_timeout_ms,
         )
-        self._offsets = self._offset_store(self._zk, self._group, acl, zk_params.session_timeout_ms)
+        self._offsets = self._offset_store(zk, self._group, acl, zk_params.session_timeout_ms)
         self._watch_missing_topics()
         self._group.start()
 
@@ -289,6 +328,7 @@ class ConsumerConnector:
             f"receiver {self._params.group.group_id}",
             prefetch_bytes=self._params.prefetch_bytes,
             partitions=count,
+            refusals=self._refusals,
         )
         logger.info(
             "one Kafka client for up to %d partition(s) of %s, prefetch within %d bytes",
@@ -303,7 +343,9 @@ class ConsumerConnector:
     def _partitions_of_topics(self) -> int:
         """How many partitions the topics have (0 when no metadata comes): asked once, at the
         first assignment, by a client that lives only for the question."""
-        probe = create_consumer(self._consumer_config, f"receiver {self._params.group.group_id} metadata")
+        probe = create_consumer(
+            self._consumer_config, f"receiver {self._params.group.group_id} metadata", self._refusals
+        )
         try:
             metadata = probe.list_topics(timeout=_METADATA_TIMEOUT_S)
         except KafkaException as exc:
@@ -335,6 +377,7 @@ class ConsumerConnector:
                 poll_timeout_s=self._poll_timeout_s,
                 on_out_of_range=self._repair_offset,
                 stall_monitor=self._stall_monitor,
+                refusals=self._refusals,
             )
             with self._lock:
                 self._consumers[tp] = consumer

@@ -159,6 +159,13 @@ def zookeeper_acl(params: ZooKeeperParams) -> list[ACL] | None:
     return [*CREATOR_ALL_ACL, *READ_ACL_UNSAFE]
 
 
+def zookeeper_identity(params: ZooKeeperParams) -> str:
+    """Who a client of ``params`` is to ZooKeeper, for an error (never the password)."""
+    if params.auth:
+        return f"digest user '{params.auth.partition(':')[0]}'"
+    return "an unauthenticated client (no zookeeper.auth)"
+
+
 def connect_zookeeper(params: ZooKeeperParams) -> KazooClient:
     """A started client, or :class:`ZooKeeperUnreachableError` naming the servers (never the
     credentials) and the last reason an attempt failed."""

@@ -40,7 +40,7 @@ import queue
 import threading
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -48,6 +48,10 @@ from reliable_kafka.kafka.client.error_log import ClientErrorLog
 from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
 from reliable_kafka.kafka.offsets.group_member import RebalanceListener, consumer_thread_id, new_consumer_id
 from reliable_kafka.util.librdkafka_log import LibrdkafkaLog
+
+# Types only: the refusal judge imports the receiver package, too heavy for the ZooKeeper wing.
+if TYPE_CHECKING:
+    from reliable_kafka.kafka.client.access_refusal import AccessRefusals
 
 logger = logging.getLogger(__name__)
 
@@ -85,6 +89,7 @@ class KafkaGroupMembership:
         *,
         assignment_strategy: str = "range",
         consumer_id: str | None = None,
+        refusals: AccessRefusals | None = None,
     ) -> None:
         if not topics:
             raise ValueError("a consumer group member needs at least one topic")
@@ -99,7 +104,8 @@ class KafkaGroupMembership:
         self.consumer_id = new_consumer_id(group_id, consumer_id)
         self._topics = dict(topics)
         self._listener = listener
-        self._error_log = ClientErrorLog(self.consumer_id)
+        # Refusals (a group ACL among them) go to the receiver's streak (see access_refusal).
+        self._error_log = ClientErrorLog(self.consumer_id, refusals)
         member_config = {
             "session.timeout.ms": DEFAULT_SESSION_TIMEOUT_MS,
             **config,
