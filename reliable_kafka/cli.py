@@ -304,6 +304,7 @@ def _lag(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         return _rounds(args, source, clients, out, err)
     except Exception as exc:
+        clients[1].serve_callbacks()  # the refusals a request did not hear
         return _failed(source, source.explained(exc, refusals), "lag lookup failed", err)
     finally:
         close_clients(clients)
@@ -342,7 +343,8 @@ def _rounds(
 def _failed(source: LagSource, error: BaseException, what: str, err: TextIO) -> int:
     """Exit 2 with the error; a refusal says what was refused and what to grant or set."""
     if isinstance(error, AccessRefusedError):
-        err.write(f"reliable-kafka lag: access refused: {source.masked(str(error))}\n")
+        shown = source.masked(str(error), naming_the_principal=True)
+        err.write(f"reliable-kafka lag: access refused: {shown}\n")
     else:
         err.write(f"{what}: {source.masked(f'{type(error).__name__}: {error}')}\n")
     return EXIT_ERROR

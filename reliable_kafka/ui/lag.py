@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from kazoo.client import KazooClient
 
 from reliable_kafka.kafka.client.access_refusal import (
@@ -100,7 +100,7 @@ class WatermarkReader:
                     TopicPartition(tp.topic, tp.partition), timeout=WATERMARK_TIMEOUT_S, cached=False
                 )
             except KafkaException as exc:
-                refused = self._refused(exc)
+                refused = self._refused(exc, tp.topic)
                 if refused is not None:
                     raise refused from exc  # every other partition would wait as long, for the same
                 logger.warning("could not read the log end offset of %s: %s", tp, exc)
@@ -109,10 +109,33 @@ class WatermarkReader:
             result[tp] = high
         return result
 
-    def _refused(self, exc: KafkaException) -> AccessRefusedError | None:
+    def _refused(self, exc: KafkaException, topic: str) -> AccessRefusedError | None:
+        """Why a watermark could not be read, when Kafka refused it: the login (heard by the error
+        callbacks, which the request does not run: :meth:`serve_callbacks`), or the topic's ACL
+        (which makes the partition unknown: its metadata says why)."""
         if self.refusals is None:
             return None
-        return refusal_error(kafka_error_of(exc), self.refusals.identity) or self.refusals.error()
+        identity = self.refusals.identity
+        refused = refusal_error(kafka_error_of(exc), identity) or self.serve_callbacks()
+        if refused is not None:
+            return refused
+        try:
+            metadata = self._consumer.list_topics(topic, timeout=WATERMARK_TIMEOUT_S).topics.get(topic)
+        except KafkaException:
+            return None
+        error = metadata.error if metadata is not None else None
+        if error is None or error.code() != KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            return None
+        return refusal_error(KafkaError(error.code(), f"{topic}: {error.str()}"), identity)
+
+    def serve_callbacks(self) -> AccessRefusedError | None:
+        """Run the client's pending error callbacks (it is never assigned: a poll reads nothing);
+        the refusal they heard, if any."""
+        try:
+            self._consumer.poll(0)
+        except (KafkaException, RuntimeError) as exc:
+            logger.debug("serving the watermark client's callbacks: %r", exc)
+        return self.refusals.error() if self.refusals is not None else None
 
     def close(self) -> None:
         self._consumer.close()
@@ -189,9 +212,13 @@ class LagSource:
             refused = refusals.error()
         return refused if refused is not None else exc
 
-    def masked(self, text: str) -> str:
-        """``text`` with every secret value of this source replaced by ``***``."""
-        secrets = [str(v) for k, v in self.client_config.items() if is_secret_key(str(k)) and v]
+    def masked(self, text: str, *, naming_the_principal: bool = False) -> str:
+        """``text`` with every secret value of this source replaced by ``***``; the user name
+        kept with ``naming_the_principal`` (a refusal says whom Kafka refused: the operator's own)."""
+        kept = {"sasl.username"} if naming_the_principal else set()
+        secrets = [
+            str(v) for k, v in self.client_config.items() if is_secret_key(str(k)) and v and k not in kept
+        ]
         if self.zookeeper_auth:
             secrets.append(self.zookeeper_auth)
         for secret in secrets:
@@ -230,6 +257,7 @@ def open_group_view(
             config["bootstrap.servers"] = discover_bootstrap_servers(
                 zk, protocol, str(listener) if listener else None
             )
+            refusals.brokers_found(config["bootstrap.servers"])
         if zk is not None:
             config.update(legacy_protocol_config(zk, config))
         config["error_cb"] = ClientErrorLog(f"lag of group {source.group}", refusals)
@@ -282,6 +310,9 @@ class LagMonitor:
                     view, watermarks = self._clients_of(index, source)
                     rows.extend(read_group_lag(view, watermarks, source.topics))
                 except Exception as exc:
+                    clients = self._clients.get(index)
+                    if clients is not None:
+                        clients[1].serve_callbacks()  # the refusals a request did not hear
                     shown = source.explained(exc, self._refusals[index])
                     error = source.masked(f"{type(shown).__name__}: {shown}")
                     logger.warning("could not read the lag of group %s: %s", source.group, error)

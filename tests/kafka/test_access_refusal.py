@@ -191,7 +191,7 @@ def test_a_streak_of_refusals_past_the_bound_is_one_error_heard_once(
     warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
     assert len(warnings) == 1
     assert warnings[0].endswith(
-        "the stream ends unless this stops within 10000 ms (access.refusal.timeout.ms)"
+        "the client gives up unless this stops within 10000 ms (access.refusal.timeout.ms)"
     )
 
 

@@ -31,6 +31,7 @@ the resource, and the setting or ACL that mends it; never a password or a key.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import threading
@@ -106,7 +107,9 @@ _CLIENT_CERTIFICATE_ALERTS = (
 _BROKER_CERTIFICATE_FAILURES = ("certificate verify failed", "broker certificate could not be verified")
 _MECHANISM_TEXTS = ("unsupported sasl mechanism", "supported mechanisms")
 _CREDENTIALS_TEXTS = ("authentication failed", "invalid credentials", "invalid username or password")
-_SUBSCRIBED_TOPIC = re.compile(r"[Tt]opic not available: ([^:\s]+):")
+# "Subscribed topic not available: <topic>: Broker: Topic authorization failed" (a subscription),
+# "<topic>: Broker: Topic authorization failed" (a topic's metadata, named by us).
+_REFUSED_TOPIC = re.compile(r"([^\s:]+): Broker: Topic authorization failed")
 _CODES = {
     KafkaError.GROUP_AUTHORIZATION_FAILED: Refusal.GROUP_ACL,
     KafkaError.TOPIC_AUTHORIZATION_FAILED: Refusal.TOPIC_ACL,
@@ -260,7 +263,7 @@ class ClientIdentity:
         )
 
     def _topic_acl(self, detail: str) -> str:
-        match = _SUBSCRIBED_TOPIC.search(detail)
+        match = _REFUSED_TOPIC.search(detail)
         topics = [match.group(1)] if match else list(self.topics) or ["<topic>"]
         named = " ".join(f"--topic {topic}" for topic in topics)
         quoted = ", ".join(f"'{topic}'" for topic in topics)
@@ -344,9 +347,11 @@ class AccessRefusals:
         *,
         streak_gap_s: float = _DEFAULT_RECONNECT_BACKOFF_MAX_MS * _STREAK_GAP_FACTOR / 1000.0,
         on_refused: Callable[[AccessRefusedError], None] | None = None,
+        ignored: Iterable[Refusal] = (),
         now: Callable[[], float] = time.monotonic,
     ) -> None:
         self.identity = identity
+        self._ignored = frozenset(ignored)
         self._timeout_ms = timeout_ms
         self._gap_s = streak_gap_s
         self._on_refused = on_refused
@@ -364,19 +369,22 @@ class AccessRefusals:
         topics: Iterable[str] = (),
         timeout_ms: int | None = None,
         on_refused: Callable[[AccessRefusedError], None] | None = None,
+        ignored: Iterable[Refusal] = (),
     ) -> AccessRefusals:
-        """For the clients of ``config`` (librdkafka's config; ``timeout_ms`` None: read from it)."""
+        """For the clients of ``config`` (librdkafka's config; ``timeout_ms`` None: read from it);
+        ``ignored`` refusals do not concern them (a group ACL, to a group kept in ZooKeeper)."""
         return cls(
             ClientIdentity.of(config, group=group, topics=topics),
             timeout_ms_of(config) if timeout_ms is None else timeout_ms,
             streak_gap_s=_streak_gap_s(config),
             on_refused=on_refused,
+            ignored=ignored,
         )
 
     def observe(self, error: KafkaError) -> Refusal | None:
-        """One error a client reported; the refusal it is, if any."""
+        """One error a client reported; the refusal it is, if any (None for one ``ignored``)."""
         refusal = classify(error.code(), error.str())
-        if refusal is None:
+        if refusal is None or refusal in self._ignored:
             return None
         verdict = None
         with self._lock:
@@ -403,11 +411,16 @@ class AccessRefusals:
             threading.Thread(target=report, args=(verdict,), name="access-refused", daemon=True).start()
         return refusal
 
+    def brokers_found(self, servers: str) -> None:
+        """The brokers were found after this was made (in ZooKeeper): errors name them. Before
+        any client reports here."""
+        self.identity = dataclasses.replace(self.identity, brokers=servers)
+
     def _ends_when(self) -> str:
         if self._timeout_ms == RETRY_FOR_EVER:
             return f"retrying for ever ({ACCESS_REFUSAL_TIMEOUT_PARAM}={RETRY_FOR_EVER})"
         bound = f"{self._timeout_ms} ms ({ACCESS_REFUSAL_TIMEOUT_PARAM})"
-        return f"the stream ends unless this stops within {bound}"
+        return f"the client gives up unless this stops within {bound}"
 
     @property
     def verdict(self) -> AccessRefusedError | None:

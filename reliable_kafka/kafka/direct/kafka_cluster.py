@@ -98,7 +98,7 @@ class KafkaCluster:
         if metadata is None or (error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
             raise ValueError(f"topic {topic!r} does not exist in Kafka")
         if error is not None:
-            raise KafkaException(error)
+            raise KafkaException(KafkaError(error.code(), f"{topic}: {error.str()}"))  # names the topic
         return sorted(metadata.partitions)
 
     def _watermarks(self, tp: TopicAndPartition) -> tuple[int, int]:
@@ -130,4 +130,13 @@ class KafkaCluster:
         consumer = self._consumer
         if consumer is None:
             return None
-        return refusal_error(kafka_error_of(exc), consumer.refusals.identity) or consumer.refusals.error()
+        answer = refusal_error(kafka_error_of(exc), consumer.refusals.identity)
+        if answer is not None:
+            return answer
+        # A lookup does not run the error callbacks, which heard why no broker answered: this
+        # client is never assigned, so a poll reads nothing and runs them.
+        try:
+            consumer.poll(0)
+        except (KafkaException, RuntimeError) as failed:
+            logger.debug("serving the lookup client's callbacks: %r", failed)
+        return consumer.refusals.error()

@@ -21,7 +21,7 @@ from typing import Any
 from confluent_kafka import KafkaException
 from kazoo.client import KazooClient
 
-from reliable_kafka.kafka.client.access_refusal import AccessRefusals, AccessRefusedError
+from reliable_kafka.kafka.client.access_refusal import AccessRefusals, AccessRefusedError, Refusal
 from reliable_kafka.kafka.client.consumer import create_consumer
 from reliable_kafka.kafka.client.fetch_stall import FetchStallMonitor
 from reliable_kafka.kafka.client.missing_topics import MissingTopicWatch
@@ -168,13 +168,17 @@ class ConsumerConnector:
 
     def _watch_refusals(self) -> None:
         """Once the clients' config is known, before any client exists: Kafka refusing them
-        (credentials, certificate, ACLs) for ``access.refusal.timeout.ms`` ends the stream."""
+        (credentials, certificate, ACLs) for ``access.refusal.timeout.ms`` ends the stream. A
+        group that Kafka neither keeps nor holds offsets of needs no group ACL: the fetch client
+        (which has a ``group.id``) looks for its coordinator, and a refusal there costs nothing."""
+        kafka_keeps_group = self._params.zookeeper is None or in_kafka(storage_of(self._params.group))
         self._refusals = AccessRefusals.of(
             self._consumer_config,
             group=self._params.group.group_id,
             topics=self._topics,
             timeout_ms=self._params.access_refusal_timeout_ms,
             on_refused=self._refused,
+            ignored=() if kafka_keeps_group else (Refusal.GROUP_ACL,),
         )
 
     def _refused(self, error: AccessRefusedError) -> None:
