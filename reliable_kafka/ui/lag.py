@@ -19,6 +19,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from kazoo.client import KazooClient
 
+from reliable_kafka.kafka.client.params import ZooKeeperSasl
 from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
 from reliable_kafka.kafka.client.zk.broker_discovery import discover_bootstrap_servers, legacy_protocol_config
 from reliable_kafka.kafka.offsets.registry import OffsetsStorage, checked_storage, in_zookeeper
@@ -136,6 +137,7 @@ class LagSource:
     # The input streams of this group (several createStreams may share one group and store).
     receiver_stream_ids: tuple[int, ...] = ()
     zookeeper_auth: str | None = field(default=None, repr=False)  # digest user:password
+    zookeeper_sasl: ZooKeeperSasl | None = None  # its password is kept out of its repr
 
     def __post_init__(self) -> None:
         checked_storage(self.offsets_storage)
@@ -155,6 +157,8 @@ class LagSource:
         secrets = [str(v) for k, v in self.client_config.items() if is_secret_key(str(k)) and v]
         if self.zookeeper_auth:
             secrets.append(self.zookeeper_auth)
+        if self.zookeeper_sasl is not None:
+            secrets.append(self.zookeeper_sasl.password)
         for secret in secrets:
             text = text.replace(secret, "***")
         return text
@@ -263,6 +267,7 @@ def connect_zookeeper_of(source: LagSource) -> KazooClient:
         source.zookeeper_connect,
         timeout=10.0,
         auth_data=[("digest", source.zookeeper_auth)] if source.zookeeper_auth else None,
+        sasl_options=source.zookeeper_sasl.kazoo_options() if source.zookeeper_sasl else None,
     )
     zk.start(timeout=10.0)
     return zk

@@ -150,6 +150,8 @@ RETRIABLE_ZOOKEEPER_ERRORS: tuple[type[BaseException], ...] = (
 
 def zookeeper_acl(params: ZooKeeperParams) -> list[ACL] | None:
     """Kafka's secure-ACL choice: the authenticated creator may do anything, everyone may read.
+    ZooKeeper turns "the creator" into each id the session logged in with (``digest:user:hash``,
+    ``sasl:user``).
 
     World-readable keeps Kafka's offset tools working; only the group's own user can change
     ownership or offsets.
@@ -170,6 +172,7 @@ def connect_zookeeper(params: ZooKeeperParams) -> KazooClient:
         # what an expired session means.
         connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=2.0),
         auth_data=[("digest", params.auth)] if params.auth else None,
+        sasl_options=params.sasl.kazoo_options() if params.sasl else None,
         default_acl=zookeeper_acl(params),
         logger=log,  # type: ignore[arg-type]
     )
