@@ -15,11 +15,13 @@ from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
 from reliable_kafka.kafka.client.zk.paths import offset_path
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.local.secured import Mechanism
+from reliable_kafka.ui.status_ui import StatusUI
 from reliable_kafka.util.kazoo_log import kazoo_client, stop_kazoo
 from tests.cluster_backends import unique_name
 from tests.e2e.helpers import committed_offsets, kafka_committed_offsets, produce
 from tests.e2e.test_direct_group_commit import committing_context
 from tests.support import wait_until
+from tests.ui.test_lag_status_page import page_rows
 
 pytestmark = pytest.mark.integration
 
@@ -159,7 +161,11 @@ def test_the_direct_streams_group_commit_and_create_rdd(
     counted: list[int] = []
     KafkaUtils.createDirectStream(ssc, [topic], params).foreachRDD(lambda rdd: counted.append(rdd.count()))
     ssc.start()
+    # The status page reads the group's lag with the stream's own logins (Kafka's and ZooKeeper's).
+    ui = StatusUI.for_context(ssc)
     everything = {p: PER_PARTITION for p in range(PARTITIONS)}
+    caught_up = {(group, topic, p): {"committed": str(PER_PARTITION), "log-end": str(PER_PARTITION),
+                                     "lag": "0", "owner": "none"} for p in range(PARTITIONS)}  # fmt: skip
     try:
         wait_until(
             lambda: sum(counted) >= PARTITIONS * PER_PARTITION, timeout_s=120, what="every record counted"
@@ -169,8 +175,17 @@ def test_the_direct_streams_group_commit_and_create_rdd(
             timeout_s=60,
             what="the completed batches committed for the group",
         )
+        wait_until(
+            lambda: page_rows(ui.handle("/", {}).body.decode()) == caught_up,
+            timeout_s=60,
+            what="the status page showing lag 0",
+        )
+        shown = ui.handle("/", {}).body + ui.handle("/metrics", {}).body
     finally:
+        ui.stop()
         ssc.stop(stopSparkContext=False, stopGraceFully=True)
+    alice = settings.principals["alice"]
+    assert alice.password.encode() not in shown and alice.zookeeper_password.encode() not in shown
 
     rdd_params = settings.kafka_params(CREATE_RDD[secured_cluster.kafka])
     rdd = KafkaUtils.createRDD(spark_context, rdd_params, [OffsetRange(topic, 1, 5, 8)])
