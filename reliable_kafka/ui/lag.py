@@ -28,6 +28,7 @@ from reliable_kafka.kafka.client.access_refusal import (
     refusal_error,
 )
 from reliable_kafka.kafka.client.error_log import ClientErrorLog
+from reliable_kafka.kafka.client.params import ZooKeeperSasl
 from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
 from reliable_kafka.kafka.client.zk.broker_discovery import (
     LISTENER_NAME_PARAM,
@@ -183,6 +184,7 @@ class LagSource:
     # The input streams of this group (several createStreams may share one group and store).
     receiver_stream_ids: tuple[int, ...] = ()
     zookeeper_auth: str | None = field(default=None, repr=False)  # digest user:password
+    zookeeper_sasl: ZooKeeperSasl | None = None  # its password is kept out of its repr
 
     def __post_init__(self) -> None:
         checked_storage(self.offsets_storage)
@@ -221,6 +223,8 @@ class LagSource:
         ]
         if self.zookeeper_auth:
             secrets.append(self.zookeeper_auth)
+        if self.zookeeper_sasl is not None:
+            secrets.append(self.zookeeper_sasl.password)
         for secret in secrets:
             text = text.replace(secret, "***")
         return text
@@ -349,6 +353,7 @@ def connect_zookeeper_of(source: LagSource) -> KazooClient:
         source.zookeeper_connect,
         timeout=10.0,
         auth_data=[("digest", source.zookeeper_auth)] if source.zookeeper_auth else None,
+        sasl_options=source.zookeeper_sasl.kazoo_options() if source.zookeeper_sasl else None,
     )
     zk.start(timeout=10.0)
     return zk

@@ -87,6 +87,7 @@ def lag_source_of(watched: WatchedGroup) -> LagSource:
         zookeeper_connect=zookeeper.connect if zookeeper is not None else None,
         receiver_stream_ids=watched.receiver_stream_ids,
         zookeeper_auth=zookeeper.auth if zookeeper is not None else None,
+        zookeeper_sasl=zookeeper.sasl if zookeeper is not None else None,
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import logging
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -70,6 +71,22 @@ _IGNORED_08_KEYS = frozenset(
     }
 )
 
+# ZooKeeper's SASL login, as kafkaParams: the user and password of a JAAS ``Client`` section
+# (``zookeeper.sasl.username``/``.password``), or that section's line itself, as Kafka's
+# ``sasl.jaas.config`` takes one (``zookeeper.sasl.jaas.config``).
+ZOOKEEPER_SASL_KEYS = (
+    "zookeeper.sasl.mechanism",
+    "zookeeper.sasl.username",
+    "zookeeper.sasl.password",
+    "zookeeper.sasl.jaas.config",
+)
+# What kazoo (through pure-sasl) logs in with and a ZooKeeper server's SASLAuthenticationProvider
+# takes without Kerberos.
+ZOOKEEPER_SASL_MECHANISMS = ("DIGEST-MD5",)
+_DIGEST_LOGIN_MODULE = "org.apache.zookeeper.server.auth.DigestLoginModule"
+_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
 _OWN_KEYS = frozenset(
     {
         "zookeeper.connect",
@@ -77,6 +94,7 @@ _OWN_KEYS = frozenset(
         "zookeeper.connection.timeout.ms",
         "zookeeper.auth",
         "zookeeper.set.acl",
+        *ZOOKEEPER_SASL_KEYS,
         "group.id",
         "consumer.id",
         "auto.offset.reset",
@@ -115,14 +133,30 @@ _DEFAULT_CLIENT_CONFIG: dict[str, Any] = {
 
 
 @dataclass(frozen=True)
+class ZooKeeperSasl:
+    """A SASL login to ZooKeeper; the password never appears in repr."""
+
+    username: str
+    password: str = field(repr=False)
+    mechanism: str = "DIGEST-MD5"
+
+    def kazoo_options(self) -> dict[str, str]:
+        """kazoo's ``sasl_options``."""
+        return {"mechanism": self.mechanism, "username": self.username, "password": self.password}
+
+
+@dataclass(frozen=True)
 class ZooKeeperParams:
-    """How to reach ZooKeeper; ``auth`` (``user:password`` for digest) never appears in repr."""
+    """How to reach ZooKeeper; ``auth`` (``user:password`` for digest) and the SASL password never
+    appear in repr. ``set_acl``: the group's nodes are created writable by the logged-in user only
+    (readable by all, as Kafka's ``zookeeper.set.acl`` makes its own)."""
 
     connect: str
     session_timeout_ms: int = 6000
     connection_timeout_ms: int = 6000
     auth: str | None = field(default=None, repr=False)
     set_acl: bool = False
+    sasl: ZooKeeperSasl | None = None
 
 
 @dataclass(frozen=True)
@@ -231,6 +265,48 @@ def _same(key: str, given: str | None, in_params: Any) -> str | None:
     return given if given is not None else in_params
 
 
+def _jaas_login(value: Any) -> tuple[str, str]:
+    """The username and password of a DigestLoginModule line. Never echoes the value: it holds a
+    secret."""
+    text = str(value).strip()
+    if not text.startswith(_DIGEST_LOGIN_MODULE) or not text.endswith(";"):
+        raise ValueError(
+            f"kafka param zookeeper.sasl.jaas.config: expected '{_DIGEST_LOGIN_MODULE} required "
+            'username="..." password="...";\''
+        )
+    options = {name: re.sub(r"\\(.)", r"\1", quoted) for name, quoted in _JAAS_OPTION.findall(text)}
+    if not options.get("username") or not options.get("password"):
+        raise ValueError('kafka param zookeeper.sasl.jaas.config: needs username="..." and password="..."')
+    return options["username"], options["password"]
+
+
+def _zookeeper_sasl(params: Mapping[str, Any]) -> ZooKeeperSasl | None:
+    if not any(key in params for key in ZOOKEEPER_SASL_KEYS):
+        return None
+    mechanism = _text(
+        "zookeeper.sasl.mechanism", params.get("zookeeper.sasl.mechanism", "DIGEST-MD5")
+    ).upper()
+    if mechanism not in ZOOKEEPER_SASL_MECHANISMS:
+        raise ValueError(
+            f"kafka param zookeeper.sasl.mechanism={mechanism!r}: supported are "
+            f"{', '.join(ZOOKEEPER_SASL_MECHANISMS)} (kazoo with pure-sasl)"
+        )
+    if "zookeeper.sasl.jaas.config" in params:
+        if "zookeeper.sasl.username" in params or "zookeeper.sasl.password" in params:
+            raise ValueError(
+                "kafka params: give zookeeper.sasl.jaas.config or zookeeper.sasl.username and "
+                "zookeeper.sasl.password, not both"
+            )
+        username, password = _jaas_login(params["zookeeper.sasl.jaas.config"])
+    else:
+        username = _text("zookeeper.sasl.username", params.get("zookeeper.sasl.username"))
+        password = params.get("zookeeper.sasl.password")
+        if password is None or not str(password):
+            raise ValueError("kafka param zookeeper.sasl.password is required with zookeeper.sasl.username")
+        password = str(password)
+    return ZooKeeperSasl(username=username, password=password, mechanism=mechanism)
+
+
 def _zookeeper_params(params: Mapping[str, Any], connect: Any) -> ZooKeeperParams:
     auth = params.get("zookeeper.auth")
     if auth is not None:
@@ -239,9 +315,14 @@ def _zookeeper_params(params: Mapping[str, Any], connect: Any) -> ZooKeeperParam
             # The value is a secret: name the key, never echo it.
             raise ValueError("kafka param zookeeper.auth: expected user:password (digest)")
         auth = str(auth)
-    set_acl = _boolean("zookeeper.set.acl", params.get("zookeeper.set.acl", auth is not None))
-    if set_acl and auth is None:
-        raise ValueError("kafka param zookeeper.set.acl=true needs zookeeper.auth")
+    sasl = _zookeeper_sasl(params)
+    logged_in = auth is not None or sasl is not None
+    set_acl = _boolean("zookeeper.set.acl", params.get("zookeeper.set.acl", logged_in))
+    if set_acl and not logged_in:
+        raise ValueError(
+            "kafka param zookeeper.set.acl=true needs a login: zookeeper.auth (digest) or "
+            "zookeeper.sasl.username and zookeeper.sasl.password (SASL)"
+        )
     return ZooKeeperParams(
         connect=_zookeeper_connect("zookeeper.connect", connect),
         session_timeout_ms=_integer(
@@ -252,6 +333,7 @@ def _zookeeper_params(params: Mapping[str, Any], connect: Any) -> ZooKeeperParam
         ),
         auth=auth,
         set_acl=set_acl,
+        sasl=sasl,
     )
 
 

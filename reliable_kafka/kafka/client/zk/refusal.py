@@ -50,13 +50,14 @@ def zookeeper_refusal(
     if isinstance(refusal, AuthFailedError):
         return (
             f"{where} refused the credentials of {identity} (AuthFailedError): set the right ZooKeeper "
-            "user and password in kafkaParams, or add the user to the servers' JAAS Server section"
+            "user and password in kafkaParams (zookeeper.sasl.username and zookeeper.sasl.password), or "
+            "add the user to the servers' JAAS Server section"
         )
     if isinstance(refusal, SessionClosedRequireSaslError):
         return (
             f"{where} requires SASL authentication (enforce.auth.enabled) and {identity} did not "
-            "authenticate with SASL (SessionClosedRequireSaslError): give the ZooKeeper SASL user "
-            "and password in kafkaParams"
+            "authenticate with SASL (SessionClosedRequireSaslError): set zookeeper.sasl.username and "
+            "zookeeper.sasl.password in kafkaParams"
         )
     nodes = f"the group's nodes under {group_dir(group)}" if group else "a node"
     return (
