@@ -11,8 +11,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from reliable_kafka.kafka.client.params import parse_kafka_params
 from reliable_kafka.kafka.client.zk.broker_discovery import NoBrokersError
+from reliable_kafka.kafka.offsets.watched_group import WatchedGroup
 from reliable_kafka.ui.lag import LagSource, close_clients, open_group_view
+from reliable_kafka.ui.status_ui import lag_source_of
 
 
 class _Registrations:
@@ -76,6 +79,10 @@ def _brokers_asked(config: dict[str, str], registrations: _Registrations) -> str
         client_config=config,
         zookeeper_connect="127.0.0.1:2181",
     )
+    return _brokers_of(source, registrations)
+
+
+def _brokers_of(source: LagSource, registrations: _Registrations) -> str:
     clients = open_group_view(source, lambda _source: registrations)  # type: ignore[arg-type,return-value]
     try:
         return clients[1].brokers
@@ -117,3 +124,25 @@ def test_no_listener_of_the_protocol_is_an_error_naming_what_is_registered(
     assert "has a PLAINTEXT endpoint" in message
     assert f"SSL://127.0.0.1:{listening_ports[1]} (SSL)" in message
     assert "'security.protocol'" in message
+
+
+def test_the_status_pages_lag_finds_the_brokers_on_the_streams_listener(
+    listening_ports: tuple[int, int, int],
+) -> None:
+    """The stream's ``broker.listener.name`` is a key of ours, kept apart from librdkafka's."""
+    sasl, ssl, oauth = listening_ports
+    params = parse_kafka_params(
+        {
+            "zookeeper.connect": "127.0.0.1:2181",
+            "group.id": "orders",
+            "broker.listener.name": "OAUTH",
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "OAUTHBEARER",
+            "enable.sasl.oauthbearer.unsecure.jwt": "true",
+            "sasl.oauthbearer.config": "principal=alice",
+        }
+    )
+    source = lag_source_of(WatchedGroup(params, ("events",), params.client_config, (0,)))
+
+    registrations = _Registrations({"0": _secured_broker(sasl, ssl, oauth)})
+    assert _brokers_of(source, registrations) == f"127.0.0.1:{oauth}"
