@@ -248,3 +248,20 @@ def test_the_lag_command_exits_2_naming_the_refusal(secured_cluster: LocalCluste
     status, said = lag(settings.kafka_params("SCRAM-SHA-512", "mallory"))
     assert status == 2
     assert f"Kafka refused User:mallory access to topic '{topic}'" in said
+
+
+@pytest.mark.brokers("3.9")
+def test_zookeeper_refusing_the_groups_sasl_login_ends_the_stream_naming_the_user(
+    secured_cluster: LocalCluster,
+) -> None:
+    """kazoo's ``start()`` reports CONNECTED; the first call of the session fails (AuthFailedError)."""
+    settings = secured_cluster.secured
+    zookeeper = {**settings.zookeeper_params("alice"), "zookeeper.sasl.password": "not-alices-password"}
+    make = _receiver(secured_cluster, {**settings.kafka_params("SCRAM-SHA-512"), **zookeeper}, zookeeper=True)
+
+    message = _stream_ends(make)
+
+    zookeeper_at = f"ZooKeeper at {secured_cluster.zookeeper_connect}"
+    assert f"{zookeeper_at} refused the credentials of SASL (DIGEST-MD5) user 'alice'" in message
+    assert "zookeeper.sasl.username and zookeeper.sasl.password" in message
+    assert "not-alices-password" not in message
