@@ -25,6 +25,14 @@ The decision is ours:
   librdkafka does) bounds the streak. A client whose call failed while refusals came
   (:meth:`AccessRefusals.error`) has its answer too: its caller raises the refusal, not a timeout.
 
+What librdkafka does not repeat is repeated by whoever keeps asking (confluent-kafka 2.16): a
+group ACL refusal comes once (FindCoordinator; later queries are silent), so the group member tells
+it again until an assignment proves it gone; a topic ACL refusal never comes from a fetch (the
+partition just stays empty), only from the topic's metadata, which the missing-topic watch asks
+again and again. A login refused (credentials, mechanism, certificates) comes at every reconnect,
+about every 0.4 s. Requests (a lookup, a commit) do not run the error callbacks: their callers
+run them (a poll of a client that reads nothing) before asking :meth:`AccessRefusals.error`.
+
 Messages name the principal (``User:<sasl.username>``, the certificate file), the mechanism or
 the resource, and the setting or ACL that mends it; never a password or a key.
 """
