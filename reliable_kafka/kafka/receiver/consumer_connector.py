@@ -21,7 +21,12 @@ from typing import Any
 from confluent_kafka import KafkaException
 from kazoo.client import KazooClient
 
-from reliable_kafka.kafka.client.access_refusal import AccessRefusals, AccessRefusedError, Refusal
+from reliable_kafka.kafka.client.access_refusal import (
+    AccessRefusals,
+    AccessRefusedError,
+    Refusal,
+    refusal_error,
+)
 from reliable_kafka.kafka.client.consumer import create_consumer
 from reliable_kafka.kafka.client.fetch_stall import FetchStallMonitor
 from reliable_kafka.kafka.client.missing_topics import MissingTopicWatch
@@ -53,6 +58,7 @@ from reliable_kafka.kafka.receiver.partition_consumer import (
     RecordSink,
 )
 from reliable_kafka.receiver.fatal_error import FatalReceiverError
+from reliable_kafka.util.kafka_errors import kafka_error_of
 
 logger = logging.getLogger(__name__)
 
@@ -64,6 +70,8 @@ CONSUMER_JOIN_TIMEOUT_S = 30.0
 SHUTDOWN_TIMEOUT_S = 120.0
 
 _METADATA_TIMEOUT_S = 5.0
+# A failure's chain of causes is short (a retry's last error, wrapped once or twice).
+_MAX_ERROR_CHAIN = 10
 
 # Revoked partitions -> next offset each consumer would have read (None: it read nothing).
 RevokeHook = Callable[[dict[TopicAndPartition, int | None]], None]
@@ -224,9 +232,12 @@ class ConsumerConnector:
             refused = zookeeper_refusal(
                 exc, zk_params.connect, zookeeper_identity(zk_params), self._params.group.group_id
             )
-            if refused is None:
-                raise
-            raise FatalReceiverError(refused) from exc
+            if refused is not None:
+                raise FatalReceiverError(refused) from exc
+            kafka_refused = self._kafka_refusal(exc)
+            if kafka_refused is not None:
+                raise kafka_refused from exc
+            raise
 
     def _join_group_in_zookeeper(self, zk: KazooClient) -> None:
         zk_params = self._params.zookeeper
@@ -450,11 +461,28 @@ class ConsumerConnector:
 
     def on_rebalance_failed(self, error: BaseException) -> None:
         if not self._closing.is_set():
-            self._on_failure("consumer group rebalance failed", error)
+            self._on_failure("consumer group rebalance failed", self._kafka_refusal(error) or error)
 
     def _consumer_failed(self, message: str, error: BaseException) -> None:
         if not self._closing.is_set():
-            self._on_failure(message, error)
+            self._on_failure(message, self._kafka_refusal(error) or error)
+
+    def _kafka_refusal(self, error: BaseException) -> AccessRefusedError | None:
+        """The refusal a failed request of this receiver met (a commit or an offset fetch answered
+        ``GROUP_AUTHORIZATION_FAILED``...), found in ``error``'s chain: Kafka's answer, which
+        no restart mends."""
+        refusals = self._refusals
+        seen: BaseException | None = error
+        for _ in range(_MAX_ERROR_CHAIN):
+            if seen is None or refusals is None:
+                return None
+            if isinstance(seen, AccessRefusedError):
+                return seen
+            refused = refusal_error(kafka_error_of(seen), refusals.identity)
+            if refused is not None:
+                return refused
+            seen = seen.__cause__ or seen.__context__
+        return None
 
 
 class _ZooKeeperGroupBackends:

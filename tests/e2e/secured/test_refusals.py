@@ -265,3 +265,18 @@ def test_zookeeper_refusing_the_groups_sasl_login_ends_the_stream_naming_the_use
     assert f"{zookeeper_at} refused the credentials of SASL (DIGEST-MD5) user 'alice'" in message
     assert "zookeeper.sasl.username and zookeeper.sasl.password" in message
     assert "not-alices-password" not in message
+
+
+@pytest.mark.brokers("3.9")
+def test_a_zookeeper_group_committing_to_kafka_without_the_group_acl_ends_its_stream(
+    secured_cluster: LocalCluster,
+) -> None:
+    """The group's offsets in Kafka (``offsets.storage=kafka``): reading them is refused, an
+    answer no restart mends. Mallory may read this test's topic (granted here), not its group."""
+    params = {**secured_cluster.secured.kafka_params("SCRAM-SHA-512", "mallory"), "offsets.storage": "kafka"}
+    make = _receiver(secured_cluster, params, zookeeper=True, grant_topic_to="mallory")
+
+    message = _stream_ends(make)
+
+    assert "Kafka refused User:mallory access to consumer group 'refused-group-" in message
+    assert "--allow-principal User:mallory --operation Read --group refused-group-" in message
