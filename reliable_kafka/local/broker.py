@@ -202,10 +202,11 @@ class _Broker(ManagedServer):
         return options
 
     def _check_port_free(self) -> None:
-        if port_in_use(self.port) and not wait_port_free(self.port, 5.0):
-            raise ClusterStartError(
-                f"Cannot start Kafka: port {self.port} on {LOOPBACK} is already in use by another process."
-            )
+        for port in (self.port, self.sasl_ssl_port):
+            if port is not None and port_in_use(port) and not wait_port_free(port, 5.0):
+                raise ClusterStartError(
+                    f"Cannot start Kafka: port {port} on {LOOPBACK} is already in use by another process."
+                )
 
     def _launch(self, config: Path) -> None:
         self._server = JavaServer(

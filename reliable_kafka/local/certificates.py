@@ -12,7 +12,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from reliable_kafka.local.errors import ClusterStartError
@@ -38,10 +38,7 @@ class BrokerStores:
 
     keystore: Path
     truststore: Path
-    password: str
-
-    def __repr__(self) -> str:
-        return f"BrokerStores(keystore={self.keystore!s}, truststore={self.truststore!s}, password=***)"
+    password: str = field(repr=False)
 
 
 def _run(command: Sequence[str], *, env: Mapping[str, str] | None = None) -> None:

@@ -30,9 +30,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+    ScramCredentialInfo,
+    ScramMechanism,
+    UserScramCredentialUpsertion,
+)
+
 from reliable_kafka.local.certificates import BrokerStores, CertificateAuthority, CertificateFiles
 from reliable_kafka.local.errors import ClusterStartError
 from reliable_kafka.local.ports import LOOPBACK
+from reliable_kafka.util.librdkafka_log import with_logger
 
 Mechanism = Literal["SCRAM-SHA-512", "PLAIN", "OAUTHBEARER", "SSL"]
 # "SSL": no SASL, the client's certificate authenticates it (mTLS).
@@ -159,7 +173,6 @@ class ClusterSecurity:
     """The secrets and files of one secured cluster, made in ``directory`` at construction."""
 
     def __init__(self, directory: Path, *, zookeeper: bool) -> None:
-        started = time.monotonic()
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         os.chmod(directory, 0o700)
         self.directory = directory
@@ -191,7 +204,6 @@ class ClusterSecurity:
                 f"  username={_jaas_quote(ZOOKEEPER_BROKER_USER)}\n"
                 f"  password={_jaas_quote(self._zookeeper_broker_password)};\n}};\n",
             )
-        self.seconds_to_make = time.monotonic() - started
 
     def __repr__(self) -> str:
         return f"ClusterSecurity({self.directory!s})"
@@ -312,21 +324,6 @@ def grant_and_create_users(
     """SCRAM credentials for every client user and ``alice``'s ACLs, in one AdminClient session
     (a JVM tool costs 4-9 s a call), then wait until the broker applies them: its authorizer and
     credential cache follow ZooKeeper or the metadata log a moment later."""
-    from confluent_kafka.admin import (  # noqa: PLC0415 - a secured cluster only
-        AclBinding,
-        AclBindingFilter,
-        AclOperation,
-        AclPermissionType,
-        AdminClient,
-        ResourcePatternType,
-        ResourceType,
-        ScramCredentialInfo,
-        ScramMechanism,
-        UserScramCredentialUpsertion,
-    )
-
-    from reliable_kafka.util.librdkafka_log import with_logger  # noqa: PLC0415
-
     admin = AdminClient(with_logger(dict(admin_config)))
     upserts = [
         UserScramCredentialUpsertion(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 
 import pytest
@@ -144,6 +145,16 @@ def test_zookeeper_sasl_login_is_ours_is_never_echoed_and_sets_acls(caplog: pyte
     assert "s3cret" not in caplog.text
     for key in ("zookeeper.sasl.password", "zookeeper.sasl.jaas.config"):
         assert is_secret_key(key)
+
+
+def test_a_zookeeper_sasl_login_without_pure_sasl_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "puresasl" else real_find_spec(name, *a)
+    )
+    params = {"zookeeper.connect": "zk:2181", "group.id": "g", "zookeeper.sasl.username": "a"}
+    with pytest.raises(ValueError, match=r"reliable-kafka\[zookeeper-sasl\]"):
+        parse_kafka_params({**params, "zookeeper.sasl.password": "p"})
 
 
 def test_offsets_storage_and_dual_commit_follow_kafka_082_defaults() -> None:

@@ -10,6 +10,7 @@ as librdkafka documents them. A bad value raises ``ValueError`` naming the key.
 from __future__ import annotations
 
 import difflib
+import importlib.util
 import logging
 import re
 from collections.abc import Mapping
@@ -304,6 +305,13 @@ def _zookeeper_sasl(params: Mapping[str, Any]) -> ZooKeeperSasl | None:
         if password is None or not str(password):
             raise ValueError("kafka param zookeeper.sasl.password is required with zookeeper.sasl.username")
         password = str(password)
+    # kazoo imports pure-sasl only once connected, on its connection thread: without it every
+    # attempt fails there and the start times out saying nothing of why.
+    if importlib.util.find_spec("puresasl") is None:
+        raise ValueError(
+            "kafka params zookeeper.sasl.*: a SASL login to ZooKeeper needs the pure-sasl package on the "
+            "driver and every executor: pip install 'reliable-kafka[zookeeper-sasl]'"
+        )
     return ZooKeeperSasl(username=username, password=password, mechanism=mechanism)
 
 
