@@ -14,9 +14,9 @@ coordinator's member list. Brokers come from ZooKeeper unless ``--bootstrap-serv
 ``api.version.request=false`` from their registrations unless set); ``--command-config`` reads them
 from a properties file (``key=value`` lines, as Kafka's tools take), so that passwords stay off the
 command line; ``-X`` wins over the file. Besides librdkafka's keys, the application's own
-``broker.listener.name``, ``access.refusal.timeout.ms`` and ``zookeeper.auth`` (digest
-``user:password``) are understood. Brokers found in ZooKeeper are reached on the listener that
-speaks ``security.protocol``.
+``broker.listener.name``, ``access.refusal.timeout.ms``, ``zookeeper.auth`` (digest
+``user:password``) and ``zookeeper.sasl.*`` (a SASL login to ZooKeeper) are understood. Brokers
+found in ZooKeeper are reached on the listener that speaks ``security.protocol``.
 
 Kafka's lag counts what the application has not stored yet: a committed offset means stored (block
 store and write-ahead log), not processed. ``--status-url`` (the application's status page) adds
@@ -42,6 +42,7 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from reliable_kafka.kafka.client.access_refusal import AccessRefusedError
+from reliable_kafka.kafka.client.params import ZOOKEEPER_SASL_KEYS, parse_kafka_params
 from reliable_kafka.kafka.offsets.registry import OFFSETS_STORAGES, default_storage, in_kafka, in_zookeeper
 from reliable_kafka.ui.group_view import GroupView
 from reliable_kafka.ui.lag import (
@@ -160,6 +161,14 @@ def source_of(args: argparse.Namespace) -> LagSource:
     if args.bootstrap_servers:
         config["bootstrap.servers"] = args.bootstrap_servers
     zookeeper_auth = config.pop(_ZOOKEEPER_AUTH, None) or None
+    # ZooKeeper's SASL login, read as the application's kafkaParams read it (same checks).
+    sasl_keys = {key: config.pop(key) for key in ZOOKEEPER_SASL_KEYS if key in config}
+    zookeeper_sasl = None
+    if sasl_keys and args.zookeeper:
+        zookeeper = parse_kafka_params(
+            {**sasl_keys, "zookeeper.connect": args.zookeeper, "group.id": args.group}
+        ).zookeeper
+        zookeeper_sasl = zookeeper.sasl if zookeeper is not None else None
     return LagSource(
         group=args.group,
         topics=tuple(args.topic or ()),
@@ -167,6 +176,7 @@ def source_of(args: argparse.Namespace) -> LagSource:
         client_config=config,
         zookeeper_connect=args.zookeeper or None,
         zookeeper_auth=zookeeper_auth,
+        zookeeper_sasl=zookeeper_sasl,
     )
 
 
