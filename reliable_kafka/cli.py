@@ -2,7 +2,7 @@
 
     reliable-kafka lag --group G (--zookeeper ZK | --bootstrap-servers B | both)
         [--offsets-storage zookeeper|kafka|dual] [--topic T ...] [--watch S] [--max-lag N] [--json]
-        [--status-url URL [--max-delay S]] [-X key=value ...]
+        [--status-url URL [--max-delay S]] [--command-config FILE] [-X key=value ...]
 
 Like Kafka's old ``ConsumerOffsetChecker``: committed offset, log end (the broker's high
 watermark), lag and owner per partition. Committed offsets are read where the group keeps them
@@ -11,7 +11,12 @@ watermark), lag and owner per partition. Committed offsets are read where the gr
 owners come from ZooKeeper when it is given, else from the brokers' metadata and the
 coordinator's member list. Brokers come from ZooKeeper unless ``--bootstrap-servers`` is given;
 ``-X`` passes librdkafka settings (security...; brokers older than 0.10 registered in ZooKeeper get
-``api.version.request=false`` from their registrations unless set).
+``api.version.request=false`` from their registrations unless set); ``--command-config`` reads them
+from a properties file (``key=value`` lines, as Kafka's tools take), so that passwords stay off the
+command line; ``-X`` wins over the file. Besides librdkafka's keys, the application's own
+``broker.listener.name``, ``access.refusal.timeout.ms``, ``zookeeper.auth`` (digest
+``user:password``) and ``zookeeper.sasl.*`` (a SASL login to ZooKeeper) are understood. Brokers
+found in ZooKeeper are reached on the listener that speaks ``security.protocol``.
 
 Kafka's lag counts what the application has not stored yet: a committed offset means stored (block
 store and write-ahead log), not processed. ``--status-url`` (the application's status page) adds
@@ -20,9 +25,10 @@ the oldest waiting batch has waited (``--max-delay`` bounds that).
 
 Exit code 1 when a partition's lag exceeds ``--max-lag`` (or its lag is unknown), or the oldest
 waiting batch has waited longer than ``--max-delay`` (or the status page cannot say); each culprit
-is named on stderr. 2 on a usage or connection error, or when the group has no committed offset on
-the topics asked in the store read (a misspelt group, or a ZooKeeper group read from Kafka, must
-not pass a lag check as "no lag").
+is named on stderr. 2 on a usage or connection error, when Kafka refuses the tool (credentials,
+certificate, ACL: the message names the principal and what to grant or set), or when the group has
+no committed offset on the topics asked in the store read (a misspelt group, or a ZooKeeper group
+read from Kafka, must not pass a lag check as "no lag").
 """
 
 from __future__ import annotations
@@ -35,12 +41,23 @@ import time
 from collections.abc import Sequence
 from typing import Any, TextIO
 
+from reliable_kafka.kafka.client.access_refusal import AccessRefusedError
+from reliable_kafka.kafka.client.params import ZOOKEEPER_SASL_KEYS, parse_kafka_params
 from reliable_kafka.kafka.offsets.registry import OFFSETS_STORAGES, default_storage, in_kafka, in_zookeeper
 from reliable_kafka.ui.group_view import GroupView
-from reliable_kafka.ui.lag import LagSource, PartitionLag, close_clients, open_group_view, read_group_lag
+from reliable_kafka.ui.lag import (
+    LagSource,
+    PartitionLag,
+    WatermarkReader,
+    close_clients,
+    open_group_view,
+    read_group_lag,
+)
 from reliable_kafka.ui.unprocessed import StatusRead, delay_culprits, metrics_url, read_status
 
 EXIT_OK, EXIT_LAG, EXIT_ERROR = 0, 1, 2
+# A config key of ours the lag source takes apart from librdkafka's (ZooKeeper's digest credentials).
+_ZOOKEEPER_AUTH = "zookeeper.auth"
 
 
 def _key_value(text: str) -> tuple[str, str]:
@@ -48,6 +65,23 @@ def _key_value(text: str) -> tuple[str, str]:
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"{text!r} is not key=value")
     return key, value
+
+
+def read_properties(path: str) -> dict[str, str]:
+    """``key=value`` (or ``key: value``) lines of a Java properties file, as Kafka's tools'
+    ``--command-config`` takes them; ``#`` and ``!`` start comments. No line continuations or
+    escapes (nothing Kafka's client settings need). ``ValueError`` naming the line (never its value)."""
+    properties: dict[str, str] = {}
+    with open(path, encoding="utf-8") as lines:
+        for number, raw in enumerate(lines, 1):
+            line = raw.strip()
+            if not line or line[0] in "#!":
+                continue
+            split = min((i for i in (line.find("="), line.find(":")) if i > 0), default=-1)
+            if split < 0:
+                raise ValueError(f"{path} line {number}: expected key=value")
+            properties[line[:split].strip()] = line[split + 1 :].strip()
+    return properties
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -73,7 +107,20 @@ def build_parser() -> argparse.ArgumentParser:
         "dual (both; the larger is shown)",
     )
     lag.add_argument("--topic", action="append", help="only this topic (repeatable); default: all committed")
-    lag.add_argument("-X", dest="config", action="append", type=_key_value, default=[], metavar="KEY=VALUE")
+    lag.add_argument(
+        "-X",
+        dest="config",
+        action="append",
+        type=_key_value,
+        default=[],
+        metavar="KEY=VALUE",
+        help="a librdkafka setting (security.protocol, sasl.*, ssl.*...); wins over --command-config",
+    )
+    lag.add_argument(
+        "--command-config",
+        metavar="FILE",
+        help="librdkafka settings from a properties file (key=value lines): no password on the command line",
+    )
     lag.add_argument("--watch", type=float, metavar="S", help="print again every S seconds until Ctrl-C")
     lag.add_argument("--max-lag", type=int, metavar="N", help="exit 1 if a partition is more than N behind")
     lag.add_argument(
@@ -108,15 +155,28 @@ def _usage_error(args: argparse.Namespace) -> str | None:
 
 
 def source_of(args: argparse.Namespace) -> LagSource:
-    config: dict[str, Any] = dict(args.config)
+    """``ValueError`` (or ``OSError`` for the config file) naming what is wrong."""
+    config: dict[str, Any] = read_properties(args.command_config) if args.command_config else {}
+    config.update(args.config)
     if args.bootstrap_servers:
         config["bootstrap.servers"] = args.bootstrap_servers
+    zookeeper_auth = config.pop(_ZOOKEEPER_AUTH, None) or None
+    # ZooKeeper's SASL login, read as the application's kafkaParams read it (same checks).
+    sasl_keys = {key: config.pop(key) for key in ZOOKEEPER_SASL_KEYS if key in config}
+    zookeeper_sasl = None
+    if sasl_keys and args.zookeeper:
+        zookeeper = parse_kafka_params(
+            {**sasl_keys, "zookeeper.connect": args.zookeeper, "group.id": args.group}
+        ).zookeeper
+        zookeeper_sasl = zookeeper.sasl if zookeeper is not None else None
     return LagSource(
         group=args.group,
         topics=tuple(args.topic or ()),
         offsets_storage=args.offsets_storage or default_storage(has_zookeeper=bool(args.zookeeper)),
         client_config=config,
         zookeeper_connect=args.zookeeper or None,
+        zookeeper_auth=zookeeper_auth,
+        zookeeper_sasl=zookeeper_sasl,
     )
 
 
@@ -237,16 +297,37 @@ def _where_to_look(source: LagSource) -> str:
 
 def _lag(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     problem = _usage_error(args)
+    if problem is None:
+        try:
+            source = source_of(args)
+            refusals = source.refusals()
+        except (OSError, ValueError) as exc:
+            problem = str(exc)
     if problem is not None:
         err.write(f"reliable-kafka lag: error: {problem}\n")
         return EXIT_ERROR
-    source = source_of(args)
     try:
-        clients = open_group_view(source)
+        clients = open_group_view(source, refusals=refusals)
     except Exception as exc:
         where = f"ZooKeeper at {source.zookeeper_connect}" if source.zookeeper_connect else "the brokers"
-        err.write(f"cannot connect to {where}: {source.masked(f'{type(exc).__name__}: {exc}')}\n")
-        return EXIT_ERROR
+        return _failed(source, source.explained(exc, refusals), f"cannot connect to {where}", err)
+    try:
+        return _rounds(args, source, clients, out, err)
+    except Exception as exc:
+        clients[1].serve_callbacks()  # the refusals a request did not hear
+        return _failed(source, source.explained(exc, refusals), "lag lookup failed", err)
+    finally:
+        close_clients(clients)
+
+
+def _rounds(
+    args: argparse.Namespace,
+    source: LagSource,
+    clients: tuple[GroupView, WatermarkReader],
+    out: TextIO,
+    err: TextIO,
+) -> int:
+    """Print one round, or one every ``--watch`` seconds until Ctrl-C; the exit code."""
     view, watermarks = clients
     status = EXIT_OK
     try:
@@ -267,11 +348,16 @@ def _lag(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             time.sleep(args.watch)
     except KeyboardInterrupt:
         return status  # of the last round printed
-    except Exception as exc:
-        err.write(f"lag lookup failed: {source.masked(f'{type(exc).__name__}: {exc}')}\n")
-        return EXIT_ERROR
-    finally:
-        close_clients(clients)
+
+
+def _failed(source: LagSource, error: BaseException, what: str, err: TextIO) -> int:
+    """Exit 2 with the error; a refusal says what was refused and what to grant or set."""
+    if isinstance(error, AccessRefusedError):
+        shown = source.masked(str(error), naming_the_principal=True)
+        err.write(f"reliable-kafka lag: access refused: {shown}\n")
+    else:
+        err.write(f"{what}: {source.masked(f'{type(error).__name__}: {error}')}\n")
+    return EXIT_ERROR
 
 
 def main(argv: Sequence[str] | None = None, out: TextIO | None = None, err: TextIO | None = None) -> int:

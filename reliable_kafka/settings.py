@@ -635,9 +635,11 @@ class ZooKeeperSettings(_Section):
     connect: str = Field(description="zookeeper.connect: host:port[,host:port...][/chroot]")
     session_timeout_ms: int = Field(6000, gt=0)
     connection_timeout_ms: int = Field(6000, gt=0)
-    auth_scheme: Literal["digest"] | None = None
+    # "digest": kazoo's add_auth (zookeeper.auth); "sasl": a SASL DIGEST-MD5 login, as a JAAS
+    # Client section gives the JVM's ZooKeeper client (zookeeper.sasl.username/password).
+    auth_scheme: Literal["digest", "sasl"] | None = None
     auth_credentials: SecretStr | None = Field(
-        None, description="user:password for digest auth; never logged"
+        None, description="user:password for digest auth or a SASL (DIGEST-MD5) login; never logged"
     )
 
     @field_validator("connect")

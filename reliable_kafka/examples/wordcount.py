@@ -1,6 +1,7 @@
 """Counts words from Kafka with no data loss: the README's main command.
 
     python -m reliable_kafka.examples.wordcount [--duration 20] [--rate 50] [--partitions 2] [--kafka 3.9]
+    python -m reliable_kafka.examples.wordcount --secure [--mechanism SCRAM-SHA-512] [--kafka 3.9]
     python -m reliable_kafka.examples.wordcount [--zookeeper HOST:2181] --bootstrap-servers HOST:9092 \
         [--topic words] [--duration 20] [--master yarn] [--checkpoint hdfs://NAMENODE:8020/wordcount]
 
@@ -10,6 +11,9 @@ if it is missing, and starting the group at the topic's end, so that only this r
 With a ZooKeeper (``--zookeeper``, or a local 3.9 or 0.9) the receiver's group and its offsets live
 there, as Kafka 0.8's consumers kept them; without one (Kafka 4) in Kafka's group coordinator.
 Brokers older than 0.10 are recognised from their ZooKeeper registrations.
+With ``--secure`` the local cluster is a secured one (``LocalCluster(secure=True)``: TLS, SASL,
+client certificates, ACLs, a SASL ZooKeeper) and the job, the producer and the offset reader log
+in as its user ``alice`` with ``--mechanism`` (``SSL``: her client certificate; 0.9 has only that).
 It produces lines of words for ``--duration`` seconds while a Spark streaming job counts them, as pyspark's
 ``kafka_wordcount.py`` did: ``createStream -> flatMap(split) -> map((w, 1)) -> reduceByKey -> pprint``,
 with the receiver write-ahead log and checkpointing on. After every batch it prints the batch's
@@ -51,6 +55,7 @@ from reliable_kafka.kafka.offsets.group.offset_store import KafkaOffsetStore
 from reliable_kafka.kafka.offsets.store import REFUSED
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.local.cluster import create_topic_in_zookeeper
+from reliable_kafka.local.secured import MECHANISMS
 from reliable_kafka.util.kafka_errors import kafka_error_of
 from reliable_kafka.util.kazoo_log import kazoo_client, stop_kazoo
 from reliable_kafka.util.librdkafka_log import with_logger
@@ -110,8 +115,27 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--kafka", default="3.9", choices=("3.9", "4", "0.9"), help="local broker version (default 3.9)"
     )
+    parser.add_argument(
+        "--secure",
+        action="store_true",
+        help="start a secured local cluster (TLS, SASL, client certificates, ACLs, a SASL ZooKeeper)",
+    )
+    parser.add_argument(
+        "--mechanism",
+        choices=MECHANISMS,
+        help="with --secure: how the job logs in (default SCRAM-SHA-512; SSL, a client certificate, on 0.9)",
+    )
     parser.add_argument("--verbose", "-v", action="store_true", help="log at INFO")
     args = parser.parse_args(argv)
+    if args.secure and args.bootstrap_servers:
+        parser.error(
+            "--secure starts a secured local cluster; for an existing one, put its security settings "
+            "in kafkaParams as the README's 'Secured clusters' shows"
+        )
+    if args.mechanism and not args.secure:
+        parser.error("--mechanism goes with --secure")
+    if args.secure and args.mechanism is None:
+        args.mechanism = "SSL" if args.kafka == "0.9" else "SCRAM-SHA-512"
     if args.seconds <= 0 or args.rate <= 0 or args.partitions < 1 or args.batch_duration <= 0:
         parser.error("--duration, --rate, --partitions and --batch-duration must be positive")
     if args.zookeeper and not args.bootstrap_servers:
@@ -218,7 +242,11 @@ def build_stream(
     client_config: Mapping[str, str | int | bool],
     topic: str,
     tally: WordTally,
+    *,
+    zookeeper_params: Mapping[str, str] | None = None,
 ) -> None:
+    """``zookeeper_params``: the group's ZooKeeper login (``zookeeper.sasl.*``), for the receiver
+    only: ``client_config`` also goes to the producer, whose librdkafka knows no such keys."""
     lines = KafkaUtils.createStream(
         ssc,
         zookeeper_connect,
@@ -226,7 +254,7 @@ def build_stream(
         {topic: 1},
         # Without a committed offset, read the topic from its start: the producer may be ahead of
         # the receiver's first rebalance.
-        {"auto.offset.reset": "smallest", **client_config},
+        {"auto.offset.reset": "smallest", **client_config, **(zookeeper_params or {})},
     ).map(lambda kv: kv[1])
     counts = lines.flatMap(lambda line: line.split(" ")).map(lambda word: (word, 1)).reduceByKey(operator.add)
     counts.cache()  # pprint and the tally read the same batch; compute it once
@@ -347,12 +375,24 @@ def log_end(consumer: Consumer, partition: TopicPartition) -> int:
 def run(args: argparse.Namespace, work_dir: Path) -> bool:
     if args.bootstrap_servers:
         return run_on_existing_cluster(args, work_dir)
-    with LocalCluster(work_dir / "cluster", kafka=args.kafka) as cluster:
+    with LocalCluster(work_dir / "cluster", kafka=args.kafka, secure=args.secure) as cluster:
         where = f"ZooKeeper at {cluster.zookeeper_connect}" if cluster.has_zookeeper else "no ZooKeeper"
         print(f"Kafka {cluster.distribution.version} at {cluster.bootstrap_servers}, {where}", flush=True)
         cluster.create_topic(args.topic, partitions=args.partitions)
+        client_config: dict[str, str | int | bool] = dict(cluster.client_config())
+        zookeeper_params: dict[str, str] = {}
+        if args.secure:
+            secured = cluster.secured
+            client_config = dict(secured.kafka_params(args.mechanism))
+            zookeeper_params = secured.zookeeper_params() if cluster.has_zookeeper else {}
+            with_zookeeper = ", ZooKeeper over SASL (DIGEST-MD5)" if zookeeper_params else ""
+            print(
+                f"secured: the job logs in as alice over {client_config['security.protocol']} "
+                f"({args.mechanism}) at {client_config['bootstrap.servers']}{with_zookeeper}",
+                flush=True,
+            )
         if not cluster.has_zookeeper:
-            return count_words_in_kafka_group(args, work_dir, cluster.client_config(), args.partitions)
+            return count_words_in_kafka_group(args, work_dir, client_config, args.partitions)
         zookeeper = cluster.zookeeper_client()
         try:
             return count_words(
@@ -360,8 +400,9 @@ def run(args: argparse.Namespace, work_dir: Path) -> bool:
                 work_dir,
                 offsets=ZooKeeperOffsets(zookeeper, args.topic, args.partitions),
                 zookeeper_connect=cluster.zookeeper_connect,
-                client_config=cluster.client_config(),
+                client_config=client_config,
                 partitions=args.partitions,
+                zookeeper_params=zookeeper_params,
             )
         finally:
             stop_kazoo(zookeeper)
@@ -427,6 +468,7 @@ def count_words(
     zookeeper_connect: str | None,
     client_config: Mapping[str, str | int | bool],
     partitions: int,
+    zookeeper_params: Mapping[str, str] | None = None,
 ) -> bool:
     sc = SparkContext(conf=spark_conf(args.master, args.seconds))
     sc.setLogLevel("ERROR")
@@ -434,7 +476,9 @@ def count_words(
         tally = WordTally(offsets)
         ssc = StreamingContext(sc, args.batch_duration)
         ssc.checkpoint(args.checkpoint or str(work_dir / "checkpoint"))
-        build_stream(ssc, zookeeper_connect, client_config, args.topic, tally)
+        build_stream(
+            ssc, zookeeper_connect, client_config, args.topic, tally, zookeeper_params=zookeeper_params
+        )
         producer = LineProducer(client_config, args.topic, args.seconds, args.rate)
         ssc.start()
         producer.start()

@@ -464,11 +464,16 @@ def _from_settings(settings: KafkaStreamSettings) -> tuple[dict[str, Any], dict[
         owned["zookeeper.session.timeout.ms"] = str(zookeeper.session_timeout_ms)
         owned["zookeeper.connection.timeout.ms"] = str(zookeeper.connection_timeout_ms)
     if zookeeper is not None and zookeeper.auth_credentials is not None:
-        owned["zookeeper.auth"] = zookeeper.auth_credentials.get_secret_value()
+        credentials = zookeeper.auth_credentials.get_secret_value()
+        if zookeeper.auth_scheme == "sasl":
+            user, _, password = credentials.partition(":")
+            owned["zookeeper.sasl.username"], owned["zookeeper.sasl.password"] = user, password
+        else:
+            owned["zookeeper.auth"] = credentials
     params: dict[str, Any] = dict(settings.kafka_params)
     for key, value in owned.items():
         if key in params and str(params[key]).strip() != str(value):
-            # Never echo the value: zookeeper.auth is a secret.
+            # Never echo the value: zookeeper.auth and zookeeper.sasl.password are secrets.
             raise ValueError(
                 f"settings.kafka_params[{key!r}] contradicts the structured settings; set it there only"
             )

@@ -29,6 +29,7 @@ from reliable_kafka.local.distribution import (
 from reliable_kafka.local.errors import ClusterStartError
 from reliable_kafka.local.java import JavaServer, ManagedServer, find_java
 from reliable_kafka.local.ports import LOOPBACK, free_port, port_in_use, wait_port_free
+from reliable_kafka.local.secured import ClusterSecurity, write_private
 from reliable_kafka.util.kazoo_log import kazoo_client, stop_kazoo
 from reliable_kafka.util.librdkafka_log import with_logger
 
@@ -131,18 +132,36 @@ class _Broker(ManagedServer):
         broker_id: int,
         heap: str,
         extra_properties: Mapping[str, Any] | None,
+        security: ClusterSecurity | None,
     ) -> None:
         self.work_dir = work_dir
+        # Secured: the SSL listener's (the cluster's own tooling speaks mTLS as User:admin).
         self.port = port or free_port()
         self.broker_id = broker_id
         self.heap = heap
         self.distribution: KafkaDistribution = kafka_distribution(kafka)
         self.extra_properties = dict(extra_properties or {})
+        self.security = security
+        # Secured 3.9 and 4 also listen for SASL_SSL (0.9's SASL is GSSAPI only: not offered).
+        self.sasl_ssl_port: int | None = (
+            free_port() if security is not None and not self.distribution.legacy_protocol else None
+        )
         super().__init__()
 
     @property
     def bootstrap_servers(self) -> str:
         return f"{LOOPBACK}:{self.port}"
+
+    @property
+    def sasl_ssl_servers(self) -> str | None:
+        return None if self.sasl_ssl_port is None else f"{LOOPBACK}:{self.sasl_ssl_port}"
+
+    def _secured_properties(self) -> dict[str, Any]:
+        if self.security is None:
+            return {}
+        if self.sasl_ssl_port is None:
+            return self.security.legacy_broker_properties(self.port)
+        return self.security.broker_properties(self.sasl_ssl_port, self.port, kraft=self.distribution.kraft)
 
     @property
     def log_dir(self) -> Path:
@@ -151,6 +170,8 @@ class _Broker(ManagedServer):
     def client_config(self) -> dict[str, str]:
         """What a confluent-kafka client needs to reach this broker, and nothing else."""
         config = {"bootstrap.servers": self.bootstrap_servers}
+        if self.security is not None:
+            config = self.security.admin_config(self.bootstrap_servers)
         if self.distribution.legacy_protocol:
             config.update(KAFKA_09_CLIENT_CONFIG)
         return config
@@ -160,9 +181,10 @@ class _Broker(ManagedServer):
 
     def _write_config(self) -> Path:
         self.log_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        properties = {**self._properties(), **self.extra_properties}
+        properties = {**self._properties(), **self._secured_properties(), **self.extra_properties}
         config = self.work_dir / "server.properties"
-        config.write_text("".join(f"{key}={value}\n" for key, value in properties.items()))
+        # Owner-only: a secured broker's file holds its store password and the PLAIN users'.
+        write_private(config, "".join(f"{key}={value}\n" for key, value in properties.items()))
         (self.work_dir / "log4j.properties").write_text(_LOG4J_CONFIG)
         (self.work_dir / "log4j2.properties").write_text(_LOG4J2_CONFIG)
         return config
@@ -175,13 +197,16 @@ class _Broker(ManagedServer):
         ]
         if not self.distribution.legacy_protocol:
             options += _MODERN_JVM_OPTIONS
+        if self.security is not None:
+            options += self.security.broker_jvm_options()
         return options
 
     def _check_port_free(self) -> None:
-        if port_in_use(self.port) and not wait_port_free(self.port, 5.0):
-            raise ClusterStartError(
-                f"Cannot start Kafka: port {self.port} on {LOOPBACK} is already in use by another process."
-            )
+        for port in (self.port, self.sasl_ssl_port):
+            if port is not None and port_in_use(port) and not wait_port_free(port, 5.0):
+                raise ClusterStartError(
+                    f"Cannot start Kafka: port {port} on {LOOPBACK} is already in use by another process."
+                )
 
     def _launch(self, config: Path) -> None:
         self._server = JavaServer(
@@ -247,9 +272,16 @@ class LocalKafkaBroker(_Broker):
         heap: str = "384m",
         zookeeper_session_timeout_ms: int = 4000,
         extra_properties: Mapping[str, Any] | None = None,
+        security: ClusterSecurity | None = None,
     ) -> None:
         super().__init__(
-            work_dir, port, kafka=kafka, broker_id=broker_id, heap=heap, extra_properties=extra_properties
+            work_dir,
+            port,
+            kafka=kafka,
+            broker_id=broker_id,
+            heap=heap,
+            extra_properties=extra_properties,
+            security=security,
         )
         if self.distribution.kraft:
             raise ValueError(f"Kafka {self.distribution.kind} has no ZooKeeper mode; use LocalKRaftBroker")
@@ -274,13 +306,17 @@ class LocalKafkaBroker(_Broker):
         }
         listener = f"PLAINTEXT://{LOOPBACK}:{self.port}"
         if self.distribution.legacy_protocol:
-            return {
-                **common,
-                "listeners": listener,
+            # 0.9's old names for the PLAINTEXT listener; a secured one has none.
+            plaintext = {
                 "host.name": LOOPBACK,
                 "port": self.port,
                 "advertised.host.name": LOOPBACK,
                 "advertised.port": self.port,
+            }
+            return {
+                **common,
+                "listeners": listener,
+                **({} if self.security is not None else plaintext),
                 "num.partitions": 1,
                 "default.replication.factor": 1,
                 "offsets.topic.replication.factor": 1,
@@ -402,13 +438,30 @@ class LocalKRaftBroker(_Broker):
         controller_port: int | None = None,
         heap: str = "384m",
         extra_properties: Mapping[str, Any] | None = None,
+        security: ClusterSecurity | None = None,
     ) -> None:
         super().__init__(
-            work_dir, port, kafka=kafka, broker_id=broker_id, heap=heap, extra_properties=extra_properties
+            work_dir,
+            port,
+            kafka=kafka,
+            broker_id=broker_id,
+            heap=heap,
+            extra_properties=extra_properties,
+            security=security,
         )
         if not self.distribution.kraft:
             raise ValueError(f"Kafka {self.distribution.kind} has no KRaft mode; use LocalKafkaBroker")
         self.controller_port = controller_port or free_port()
+
+    def _secured_properties(self) -> dict[str, Any]:
+        if self.security is None:
+            return {}
+        properties = super()._secured_properties()
+        # The controller's listener is mTLS too: a PLAINTEXT one would make anyone reaching it
+        # User:ANONYMOUS, which the broker's own controller connection would then need as super user.
+        properties["listeners"] += f",CONTROLLER://{LOOPBACK}:{self.controller_port}"
+        properties["listener.security.protocol.map"] = "SASL_SSL:SASL_SSL,SSL:SSL,CONTROLLER:SSL"
+        return properties
 
     def _properties(self) -> dict[str, Any]:
         listener = f"PLAINTEXT://{LOOPBACK}:{self.port}"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -21,6 +22,7 @@ from reliable_kafka.local.distribution import DEFAULT_KAFKA, KAFKA_KINDS, kafka_
 from reliable_kafka.local.errors import ClusterStartError
 from reliable_kafka.local.hdfs import HADOOP_VERSION, LocalHdfs, hadoop_minicluster_libs
 from reliable_kafka.local.s3 import LocalS3, find_weed
+from reliable_kafka.local.secured import SecuredClientSettings, write_private
 from reliable_kafka.local.yarn import LocalYarn, yarn_main_jar
 
 logger = logging.getLogger("reliable_kafka.local")
@@ -63,6 +65,44 @@ def create_stream_snippet(cluster: LocalCluster, topics: Sequence[tuple[str, int
     )
 
 
+def secured_params_file(settings: SecuredClientSettings, path: Path) -> dict[str, dict[str, str]]:
+    """Write each mechanism's kafkaParams (``alice``'s, with ZooKeeper's SASL login where there is
+    a ZooKeeper) to ``path`` (0600) as JSON, and return them: the terminal gets them masked."""
+    zookeeper = settings.zookeeper_params() if settings.zookeeper_connect else {}
+    params = {
+        mechanism: {**settings.kafka_params(mechanism), **zookeeper} for mechanism in settings.mechanisms
+    }
+    write_private(path, json.dumps(params, indent=2) + "\n")
+    return params
+
+
+def secured_snippet(settings: SecuredClientSettings, path: Path, topics: Sequence[tuple[str, int]]) -> str:
+    """Python to paste: kafkaParams read from the 0600 file (no secret on the terminal)."""
+    params = secured_params_file(settings, path)
+    from reliable_kafka.settings import redacted  # noqa: PLC0415 - pydantic: only for --secure
+
+    topic_threads = {name: 1 for name, _ in topics} or {"my-topic": 1}
+    lines = [f"# {mechanism}: {redacted(kafka_params)!r}" for mechanism, kafka_params in params.items()]
+    lines += [
+        "import json",
+        "from reliable_kafka import KafkaUtils",
+        f"with open({str(path)!r}) as params:",
+        f"    kafkaParams = json.load(params)[{settings.mechanisms[0]!r}]",
+        "kafkaParams['auto.offset.reset'] = 'smallest'",
+    ]
+    if settings.zookeeper_connect:
+        lines.append(
+            f"stream = KafkaUtils.createStream(ssc, {settings.zookeeper_connect!r}, 'my-group', "
+            f"{topic_threads!r}, kafkaParams)"
+        )
+    else:
+        lines.append(
+            f"stream = KafkaUtils.createDirectStream(ssc, {sorted(topic_threads)!r}, "
+            "{**kafkaParams, 'group.id': 'my-group'})"
+        )
+    return "\n".join(lines)
+
+
 def _up(cluster: LocalCluster, args: argparse.Namespace) -> int:
     topics: list[tuple[str, int]] = args.topics or []
     for name, partitions in topics:
@@ -73,11 +113,25 @@ def _up(cluster: LocalCluster, args: argparse.Namespace) -> int:
     else:
         print("zookeeper.connect= (none: KRaft mode)", flush=True)
     print(f"bootstrap.servers={cluster.bootstrap_servers}", flush=True)
+    if cluster.is_secure:
+        settings = cluster.secured
+        if settings.sasl_ssl_servers:
+            print(
+                f"SASL_SSL ({', '.join(m for m in settings.mechanisms if m != 'SSL')}): "
+                f"{settings.sasl_ssl_servers}",
+                flush=True,
+            )
+        print(f"SSL (client certificates): {settings.ssl_servers}", flush=True)
+        print("users: alice (may read and write every topic), mallory (may do nothing)", flush=True)
     if cluster.distribution.legacy_protocol:
         print("Kafka 0.9 clients need api.version.request=false broker.version.fallback=0.9.0.1", flush=True)
     for name, partitions in topics:
         print(f"topic={name} partitions={partitions}", flush=True)
-    if cluster.has_zookeeper:
+    if cluster.is_secure:
+        path = cluster.work_dir / "secured-kafka-params.json"
+        print(f"# kafkaParams per mechanism, secrets masked here; in full in {path} (0600):", flush=True)
+        print(secured_snippet(cluster.secured, path, topics), flush=True)
+    elif cluster.has_zookeeper:
         print("# createStream, ready to paste (ssc: a reliable_kafka.StreamingContext):", flush=True)
         print(create_stream_snippet(cluster, topics), flush=True)
     else:
@@ -159,6 +213,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     up.add_argument("--zookeeper-port", type=port_number, help="ZooKeeper's port (default: a free one)")
     up.add_argument("--kafka-port", type=port_number, help="the broker's port (default: a free one)")
+    up.add_argument(
+        "--secure",
+        action="store_true",
+        help="TLS, SASL (SCRAM-SHA-512, PLAIN, OAUTHBEARER), client certificates, ACLs, a SASL ZooKeeper",
+    )
     up.add_argument("--hdfs", action="store_true", help="also start an HDFS (Hadoop's MiniDFSCluster)")
     up.add_argument("--s3", action="store_true", help="also start an S3-compatible store (SeaweedFS)")
     up.add_argument(
@@ -327,7 +386,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "kafka_port": getattr(args, "kafka_port", None),
         }
         with contextlib.ExitStack() as stack:
-            cluster = stack.enter_context(LocalCluster(kafka=args.kafka, **ports))
+            secure = getattr(args, "secure", False)
+            cluster = stack.enter_context(LocalCluster(kafka=args.kafka, secure=secure, **ports))
             if any(getattr(args, server, False) for server in ("hdfs", "s3", "yarn")):
                 work_dir = tempfile.TemporaryDirectory(prefix="reliable-kafka-storage-")
                 work = Path(stack.enter_context(work_dir))

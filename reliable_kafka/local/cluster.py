@@ -22,6 +22,7 @@ from kazoo.exceptions import NodeExistsError, NoNodeError
 from reliable_kafka.local.broker import KAFKA_09_CLIENT_CONFIG, LocalKafkaBroker, LocalKRaftBroker
 from reliable_kafka.local.distribution import DEFAULT_KAFKA, KafkaDistribution, kafka_distribution
 from reliable_kafka.local.errors import ClusterStartError
+from reliable_kafka.local.secured import ClusterSecurity, SecuredClientSettings, grant_and_create_users
 from reliable_kafka.local.zookeeper import LocalZooKeeper
 from reliable_kafka.util.kafka_errors import kafka_error_of
 from reliable_kafka.util.kazoo_log import kazoo_client, stop_kazoo
@@ -89,9 +90,13 @@ class LocalCluster:
         keep_work_dir: bool = False,
         zookeeper_port: int | None = None,
         kafka_port: int | None = None,
+        secure: bool = False,
     ) -> None:
         """``zookeeper_port`` and ``kafka_port`` fix the ports on 127.0.0.1 (default: free ones,
-        different on every start of a new cluster)."""
+        different on every start of a new cluster); secured, ``kafka_port`` is the SSL listener's.
+
+        ``secure``: no PLAINTEXT listener, an authorizer, users and ACLs, a SASL ZooKeeper (see
+        :mod:`reliable_kafka.local.secured`); :attr:`secured` then says how clients log in."""
         self.distribution: KafkaDistribution = kafka_distribution(kafka)
         if zookeeper_port is not None and self.distribution.kraft:
             raise ValueError(
@@ -106,17 +111,29 @@ class LocalCluster:
         self.work_dir = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="reliable-kafka-"))
         self.work_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._keep_work_dir = keep_work_dir
+        self.security: ClusterSecurity | None = (
+            ClusterSecurity(self.work_dir / "security", zookeeper=not self.distribution.kraft)
+            if secure
+            else None
+        )
         self.zookeeper: LocalZooKeeper | None = None
         self.broker: LocalKafkaBroker | LocalKRaftBroker
         if self.distribution.kraft:
-            self.broker = LocalKRaftBroker(self.work_dir / "kafka", kafka_port, kafka=self.distribution.kind)
+            self.broker = LocalKRaftBroker(
+                self.work_dir / "kafka", kafka_port, kafka=self.distribution.kind, security=self.security
+            )
         else:
-            self.zookeeper = LocalZooKeeper(self.work_dir / "zookeeper", zookeeper_port)
+            self.zookeeper = LocalZooKeeper(
+                self.work_dir / "zookeeper",
+                zookeeper_port,
+                sasl_jaas=self.security.zookeeper_jaas if self.security else None,
+            )
             self.broker = LocalKafkaBroker(
                 self.work_dir / "kafka",
                 self.zookeeper.connect_string,
                 kafka_port,
                 kafka=self.distribution.kind,
+                security=self.security,
             )
         _UNSTOPPED.add(self)
 
@@ -147,8 +164,28 @@ class LocalCluster:
 
     def client_config(self, **overrides: str | int | bool) -> dict[str, str | int | bool]:
         """confluent-kafka settings that reach this cluster's broker: the 0.9 protocol settings for
-        the 0.9 broker, nothing but ``bootstrap.servers`` for the others."""
+        the 0.9 broker, nothing but ``bootstrap.servers`` for the others. Secured, the cluster's
+        own super user (``User:admin``, mTLS): for test data and set-up, not for the code under test
+        (use :attr:`secured` for that)."""
         return {**self.broker.client_config(), **overrides}
+
+    @property
+    def is_secure(self) -> bool:
+        return self.security is not None
+
+    @property
+    def secured(self) -> SecuredClientSettings:
+        """How clients log in to this secured cluster, per mechanism."""
+        if self.security is None:
+            raise ValueError("this local cluster is not secured: start it with secure=True")
+        protocol = {k: v for k, v in self.broker.client_config().items() if k in KAFKA_09_CLIENT_CONFIG}
+        return self.security.client_settings(
+            kafka=self.kafka,
+            sasl_ssl_servers=self.broker.sasl_ssl_servers,
+            ssl_servers=self.bootstrap_servers,
+            zookeeper_connect=self.zookeeper.connect_string if self.zookeeper else None,
+            protocol_settings=protocol,
+        )
 
     def start(self) -> Self:
         _UNSTOPPED.add(self)  # again, for a start after a stop
@@ -156,13 +193,18 @@ class LocalCluster:
             if self.zookeeper is not None:
                 self.zookeeper.start()
             self.broker.start()
+            if self.security is not None and self.broker.sasl_ssl_servers is not None:
+                grant_and_create_users(
+                    self.client_config(), self.broker.sasl_ssl_servers, self.security, timeout_s=60.0
+                )
         except BaseException:
             self.stop()
             raise
         logger.info(
-            "local cluster up: Kafka %s at %s, zookeeper %s",
+            "local cluster up: Kafka %s at %s%s, zookeeper %s",
             self.distribution.version,
             self.bootstrap_servers,
+            f" (SSL; SASL_SSL at {self.broker.sasl_ssl_servers})" if self.security else "",
             self.zookeeper.connect_string if self.zookeeper else "none (KRaft)",
         )
         return self
@@ -212,8 +254,10 @@ class LocalCluster:
     # -- topics ---------------------------------------------------------------------------
 
     def zookeeper_client(self) -> KazooClient:
-        """A started kazoo client for this cluster's ZooKeeper; the caller stops it."""
-        client = kazoo_client(self.zookeeper_connect, timeout=10.0)
+        """A started kazoo client for this cluster's ZooKeeper; the caller stops it. Secured, it
+        is logged in as the broker (``kafka``), which owns what the broker wrote."""
+        sasl = self.security.zookeeper_sasl_options() if self.security else None
+        client = kazoo_client(self.zookeeper_connect, timeout=10.0, sasl_options=sasl)
         client.start(timeout=15.0)
         return client
 

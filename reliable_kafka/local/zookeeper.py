@@ -36,10 +36,20 @@ class LocalZooKeeper(ManagedServer):
 
     DEFAULT_START_TIMEOUT_S = 60.0
 
-    def __init__(self, work_dir: Path, port: int | None = None, *, tick_time_ms: int = 500) -> None:
+    def __init__(
+        self,
+        work_dir: Path,
+        port: int | None = None,
+        *,
+        tick_time_ms: int = 500,
+        sasl_jaas: Path | None = None,
+    ) -> None:
+        """``sasl_jaas``: a JAAS file with a ``Server`` section; clients may then log in with SASL
+        (DIGEST-MD5), and nodes created with ``sasl`` ACLs are theirs."""
         self.work_dir = work_dir
         self.port = port or free_port()
         self.tick_time_ms = tick_time_ms
+        self.sasl_jaas = sasl_jaas
         super().__init__()
 
     @property
@@ -65,6 +75,11 @@ class LocalZooKeeper(ManagedServer):
                     "4lw.commands.whitelist=*",
                     "admin.enableServer=false",
                     "autopurge.purgeInterval=0",
+                    *(
+                        ["authProvider.1=org.apache.zookeeper.server.auth.SASLAuthenticationProvider"]
+                        if self.sasl_jaas is not None
+                        else []
+                    ),
                     "",
                 ]
             )
@@ -93,6 +108,7 @@ class LocalZooKeeper(ManagedServer):
                 "-XX:TieredStopAtLevel=1",
                 f"-Dlog4j2.configurationFile={self.work_dir / 'log4j2.properties'}",
                 "-Dzookeeper.jmx.log4j.disable=true",
+                *([f"-Djava.security.auth.login.config={self.sasl_jaas}"] if self.sasl_jaas else []),
             ],
         )
         self._server.start()

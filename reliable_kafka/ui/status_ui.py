@@ -13,6 +13,8 @@ from dataclasses import replace
 from http import HTTPStatus
 from typing import TYPE_CHECKING, Any, Protocol
 
+from reliable_kafka.kafka.client.params import ACCESS_REFUSAL_TIMEOUT_PARAM
+from reliable_kafka.kafka.client.zk.broker_discovery import LISTENER_NAME_PARAM
 from reliable_kafka.kafka.offsets.watched_group import WatchedGroup, WatchesGroup
 from reliable_kafka.settings import StreamingSettings, UISettings
 from reliable_kafka.ui import metrics, pages
@@ -83,11 +85,22 @@ def lag_source_of(watched: WatchedGroup) -> LagSource:
         group=watched.params.group.group_id,
         topics=watched.topics,
         offsets_storage=watched.storage,
-        client_config=dict(watched.client_config),
+        client_config=_lag_client_config(watched),
         zookeeper_connect=zookeeper.connect if zookeeper is not None else None,
         receiver_stream_ids=watched.receiver_stream_ids,
         zookeeper_auth=zookeeper.auth if zookeeper is not None else None,
+        zookeeper_sasl=zookeeper.sasl if zookeeper is not None else None,
     )
+
+
+def _lag_client_config(watched: WatchedGroup) -> dict[str, Any]:
+    """The stream's client settings, with the listener its brokers are found on (our key, which
+    the receivers' params keep apart from librdkafka's) and its refusal bound."""
+    config = dict(watched.client_config)
+    if watched.params.listener_name is not None:
+        config[LISTENER_NAME_PARAM] = watched.params.listener_name
+    config[ACCESS_REFUSAL_TIMEOUT_PARAM] = watched.params.access_refusal_timeout_ms
+    return config
 
 
 class StatusUI:

@@ -60,6 +60,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     for name in ("--zk", "--group", "--topic", "--checkpoint", "--output"):
         parser.add_argument(name, required=True)
     parser.add_argument("--run", type=int, required=True)
+    # JSON, or @FILE holding it: a secret on a command line is there for every user's ps to see.
     parser.add_argument("--kafka-params", default="{}")
     parser.add_argument("--sink-delay-ms", type=int, default=250)
     parser.add_argument("--report-delay-ms", type=int, default=150)
@@ -68,7 +69,17 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--spark-conf-file")
     parser.add_argument("--batch-s", type=int, default=1)
     parser.add_argument("--hold-file")
+    # Everything the driver's Python logs, at DEBUG (kazoo's requests, librdkafka's lines...): for
+    # the canary check, which greps the log for secrets.
+    parser.add_argument("--debug-log", action="store_true")
     return parser.parse_args(argv)
+
+
+def kafka_params_of(value: str) -> dict[str, Any]:
+    if value.startswith("@"):
+        with open(value[1:]) as handle:
+            return dict(json.load(handle))
+    return dict(json.loads(value))
 
 
 class Sink:
@@ -135,7 +146,10 @@ def main(argv: list[str]) -> int:
     )
     # Group membership, commits and receiver restarts: what a failed run's log must explain.
     for name in ("reliable_kafka.kafka", "reliable_kafka.receiver.receiver_supervisor"):
-        logging.getLogger(name).setLevel(logging.INFO)
+        logging.getLogger(name).setLevel(logging.DEBUG if args.debug_log else logging.INFO)
+    if args.debug_log:
+        logging.getLogger().setLevel(logging.DEBUG)
+        logging.getLogger("py4j").setLevel(logging.INFO)  # every gateway call: volume, no secrets
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     conf = (
         SparkConf()
@@ -170,7 +184,7 @@ def main(argv: list[str]) -> int:
             args.zk or None,
             args.group,
             {args.topic: 1},
-            json.loads(args.kafka_params),
+            kafka_params_of(args.kafka_params),
             messageHandler=lambda m: (m.partition, m.offset, m.message),
         )
 

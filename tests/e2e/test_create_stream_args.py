@@ -206,6 +206,34 @@ def test_kafka_stream_settings(spark_context: Any) -> None:
     assert params.client_config["fetch.wait.max.ms"] == "50"
 
 
+def test_kafka_stream_settings_log_in_to_zookeeper_with_sasl_or_digest(spark_context: Any) -> None:
+    ssc = StreamingContext(spark_context, 1)
+
+    def zookeeper_params(scheme: str) -> Any:
+        settings = KafkaStreamSettings(
+            zookeeper=ZooKeeperSettings(connect=ZK, auth_scheme=scheme, auth_credentials="alice:hunter2"),
+            group=ConsumerGroupSettings(group_id="g"),
+            topics={"t": 1},
+        )
+        return KafkaUtils.createStream(ssc, settings=settings).params.zookeeper
+
+    sasl = zookeeper_params("sasl")
+    assert (sasl.sasl.mechanism, sasl.sasl.username, sasl.sasl.password) == ("DIGEST-MD5", "alice", "hunter2")
+    assert sasl.auth is None and sasl.set_acl
+    digest = zookeeper_params("digest")
+    assert (digest.auth, digest.sasl, digest.set_acl) == ("alice:hunter2", None, True)
+    with pytest.raises(ValueError, match=r"zookeeper\.sasl\.password is required") as info:
+        KafkaUtils.createStream(
+            ssc,
+            settings=KafkaStreamSettings(
+                zookeeper=ZooKeeperSettings(connect=ZK, auth_scheme="sasl", auth_credentials="hunter2"),
+                group=ConsumerGroupSettings(group_id="g"),
+                topics={"t": 1},
+            ),
+        )
+    assert "hunter2" not in str(info.value)
+
+
 def test_kafka_stream_settings_choose_the_offset_store(spark_context: Any) -> None:
     ssc = StreamingContext(spark_context, 1)
 

@@ -121,3 +121,18 @@ def test_no_bound_waits_for_ever_with_one_warning(caplog: pytest.LogCaptureFixtu
         (logging.WARNING, "topic 'someday' does not exist; waiting for it (missing.topic.timeout.ms=-1)"),
         (logging.INFO, "topic 'someday' exists now"),
     ]
+
+
+def test_a_topic_an_acl_refuses_is_asked_again_and_never_called_missing() -> None:
+    """Kafka has it and refuses this client: the refusal judge's business (access_refusal), so the
+    watch keeps asking (each answer tells the judge again) and no MissingTopicError names it."""
+    clock = Clock()
+    state = MissingTopics(["events"], 5000, asks_to_create=False, now=clock)
+    assert state.answer({"events"}) is None  # missing at first (an ACL hid it, or it was created)
+    clock.now += 4.9
+    assert state.answer(set(), refused={"events"}) is None
+    clock.now += 60
+    assert state.answer(set(), refused={"events"}) is None
+    assert not state.settled and state.pending == {"events"}
+    assert state.answer(set()) is None  # granted: present
+    assert state.settled

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 
 import pytest
@@ -95,6 +96,65 @@ def test_zookeeper_auth_is_never_echoed(caplog: pytest.LogCaptureFixture) -> Non
     assert "s3cret" not in str(info.value)
     assert "s3cret" not in caplog.text
     assert redacted({"sasl.password": "p", "client.id": "c"}) == {"sasl.password": "***", "client.id": "c"}
+
+
+def test_zookeeper_sasl_login_is_ours_is_never_echoed_and_sets_acls(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.DEBUG)
+    base = {"zookeeper.connect": "zk:2181", "group.id": "g"}
+    by_keys = parse_kafka_params(
+        {**base, "zookeeper.sasl.username": "alice", "zookeeper.sasl.password": "s3cret", "client.id": "c"}
+    )
+    by_jaas = parse_kafka_params(
+        {
+            **base,
+            "zookeeper.sasl.jaas.config": (
+                "org.apache.zookeeper.server.auth.DigestLoginModule required "
+                'username="alice" password="s3cret";'
+            ),
+        }
+    )
+    for params in (by_keys, by_jaas):
+        assert params.zookeeper is not None and params.zookeeper.sasl is not None
+        assert params.zookeeper.sasl.kazoo_options() == {
+            "mechanism": "DIGEST-MD5",
+            "username": "alice",
+            "password": "s3cret",
+        }
+        assert params.zookeeper.set_acl  # a login makes the group's nodes its own, as zookeeper.auth does
+        assert "s3cret" not in repr(params)
+        assert not any(key.startswith("zookeeper") for key in params.client_config)  # never librdkafka's
+    assert not parse_kafka_params(
+        {**base, "zookeeper.sasl.username": "a", "zookeeper.sasl.password": "p", "zookeeper.set.acl": "false"}
+    ).zookeeper.set_acl
+    for bad, named in (
+        ({"zookeeper.sasl.username": "alice"}, r"zookeeper\.sasl\.password"),
+        ({"zookeeper.sasl.jaas.config": "s3cret"}, r"zookeeper\.sasl\.jaas\.config"),
+        (
+            {
+                "zookeeper.sasl.username": "a",
+                "zookeeper.sasl.password": "s3cret",
+                "zookeeper.sasl.mechanism": "GSSAPI",
+            },
+            "DIGEST-MD5",
+        ),
+        ({"zookeeper.set.acl": "true"}, r"zookeeper\.sasl\.username"),
+    ):
+        with pytest.raises(ValueError, match=named) as info:
+            parse_kafka_params({**base, **bad})
+        assert "s3cret" not in str(info.value)
+    assert "s3cret" not in caplog.text
+    for key in ("zookeeper.sasl.password", "zookeeper.sasl.jaas.config"):
+        assert is_secret_key(key)
+
+
+def test_a_zookeeper_sasl_login_without_pure_sasl_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "puresasl" else real_find_spec(name, *a)
+    )
+    params = {"zookeeper.connect": "zk:2181", "group.id": "g", "zookeeper.sasl.username": "a"}
+    with pytest.raises(ValueError, match=r"reliable-kafka\[zookeeper-sasl\]"):
+        parse_kafka_params({**params, "zookeeper.sasl.password": "p"})
 
 
 def test_offsets_storage_and_dual_commit_follow_kafka_082_defaults() -> None:

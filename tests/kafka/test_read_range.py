@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError
 
+from reliable_kafka.kafka.client.access_refusal import AccessRefusals, AccessRefusedError, ClientIdentity
 from reliable_kafka.kafka.client.offset_range import OffsetRange
 from reliable_kafka.kafka.client.range_reader import LostOffsetsError, read_range
 from reliable_kafka.storage.block_format import decode_block, encode_chunks
@@ -33,6 +34,7 @@ class Message:
 class ScriptedConsumer:
     def __init__(self, *batches: list[Message]) -> None:
         self._batches = list(batches)
+        self.refusals = AccessRefusals(ClientIdentity.of({"sasl.username": "alice"}))
 
     def assign(self, _partitions: Any) -> None:
         pass
@@ -62,3 +64,23 @@ def test_the_log_ending_inside_the_range_is_records_lost() -> None:
     consumer = ScriptedConsumer([Message(3), eof(4)])
     with pytest.raises(LostOffsetsError, match=r"records lost: t/0 \[4, 6\): the log ends before them"):
         offsets_read(consumer, OffsetRange("t", 0, 3, 6))
+
+
+def test_a_topic_acl_refusal_ends_the_read_with_the_refusal_not_records_lost() -> None:
+    refused = KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "Broker: Topic authorization failed")
+    consumer = ScriptedConsumer([Message(3), Message(4, refused)])
+
+    with pytest.raises(
+        AccessRefusedError, match=r"Grant it: kafka-acls .* --operation Read --operation Describe"
+    ):
+        read_range(consumer, OffsetRange("t", 0, 3, 6), timeout_s=60)  # type: ignore[arg-type]
+
+
+def test_a_read_that_waited_while_kafka_refused_the_client_fails_with_the_refusal() -> None:
+    consumer = ScriptedConsumer()
+    consumer.refusals.observe(
+        KafkaError(KafkaError._AUTHENTICATION, "SASL authentication error: Authentication failed")
+    )
+
+    with pytest.raises(AccessRefusedError, match="Kafka refused the credentials"):
+        read_range(consumer, OffsetRange("t", 0, 3, 6), timeout_s=0)  # type: ignore[arg-type]

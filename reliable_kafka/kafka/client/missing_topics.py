@@ -17,6 +17,8 @@ State machine of one receiver's :class:`MissingTopics`, per topic:
                                         (auto-creation asked, or no bound), else one INFO line
     missing ---answer: exists---------> present, logged at INFO
     missing ---bound passed-----------> MissingTopicError (every topic past the bound, in one)
+    any -------answer: refused--------> asked again, neither present nor missing: Kafka has it,
+                                        and an ACL refuses it (access_refusal's to judge)
 
 The bound runs from the first answer that says missing: brokers that do not answer (an outage
 the fetch-stall report speaks for) prove nothing. :class:`MissingTopicWatch` asks on a thread of
@@ -29,7 +31,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Set
 
 from reliable_kafka.kafka.client.topic_lookup import (
     AUTO_CREATE_PARAM,
@@ -89,11 +91,14 @@ class MissingTopics:
             return _UNBOUNDED_CHECK_INTERVAL_S
         return min(_MAX_CHECK_INTERVAL_S, self._timeout_ms / 1000 / _CHECKS_PER_BOUND)
 
-    def answer(self, missing: set[str]) -> MissingTopicError | None:
-        """Kafka's answer for :attr:`pending`: the topics it does not have. The error once a topic
-        has been missing for longer than the bound, else None."""
+    def answer(self, missing: set[str], refused: Set[str] = frozenset()) -> MissingTopicError | None:
+        """Kafka's answer for :attr:`pending`: the topics it does not have, and those it has and
+        refuses this client. The error once a topic has been missing for longer than the bound,
+        else None."""
         now = self._now()
-        for topic in sorted(self._pending - missing):
+        for topic in sorted(refused & self._pending):
+            self._missing_since.pop(topic, None)  # there after all: still asked, never missing
+        for topic in sorted(self._pending - missing - refused):
             self._pending.discard(topic)
             if self._missing_since.pop(topic, None) is not None:
                 logger.info("topic '%s' exists now", topic)
@@ -179,7 +184,7 @@ class MissingTopicWatch:
             while not self._stopping.is_set() and not self._state.settled:
                 missing = self._lookup.missing(self._state.pending)
                 if missing is not None:
-                    error = self._state.answer(missing)
+                    error = self._state.answer(missing, self._lookup.refused)
                     if error is not None:
                         if not self._stopping.is_set():
                             self._on_error("topics missing from Kafka", error)

@@ -10,7 +10,9 @@ as librdkafka documents them. A bad value raises ``ValueError`` naming the key.
 from __future__ import annotations
 
 import difflib
+import importlib.util
 import logging
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -27,6 +29,12 @@ from reliable_kafka.kafka.client.zk.broker_discovery import LISTENER_NAME_PARAM
 # partition count (see kafka/client/shared_client.py).
 PREFETCH_PARAM = "receiver.prefetch.bytes"
 DEFAULT_PREFETCH_BYTES = 64 << 20
+# kafkaParams key (ours): how long Kafka may go on refusing the clients (credentials, certificate,
+# ACL) before the stream ends with an error naming what to grant or set; -1: retry for ever, as
+# librdkafka does (see kafka/client/access_refusal.py).
+ACCESS_REFUSAL_TIMEOUT_PARAM = "access.refusal.timeout.ms"
+DEFAULT_ACCESS_REFUSAL_TIMEOUT_MS = 10_000
+RETRY_FOR_EVER = -1
 
 # No settings here (pydantic, ~1 s): the ZooKeeper wing reads ZooKeeperParams and
 # ConsumerGroupParams and must load light. Secrets are masked by settings.redacted where logged.
@@ -64,6 +72,22 @@ _IGNORED_08_KEYS = frozenset(
     }
 )
 
+# ZooKeeper's SASL login, as kafkaParams: the user and password of a JAAS ``Client`` section
+# (``zookeeper.sasl.username``/``.password``), or that section's line itself, as Kafka's
+# ``sasl.jaas.config`` takes one (``zookeeper.sasl.jaas.config``).
+ZOOKEEPER_SASL_KEYS = (
+    "zookeeper.sasl.mechanism",
+    "zookeeper.sasl.username",
+    "zookeeper.sasl.password",
+    "zookeeper.sasl.jaas.config",
+)
+# What kazoo (through pure-sasl) logs in with and a ZooKeeper server's SASLAuthenticationProvider
+# takes without Kerberos.
+ZOOKEEPER_SASL_MECHANISMS = ("DIGEST-MD5",)
+_DIGEST_LOGIN_MODULE = "org.apache.zookeeper.server.auth.DigestLoginModule"
+_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
 _OWN_KEYS = frozenset(
     {
         "zookeeper.connect",
@@ -71,6 +95,7 @@ _OWN_KEYS = frozenset(
         "zookeeper.connection.timeout.ms",
         "zookeeper.auth",
         "zookeeper.set.acl",
+        *ZOOKEEPER_SASL_KEYS,
         "group.id",
         "consumer.id",
         "auto.offset.reset",
@@ -84,6 +109,7 @@ _OWN_KEYS = frozenset(
         LISTENER_NAME_PARAM,
         FETCH_STALL_TIMEOUT_PARAM,
         MISSING_TOPIC_TIMEOUT_PARAM,
+        ACCESS_REFUSAL_TIMEOUT_PARAM,
         PREFETCH_PARAM,
         *_AUTO_COMMIT_KEYS,
     }
@@ -108,14 +134,30 @@ _DEFAULT_CLIENT_CONFIG: dict[str, Any] = {
 
 
 @dataclass(frozen=True)
+class ZooKeeperSasl:
+    """A SASL login to ZooKeeper; the password never appears in repr."""
+
+    username: str
+    password: str = field(repr=False)
+    mechanism: str = "DIGEST-MD5"
+
+    def kazoo_options(self) -> dict[str, str]:
+        """kazoo's ``sasl_options``."""
+        return {"mechanism": self.mechanism, "username": self.username, "password": self.password}
+
+
+@dataclass(frozen=True)
 class ZooKeeperParams:
-    """How to reach ZooKeeper; ``auth`` (``user:password`` for digest) never appears in repr."""
+    """How to reach ZooKeeper; ``auth`` (``user:password`` for digest) and the SASL password never
+    appear in repr. ``set_acl``: the group's nodes are created writable by the logged-in user only
+    (readable by all, as Kafka's ``zookeeper.set.acl`` makes its own)."""
 
     connect: str
     session_timeout_ms: int = 6000
     connection_timeout_ms: int = 6000
     auth: str | None = field(default=None, repr=False)
     set_acl: bool = False
+    sasl: ZooKeeperSasl | None = None
 
 
 @dataclass(frozen=True)
@@ -151,6 +193,9 @@ class KafkaParams:
     prefetch_bytes: int = DEFAULT_PREFETCH_BYTES
     # How long a topic may be missing before the stream ends with an error naming it (-1: no end).
     missing_topic_timeout_ms: int = DEFAULT_MISSING_TOPIC_TIMEOUT_MS
+    # How long Kafka may refuse the clients (credentials, certificate, ACL) before the stream ends
+    # with an error naming what to grant or set (-1: retry for ever).
+    access_refusal_timeout_ms: int = DEFAULT_ACCESS_REFUSAL_TIMEOUT_MS
 
     @property
     def bootstrap_servers(self) -> str | None:
@@ -221,6 +266,55 @@ def _same(key: str, given: str | None, in_params: Any) -> str | None:
     return given if given is not None else in_params
 
 
+def _jaas_login(value: Any) -> tuple[str, str]:
+    """The username and password of a DigestLoginModule line. Never echoes the value: it holds a
+    secret."""
+    text = str(value).strip()
+    if not text.startswith(_DIGEST_LOGIN_MODULE) or not text.endswith(";"):
+        raise ValueError(
+            f"kafka param zookeeper.sasl.jaas.config: expected '{_DIGEST_LOGIN_MODULE} required "
+            'username="..." password="...";\''
+        )
+    options = {name: re.sub(r"\\(.)", r"\1", quoted) for name, quoted in _JAAS_OPTION.findall(text)}
+    if not options.get("username") or not options.get("password"):
+        raise ValueError('kafka param zookeeper.sasl.jaas.config: needs username="..." and password="..."')
+    return options["username"], options["password"]
+
+
+def _zookeeper_sasl(params: Mapping[str, Any]) -> ZooKeeperSasl | None:
+    if not any(key in params for key in ZOOKEEPER_SASL_KEYS):
+        return None
+    mechanism = _text(
+        "zookeeper.sasl.mechanism", params.get("zookeeper.sasl.mechanism", "DIGEST-MD5")
+    ).upper()
+    if mechanism not in ZOOKEEPER_SASL_MECHANISMS:
+        raise ValueError(
+            f"kafka param zookeeper.sasl.mechanism={mechanism!r}: supported are "
+            f"{', '.join(ZOOKEEPER_SASL_MECHANISMS)} (kazoo with pure-sasl)"
+        )
+    if "zookeeper.sasl.jaas.config" in params:
+        if "zookeeper.sasl.username" in params or "zookeeper.sasl.password" in params:
+            raise ValueError(
+                "kafka params: give zookeeper.sasl.jaas.config or zookeeper.sasl.username and "
+                "zookeeper.sasl.password, not both"
+            )
+        username, password = _jaas_login(params["zookeeper.sasl.jaas.config"])
+    else:
+        username = _text("zookeeper.sasl.username", params.get("zookeeper.sasl.username"))
+        password = params.get("zookeeper.sasl.password")
+        if password is None or not str(password):
+            raise ValueError("kafka param zookeeper.sasl.password is required with zookeeper.sasl.username")
+        password = str(password)
+    # kazoo imports pure-sasl only once connected, on its connection thread: without it every
+    # attempt fails there and the start times out saying nothing of why.
+    if importlib.util.find_spec("puresasl") is None:
+        raise ValueError(
+            "kafka params zookeeper.sasl.*: a SASL login to ZooKeeper needs the pure-sasl package on the "
+            "driver and every executor: pip install 'reliable-kafka[zookeeper-sasl]'"
+        )
+    return ZooKeeperSasl(username=username, password=password, mechanism=mechanism)
+
+
 def _zookeeper_params(params: Mapping[str, Any], connect: Any) -> ZooKeeperParams:
     auth = params.get("zookeeper.auth")
     if auth is not None:
@@ -229,9 +323,14 @@ def _zookeeper_params(params: Mapping[str, Any], connect: Any) -> ZooKeeperParam
             # The value is a secret: name the key, never echo it.
             raise ValueError("kafka param zookeeper.auth: expected user:password (digest)")
         auth = str(auth)
-    set_acl = _boolean("zookeeper.set.acl", params.get("zookeeper.set.acl", auth is not None))
-    if set_acl and auth is None:
-        raise ValueError("kafka param zookeeper.set.acl=true needs zookeeper.auth")
+    sasl = _zookeeper_sasl(params)
+    logged_in = auth is not None or sasl is not None
+    set_acl = _boolean("zookeeper.set.acl", params.get("zookeeper.set.acl", logged_in))
+    if set_acl and not logged_in:
+        raise ValueError(
+            "kafka param zookeeper.set.acl=true needs a login: zookeeper.auth (digest) or "
+            "zookeeper.sasl.username and zookeeper.sasl.password (SASL)"
+        )
     return ZooKeeperParams(
         connect=_zookeeper_connect("zookeeper.connect", connect),
         session_timeout_ms=_integer(
@@ -242,6 +341,7 @@ def _zookeeper_params(params: Mapping[str, Any], connect: Any) -> ZooKeeperParam
         ),
         auth=auth,
         set_acl=set_acl,
+        sasl=sasl,
     )
 
 
@@ -370,5 +470,10 @@ def parse_kafka_params(
             MISSING_TOPIC_TIMEOUT_PARAM,
             params.get(MISSING_TOPIC_TIMEOUT_PARAM, DEFAULT_MISSING_TOPIC_TIMEOUT_MS),
             WAIT_FOR_EVER,
+        ),
+        access_refusal_timeout_ms=_integer(
+            ACCESS_REFUSAL_TIMEOUT_PARAM,
+            params.get(ACCESS_REFUSAL_TIMEOUT_PARAM, DEFAULT_ACCESS_REFUSAL_TIMEOUT_MS),
+            RETRY_FOR_EVER,
         ),
     )

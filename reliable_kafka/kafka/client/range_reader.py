@@ -16,6 +16,8 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from reliable_kafka.dstream.block_recovery import BlockRecoveryError
+from reliable_kafka.kafka.client.access_refusal import AccessRefusals, refusal_error
+from reliable_kafka.kafka.client.error_log import ClientErrorLog
 from reliable_kafka.kafka.client.offset_range import OffsetRange
 from reliable_kafka.kafka.client.params import KafkaParams, parse_kafka_params
 from reliable_kafka.kafka.client.zk.broker_discovery import discover_bootstrap_servers, legacy_protocol_config
@@ -59,7 +61,14 @@ def broker_client_config(params: KafkaParams) -> dict[str, Any]:
         close_zookeeper(zk)
 
 
-def range_consumer(kafka_params: Mapping[str, Any]) -> Consumer:
+class RangeConsumer(Consumer):
+    """A librdkafka consumer with the streak of refusals its error callback reported: a read
+    that Kafka refuses ends with the refusal, not as records lost."""
+
+    refusals: AccessRefusals
+
+
+def range_consumer(kafka_params: Mapping[str, Any]) -> RangeConsumer:
     """A consumer that reads exact ranges with :func:`read_range`: it fails on an offset Kafka no
     longer has instead of jumping to another, and sees where a partition's log ends."""
     params = parse_kafka_params(kafka_params)
@@ -68,11 +77,15 @@ def range_consumer(kafka_params: Mapping[str, Any]) -> Consumer:
     # An offset Kafka no longer has is an error here, never a silent jump to another offset.
     config["auto.offset.reset"] = "error"
     config["enable.partition.eof"] = True
+    refusals = AccessRefusals.of(config, timeout_ms=params.access_refusal_timeout_ms)
+    config["error_cb"] = ClientErrorLog("range reader", refusals)
     config["logger"] = LibrdkafkaLog()
-    return Consumer(config)
+    consumer = RangeConsumer(config)
+    consumer.refusals = refusals
+    return consumer
 
 
-def read_range(consumer: Consumer, wanted: OffsetRange, timeout_s: float) -> list[PackedChunk]:
+def read_range(consumer: RangeConsumer, wanted: OffsetRange, timeout_s: float) -> list[PackedChunk]:
     """The records of ``wanted`` (by a :func:`range_consumer`); compacted-away offsets are simply
     absent, as in the log. ``LostOffsetsError`` names what Kafka no longer has."""
     keys: list[bytes | None] = []
@@ -85,19 +98,44 @@ def read_range(consumer: Consumer, wanted: OffsetRange, timeout_s: float) -> lis
     return [pack_chunk(wanted.topic, wanted.partition, keys, values, offsets)] if offsets else []
 
 
-def range_messages(consumer: Consumer, wanted: OffsetRange, timeout_s: float) -> Iterator[Message]:
+def _read_ends(
+    refusals: AccessRefusals, deadline: float, timeout_s: float, missing: OffsetRange
+) -> BaseException | None:
+    """Why a read ends now, before ``missing`` came: Kafka refused the client for
+    ``access.refusal.timeout.ms``, or the quiet time passed (refused meanwhile, or the records
+    are lost); None: read on."""
+    refused = refusals.verdict
+    if refused is not None or time.monotonic() <= deadline:
+        return refused
+    return refusals.error() or LostOffsetsError([missing], f"no record from Kafka within {timeout_s:.0f} s")
+
+
+def _read_fails(error: KafkaError, refusals: AccessRefusals, missing: OffsetRange) -> BaseException | None:
+    """Whether an error among the messages ends the read before ``missing`` came."""
+    if error.code() == KafkaError._PARTITION_EOF:
+        return LostOffsetsError([missing], "the log ends before them")
+    if error.fatal() or error.code() in (KafkaError._AUTO_OFFSET_RESET, KafkaError.OFFSET_OUT_OF_RANGE):
+        return LostOffsetsError([missing], f"Kafka no longer has them ({error.str()})")
+    return refusal_error(error, refusals.identity)  # an ACL: Kafka's answer to this read
+
+
+def range_messages(consumer: RangeConsumer, wanted: OffsetRange, timeout_s: float) -> Iterator[Message]:
     """The messages of ``wanted`` in offset order, as :func:`read_range` reads them. The quiet
     time that counts as loss runs only while waiting on Kafka, not while the caller works on a
-    message."""
+    message. Kafka refusing the client (``access.refusal.timeout.ms`` of refusals, or a refusal
+    when the quiet time ends) raises :class:`AccessRefusedError`: nothing is lost then."""
     topic, partition = wanted.topic, wanted.partition
+    refusals = consumer.refusals
     consumer.assign([TopicPartition(topic, partition, wanted.fromOffset)])
     next_offset = wanted.fromOffset
     deadline = time.monotonic() + timeout_s
     try:
         while next_offset < wanted.untilOffset:
-            if time.monotonic() > deadline:
-                missing = OffsetRange(topic, partition, next_offset, wanted.untilOffset)
-                raise LostOffsetsError([missing], f"no record from Kafka within {timeout_s:.0f} s")
+            ended = _read_ends(
+                refusals, deadline, timeout_s, OffsetRange(topic, partition, next_offset, wanted.untilOffset)
+            )
+            if ended is not None:
+                raise ended
             for message in consumer.consume(500, _POLL_S):
                 if next_offset >= wanted.untilOffset:
                     # Complete: a range that ends at the log's end gets the end-of-partition event
@@ -105,15 +143,11 @@ def range_messages(consumer: Consumer, wanted: OffsetRange, timeout_s: float) ->
                     break
                 error = message.error()
                 if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
-                        missing = OffsetRange(topic, partition, next_offset, wanted.untilOffset)
-                        raise LostOffsetsError([missing], "the log ends before them")
-                    if error.fatal() or error.code() in (
-                        KafkaError._AUTO_OFFSET_RESET,
-                        KafkaError.OFFSET_OUT_OF_RANGE,
-                    ):
-                        missing = OffsetRange(topic, partition, next_offset, wanted.untilOffset)
-                        raise LostOffsetsError([missing], f"Kafka no longer has them ({error.str()})")
+                    failed = _read_fails(
+                        error, refusals, OffsetRange(topic, partition, next_offset, wanted.untilOffset)
+                    )
+                    if failed is not None:
+                        raise failed
                     continue  # transport errors: librdkafka retries
                 offset = message.offset()
                 if offset >= wanted.untilOffset:

@@ -31,7 +31,7 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -51,6 +51,10 @@ from reliable_kafka.kafka.client.params import DEFAULT_PREFETCH_BYTES
 from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
 from reliable_kafka.storage.block_format import PackedChunk, pack_chunk
 from reliable_kafka.util.malloc_tuning import tune_malloc_for_receivers
+
+# Types only: the refusal judge imports the receiver package, too heavy for the ZooKeeper wing.
+if TYPE_CHECKING:
+    from reliable_kafka.kafka.client.access_refusal import AccessRefusals
 
 logger = logging.getLogger(__name__)
 
@@ -264,16 +268,18 @@ class SharedFetchClient:
         prefetch_bytes: int = DEFAULT_PREFETCH_BYTES,
         partitions: int = 1,
         packed_fetch: bool = True,
+        refusals: AccessRefusals | None = None,
     ) -> SharedFetchClient:
         """A client for up to ``partitions`` partitions within ``prefetch_bytes`` (see
-        :func:`prefetch_config`); ``ValueError`` naming the key librdkafka refuses."""
+        :func:`prefetch_config`); ``ValueError`` naming the key librdkafka refuses. Its refusals
+        go to ``refusals``."""
         tune_malloc_for_receivers()  # before any partition thread allocates (util/malloc_tuning.py)
         shared_queue = not (packed_fetch and packed_fetch_available())
         tuned = {**config, **prefetch_config(prefetch_bytes, partitions, config, shared_queue=shared_queue)}
         plan = fetch_plan(prefetch_bytes, partitions, config)
         admission = FetchAdmission(plan.slots, quantum_bytes=_QUANTUM_FETCHES * plan.fetch_bytes)
         return cls(
-            create_consumer(tuned, name),
+            create_consumer(tuned, name, refusals),
             tuned,
             packed_fetch=packed_fetch,
             handoff_bytes=plan.queue_bytes,

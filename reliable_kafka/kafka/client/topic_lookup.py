@@ -8,6 +8,10 @@ creates the topic when the client allows it: librdkafka's consumers do with
 0.10 create it on any request by name (their metadata request has no such flag), so a client of
 the legacy protocol that does not allow it lists every topic instead.
 
+A topic an ACL hides from this client is there, and refused: :attr:`TopicLookup.refused` names it,
+and the client's refusals (see :mod:`~reliable_kafka.kafka.client.access_refusal`) hear of it at
+every question, since librdkafka's fetches of such a topic say nothing at all.
+
 Auto-creation, for a stream, is therefore on where both say so: the brokers'
 ``auto.create.topics.enable`` and the consumer's ``allow.auto.create.topics``. The client does not
 read the brokers' setting (``DescribeConfigs`` needs an ACL of its own): it asks, and a topic that
@@ -18,11 +22,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException
 
 from reliable_kafka.kafka.client.consumer import create_consumer
+
+# Types only: the refusal judge imports the receiver package, too heavy for the ZooKeeper wing.
+if TYPE_CHECKING:
+    from reliable_kafka.kafka.client.access_refusal import AccessRefusals
 
 logger = logging.getLogger(__name__)
 
@@ -48,9 +56,14 @@ def allows_auto_creation(client_config: Mapping[str, Any]) -> bool:
 class TopicLookup:
     """One consumer, never assigned, made at the first question and kept until :meth:`close`."""
 
-    def __init__(self, consumer_config: Mapping[str, Any], name: str) -> None:
+    def __init__(
+        self, consumer_config: Mapping[str, Any], name: str, refusals: AccessRefusals | None = None
+    ) -> None:
         self._config = dict(consumer_config)
         self._name = name
+        self._refusals = refusals
+        # The topics of the last answer that exist and that this client may not read.
+        self.refused: set[str] = set()
         self._consumer: Consumer | None = None
         self.asks_to_create = allows_auto_creation(self._config)
         # A legacy-protocol client's request by name creates the topic whatever it allows.
@@ -58,6 +71,7 @@ class TopicLookup:
 
     def missing(self, topics: Iterable[str]) -> set[str] | None:
         """The topics Kafka says it does not have; None when the brokers did not answer."""
+        self.refused = set()
         try:
             consumer = self._client()
             if not self._by_name:
@@ -67,6 +81,18 @@ class TopicLookup:
         except (KafkaException, ValueError) as exc:
             logger.debug("%s: no metadata answer: %r", self._name, exc)
             return None
+        finally:
+            self._serve_callbacks()
+
+    def _serve_callbacks(self) -> None:
+        """Run the client's pending error callbacks (a refused login among them): a metadata
+        request does not, and this client is never polled otherwise. It reads nothing."""
+        consumer = self._consumer
+        if consumer is not None and self._refusals is not None:
+            try:
+                consumer.poll(0)
+            except (KafkaException, RuntimeError) as exc:
+                logger.debug("%s: serving callbacks: %r", self._name, exc)
 
     def close(self) -> None:
         consumer, self._consumer = self._consumer, None
@@ -75,15 +101,19 @@ class TopicLookup:
 
     def _client(self) -> Consumer:
         if self._consumer is None:
-            self._consumer = create_consumer(self._config, self._name)
+            self._consumer = create_consumer(self._config, self._name, self._refusals)
         return self._consumer
 
-    @staticmethod
-    def _unknown(consumer: Consumer, topic: str) -> bool:
+    def _unknown(self, consumer: Consumer, topic: str) -> bool:
         metadata = consumer.list_topics(topic, timeout=_REQUEST_TIMEOUT_S).topics.get(topic)
         if metadata is None or metadata.partitions:
             return metadata is None
         error = metadata.error
         # No partitions: unknown, or being created by this very request (LEADER_NOT_AVAILABLE): not
-        # there yet. A topic an ACL hides from this client is there: another error's business.
-        return error is None or error.code() != KafkaError.TOPIC_AUTHORIZATION_FAILED
+        # there yet. A topic an ACL hides from this client is there, and refused.
+        if error is not None and error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            self.refused.add(topic)
+            if self._refusals is not None:
+                self._refusals.observe(KafkaError(error.code(), f"{topic}: {error.str()}"))
+            return False
+        return True

@@ -4,7 +4,8 @@ partitions, each partition's first and next offsets), with Spark's retries.
 One librdkafka consumer, made on first use, never assigned: it only sends metadata and
 list-offsets requests. Lookups retry ``spark.streaming.kafka.maxRetries`` times, waiting
 ``refresh.leader.backoff.ms`` (0.8's name, 200 ms by default) between attempts, as Spark did
-while a leader moved.
+while a leader moved. A lookup that fails while Kafka refuses the client (credentials,
+certificate, ACL: see ``access_refusal``) raises that refusal at once: no retry mends it.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
+from reliable_kafka.kafka.client.access_refusal import AccessRefusedError, refusal_error
 from reliable_kafka.kafka.client.offset_range import OffsetRange
-from reliable_kafka.kafka.client.range_reader import LostOffsetsError, range_consumer
+from reliable_kafka.kafka.client.range_reader import LostOffsetsError, RangeConsumer, range_consumer
 from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
+from reliable_kafka.util.kafka_errors import kafka_error_of
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +39,7 @@ class KafkaCluster:
         self._kafka_params = dict(kafka_params)
         self._max_retries = max_retries
         self._backoff_s = int(self._kafka_params.get("refresh.leader.backoff.ms", DEFAULT_BACKOFF_MS)) / 1000
-        self._consumer: Consumer | None = None
+        self._consumer: RangeConsumer | None = None
         self._closed = False
 
     def close(self) -> None:
@@ -82,7 +85,7 @@ class KafkaCluster:
         if lost:
             raise LostOffsetsError(lost, "Kafka no longer has them (retention removed them)")
 
-    def _client(self) -> Consumer:
+    def _client(self) -> RangeConsumer:
         if self._closed:
             raise KafkaClusterError("the Kafka lookups of a stopped stream")
         if self._consumer is None:
@@ -95,7 +98,7 @@ class KafkaCluster:
         if metadata is None or (error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART):
             raise ValueError(f"topic {topic!r} does not exist in Kafka")
         if error is not None:
-            raise KafkaException(error)
+            raise KafkaException(KafkaError(error.code(), f"{topic}: {error.str()}"))  # names the topic
         return sorted(metadata.partitions)
 
     def _watermarks(self, tp: TopicAndPartition) -> tuple[int, int]:
@@ -110,6 +113,9 @@ class KafkaCluster:
             try:
                 return lookup()
             except KafkaException as exc:
+                refused = self._refused(exc)
+                if refused is not None:
+                    raise refused from exc
                 if attempt == attempts:
                     raise KafkaClusterError(
                         f"could not look up {what} in {attempts} attempts "
@@ -118,3 +124,19 @@ class KafkaCluster:
                 logger.info("looking up %s failed (%s); attempt %d of %d", what, exc, attempt + 1, attempts)
                 time.sleep(self._backoff_s)
         raise AssertionError("unreachable")
+
+    def _refused(self, exc: KafkaException) -> AccessRefusedError | None:
+        """The refusal ``exc`` is (Kafka's answer), or that the client met while it failed."""
+        consumer = self._consumer
+        if consumer is None:
+            return None
+        answer = refusal_error(kafka_error_of(exc), consumer.refusals.identity)
+        if answer is not None:
+            return answer
+        # A lookup does not run the error callbacks, which heard why no broker answered: this
+        # client is never assigned, so a poll reads nothing and runs them.
+        try:
+            consumer.poll(0)
+        except (KafkaException, RuntimeError) as failed:
+            logger.debug("serving the lookup client's callbacks: %r", failed)
+        return consumer.refusals.error()

@@ -21,6 +21,12 @@ from typing import Any
 from confluent_kafka import KafkaException
 from kazoo.client import KazooClient
 
+from reliable_kafka.kafka.client.access_refusal import (
+    AccessRefusals,
+    AccessRefusedError,
+    Refusal,
+    refusal_error,
+)
 from reliable_kafka.kafka.client.consumer import create_consumer
 from reliable_kafka.kafka.client.fetch_stall import FetchStallMonitor
 from reliable_kafka.kafka.client.missing_topics import MissingTopicWatch
@@ -34,7 +40,9 @@ from reliable_kafka.kafka.client.zk.client import (
     close_zookeeper,
     connect_zookeeper,
     zookeeper_acl,
+    zookeeper_identity,
 )
+from reliable_kafka.kafka.client.zk.refusal import zookeeper_refusal
 from reliable_kafka.kafka.offsets.group.membership import KafkaGroupMembership
 from reliable_kafka.kafka.offsets.group.offset_store import KafkaOffsetStore
 from reliable_kafka.kafka.offsets.registry import in_kafka, open_store, storage_of, where
@@ -50,6 +58,7 @@ from reliable_kafka.kafka.receiver.partition_consumer import (
     RecordSink,
 )
 from reliable_kafka.receiver.fatal_error import FatalReceiverError
+from reliable_kafka.util.kafka_errors import kafka_error_of
 
 logger = logging.getLogger(__name__)
 
@@ -61,6 +70,8 @@ CONSUMER_JOIN_TIMEOUT_S = 30.0
 SHUTDOWN_TIMEOUT_S = 120.0
 
 _METADATA_TIMEOUT_S = 5.0
+# A failure's chain of causes is short (a retry's last error, wrapped once or twice).
+_MAX_ERROR_CHAIN = 10
 
 # Revoked partitions -> next offset each consumer would have read (None: it read nothing).
 RevokeHook = Callable[[dict[TopicAndPartition, int | None]], None]
@@ -118,6 +129,8 @@ class ConsumerConnector:
         self._consumer_config: dict[str, Any] = {}
         self._client: SharedFetchClient | None = None
         self._topic_watch: MissingTopicWatch | None = None
+        # Every Kafka client of this receiver reports its refusals here (one streak, one error).
+        self._refusals: AccessRefusals | None = None
 
     @property
     def offsets(self) -> OffsetStore:
@@ -143,7 +156,9 @@ class ConsumerConnector:
     def _watch_missing_topics(self) -> None:
         """Before the group is joined: librdkafka postpones the join of a subscription whose
         topics are all missing, and the bound must run meanwhile."""
-        lookup = TopicLookup(self._consumer_config, f"receiver {self._params.group.group_id} topics")
+        lookup = TopicLookup(
+            self._consumer_config, f"receiver {self._params.group.group_id} topics", self._refusals
+        )
         bound_ms = self._params.missing_topic_timeout_ms
         watch = MissingTopicWatch(self._topics, lookup, bound_ms, self._topics_missing)
         with self._lock:
@@ -159,11 +174,30 @@ class ConsumerConnector:
             return  # the receiver's start fails with the error
         self._consumer_failed(message, error)
 
+    def _watch_refusals(self) -> None:
+        """Once the clients' config is known, before any client exists: Kafka refusing them
+        (credentials, certificate, ACLs) for ``access.refusal.timeout.ms`` ends the stream. A
+        group that Kafka neither keeps nor holds offsets of needs no group ACL: the fetch client
+        (which has a ``group.id``) looks for its coordinator, and a refusal there costs nothing."""
+        kafka_keeps_group = self._params.zookeeper is None or in_kafka(storage_of(self._params.group))
+        self._refusals = AccessRefusals.of(
+            self._consumer_config,
+            group=self._params.group.group_id,
+            topics=self._topics,
+            timeout_ms=self._params.access_refusal_timeout_ms,
+            on_refused=self._refused,
+            ignored=() if kafka_keeps_group else (Refusal.GROUP_ACL,),
+        )
+
+    def _refused(self, error: AccessRefusedError) -> None:
+        self._topics_missing("Kafka refused access", error)
+
     def _join_through_coordinator(self) -> None:
         bootstrap = self._params.bootstrap_servers
         if bootstrap is None:
             raise ValueError("a consumer group without ZooKeeper needs bootstrap.servers")
         self._consumer_config = self._params.consumer_config(bootstrap)
+        self._watch_refusals()
         member = KafkaGroupMembership(
             self._consumer_config,
             self._params.group.group_id,
@@ -171,6 +205,7 @@ class ConsumerConnector:
             self,
             assignment_strategy=self._params.group.assignment_strategy,
             consumer_id=self._params.group.consumer_id,
+            refusals=self._refusals,
         )
         self._group = member
         self._offsets = open_store(storage_of(self._params.group), _CoordinatorBackends(member, self._params))
@@ -189,23 +224,42 @@ class ConsumerConnector:
             # firewall. A restart would wait as long again, and again, for ever.
             raise FatalReceiverError(str(exc)) from exc
         self.zookeeper_reached = True
+        try:
+            self._join_group_in_zookeeper(self._zk)
+        except Exception as exc:
+            # Refused credentials or ACLs: the group's retries took them for an outage, and so
+            # would every restart.
+            refused = zookeeper_refusal(
+                exc, zk_params.connect, zookeeper_identity(zk_params), self._params.group.group_id
+            )
+            if refused is not None:
+                raise FatalReceiverError(refused) from exc
+            kafka_refused = self._kafka_refusal(exc)
+            if kafka_refused is not None:
+                raise kafka_refused from exc
+            raise
+
+    def _join_group_in_zookeeper(self, zk: KazooClient) -> None:
+        zk_params = self._params.zookeeper
+        assert zk_params is not None
         acl = zookeeper_acl(zk_params)
         bootstrap = self._params.bootstrap_servers
         if bootstrap is None:
             protocol = str(self._params.client_config.get("security.protocol", "PLAINTEXT"))
-            bootstrap = discover_bootstrap_servers(self._zk, protocol, self._params.listener_name)
+            bootstrap = discover_bootstrap_servers(zk, protocol, self._params.listener_name)
             logger.info("brokers from ZooKeeper: %s", bootstrap)
-        legacy = legacy_protocol_config(self._zk, self._params.client_config)
+        legacy = legacy_protocol_config(zk, self._params.client_config)
         self._consumer_config = {**self._params.consumer_config(bootstrap), **legacy}
+        self._watch_refusals()
         self._group = ZookeeperConsumerGroup(
-            self._zk,
+            zk,
             self._params.group,
             self._topics,
             self,
             acl=acl,
             session_timeout_ms=zk_params.session_timeout_ms,
         )
-        self._offsets = self._offset_store(self._zk, self._group, acl, zk_params.session_timeout_ms)
+        self._offsets = self._offset_store(zk, self._group, acl, zk_params.session_timeout_ms)
         self._watch_missing_topics()
         self._group.start()
 
@@ -289,6 +343,7 @@ class ConsumerConnector:
             f"receiver {self._params.group.group_id}",
             prefetch_bytes=self._params.prefetch_bytes,
             partitions=count,
+            refusals=self._refusals,
         )
         logger.info(
             "one Kafka client for up to %d partition(s) of %s, prefetch within %d bytes",
@@ -303,7 +358,9 @@ class ConsumerConnector:
     def _partitions_of_topics(self) -> int:
         """How many partitions the topics have (0 when no metadata comes): asked once, at the
         first assignment, by a client that lives only for the question."""
-        probe = create_consumer(self._consumer_config, f"receiver {self._params.group.group_id} metadata")
+        probe = create_consumer(
+            self._consumer_config, f"receiver {self._params.group.group_id} metadata", self._refusals
+        )
         try:
             metadata = probe.list_topics(timeout=_METADATA_TIMEOUT_S)
         except KafkaException as exc:
@@ -335,6 +392,7 @@ class ConsumerConnector:
                 poll_timeout_s=self._poll_timeout_s,
                 on_out_of_range=self._repair_offset,
                 stall_monitor=self._stall_monitor,
+                refusals=self._refusals,
             )
             with self._lock:
                 self._consumers[tp] = consumer
@@ -403,11 +461,28 @@ class ConsumerConnector:
 
     def on_rebalance_failed(self, error: BaseException) -> None:
         if not self._closing.is_set():
-            self._on_failure("consumer group rebalance failed", error)
+            self._on_failure("consumer group rebalance failed", self._kafka_refusal(error) or error)
 
     def _consumer_failed(self, message: str, error: BaseException) -> None:
         if not self._closing.is_set():
-            self._on_failure(message, error)
+            self._on_failure(message, self._kafka_refusal(error) or error)
+
+    def _kafka_refusal(self, error: BaseException) -> AccessRefusedError | None:
+        """The refusal a failed request of this receiver met (a commit or an offset fetch answered
+        ``GROUP_AUTHORIZATION_FAILED``...), found in ``error``'s chain: Kafka's answer, which
+        no restart mends."""
+        refusals = self._refusals
+        seen: BaseException | None = error
+        for _ in range(_MAX_ERROR_CHAIN):
+            if seen is None or refusals is None:
+                return None
+            if isinstance(seen, AccessRefusedError):
+                return seen
+            refused = refusal_error(kafka_error_of(seen), refusals.identity)
+            if refused is not None:
+                return refused
+            seen = seen.__cause__ or seen.__context__
+        return None
 
 
 class _ZooKeeperGroupBackends:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, KafkaError, KafkaException, TopicPartition
 
@@ -28,6 +29,10 @@ from reliable_kafka.kafka.client.shared_client import PackedReader, PartitionRea
 from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
 from reliable_kafka.storage.block_format import PackedChunk
 from reliable_kafka.util.kafka_errors import kafka_error_of
+
+# Types only: the refusal judge imports the receiver package, too heavy for the ZooKeeper wing.
+if TYPE_CHECKING:
+    from reliable_kafka.kafka.client.access_refusal import AccessRefusals
 
 logger = logging.getLogger(__name__)
 # A Kafka record as blocks decode to it.
@@ -73,6 +78,7 @@ class PartitionConsumer:
         poll_timeout_s: float = DEFAULT_POLL_TIMEOUT_S,
         on_out_of_range: OutOfRangeHandler | None = None,
         stall_monitor: FetchStallMonitor | None = None,
+        refusals: AccessRefusals | None = None,
     ) -> None:
         self.tp = tp
         self._offset_reset = offset_reset
@@ -92,7 +98,7 @@ class PartitionConsumer:
         self._client = client
         self._reader: PartitionReader | None = None
         self._assigned_here = False
-        self._error_log = ClientErrorLog(f"{thread_id} {tp}")
+        self._error_log = ClientErrorLog(f"{thread_id} {tp}", refusals)
         self._thread = threading.Thread(
             target=self._run, name=f"kafka-{tp.topic}-{tp.partition}", daemon=True
         )

@@ -150,6 +150,8 @@ RETRIABLE_ZOOKEEPER_ERRORS: tuple[type[BaseException], ...] = (
 
 def zookeeper_acl(params: ZooKeeperParams) -> list[ACL] | None:
     """Kafka's secure-ACL choice: the authenticated creator may do anything, everyone may read.
+    ZooKeeper turns "the creator" into each id the session logged in with (``digest:user:hash``,
+    ``sasl:user``).
 
     World-readable keeps Kafka's offset tools working; only the group's own user can change
     ownership or offsets.
@@ -157,6 +159,15 @@ def zookeeper_acl(params: ZooKeeperParams) -> list[ACL] | None:
     if not params.set_acl:
         return None
     return [*CREATOR_ALL_ACL, *READ_ACL_UNSAFE]
+
+
+def zookeeper_identity(params: ZooKeeperParams) -> str:
+    """Who a client of ``params`` is to ZooKeeper, for an error (never the password)."""
+    if params.sasl is not None:
+        return f"SASL ({params.sasl.mechanism}) user '{params.sasl.username}'"
+    if params.auth:
+        return f"digest user '{params.auth.partition(':')[0]}'"
+    return "an unauthenticated client (no zookeeper.sasl.username or zookeeper.auth)"
 
 
 def connect_zookeeper(params: ZooKeeperParams) -> KazooClient:
@@ -170,6 +181,7 @@ def connect_zookeeper(params: ZooKeeperParams) -> KazooClient:
         # what an expired session means.
         connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=2.0),
         auth_data=[("digest", params.auth)] if params.auth else None,
+        sasl_options=params.sasl.kazoo_options() if params.sasl else None,
         default_acl=zookeeper_acl(params),
         logger=log,  # type: ignore[arg-type]
     )

@@ -38,9 +38,10 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -48,6 +49,10 @@ from reliable_kafka.kafka.client.error_log import ClientErrorLog
 from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
 from reliable_kafka.kafka.offsets.group_member import RebalanceListener, consumer_thread_id, new_consumer_id
 from reliable_kafka.util.librdkafka_log import LibrdkafkaLog
+
+# Types only: the refusal judge imports the receiver package, too heavy for the ZooKeeper wing.
+if TYPE_CHECKING:
+    from reliable_kafka.kafka.client.access_refusal import AccessRefusals
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +63,8 @@ ASSIGNMENT_STRATEGIES = ("range", "roundrobin", "cooperative-sticky")
 # member from the receivers' threads. Rebalance callbacks still run within this interval.
 _POLL_INTERVAL_S = 0.05
 _T = TypeVar("_T")
+# How often a group refusal librdkafka reported once is told again while it stands.
+_REFUSAL_REPEAT_S = 0.5
 # librdkafka's default is 45 s; a dead receiver's partitions would wait that long for a new owner.
 DEFAULT_SESSION_TIMEOUT_MS = 10000
 
@@ -85,6 +92,7 @@ class KafkaGroupMembership:
         *,
         assignment_strategy: str = "range",
         consumer_id: str | None = None,
+        refusals: AccessRefusals | None = None,
     ) -> None:
         if not topics:
             raise ValueError("a consumer group member needs at least one topic")
@@ -99,7 +107,8 @@ class KafkaGroupMembership:
         self.consumer_id = new_consumer_id(group_id, consumer_id)
         self._topics = dict(topics)
         self._listener = listener
-        self._error_log = ClientErrorLog(self.consumer_id)
+        # Refusals (a group ACL among them) go to the receiver's streak (see access_refusal).
+        self._error_log = ClientErrorLog(self.consumer_id, refusals)
         member_config = {
             "session.timeout.ms": DEFAULT_SESSION_TIMEOUT_MS,
             **config,
@@ -129,6 +138,10 @@ class KafkaGroupMembership:
         self._calls: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
         self._calls_lock = threading.Lock()
         self._serving = False
+        # A group ACL refusal, until an assignment proves it gone: librdkafka reports it once and
+        # then asks the coordinator again in silence (see _repeat_refusal).
+        self._group_refused: KafkaError | None = None
+        self._refusal_repeat_due = 0.0
 
     # -- ownership view (for the offset store) ------------------------------------------------
 
@@ -270,6 +283,7 @@ class KafkaGroupMembership:
         try:
             while not self._stopping.is_set():
                 self._serve_calls(_POLL_INTERVAL_S)
+                self._repeat_refusal()
                 message = self.consumer.poll(0)
                 if message is None:
                     continue
@@ -301,8 +315,23 @@ class KafkaGroupMembership:
     def _on_client_error(self, error: KafkaError) -> None:
         if error.fatal():
             self._fail(KafkaException(error))
-        else:
-            self._error_log.log(error)
+            return
+        if error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED and not self._joined.is_set():
+            self._group_refused = error
+            self._refusal_repeat_due = time.monotonic() + _REFUSAL_REPEAT_S
+        self._error_log.log(error)
+
+    def _repeat_refusal(self) -> None:
+        """Tell the refusals again, while no assignment came, that the group is refused: they end
+        the stream once it has lasted (access_refusal), and librdkafka said it only once."""
+        error = self._group_refused
+        if error is None or time.monotonic() < self._refusal_repeat_due:
+            return
+        if self._joined.is_set():
+            self._group_refused = None
+            return
+        self._refusal_repeat_due = time.monotonic() + _REFUSAL_REPEAT_S
+        self._error_log.log(error)
 
     def _fail(self, exc: BaseException) -> None:
         """A fatal client error: the member is out of the group and owns nothing any more."""

@@ -64,6 +64,9 @@ _MEMBERSHIP_LOST = frozenset(
 
 # One OffsetFetch waits this long at most; the retries around it keep to retry_for_s.
 _FETCH_TIMEOUT_S = 10.0
+# A standalone store's OffsetFetch waits less: its client hears a refused group only between two
+# attempts (_raise_if_refused), and librdkafka holds the request for its whole timeout meanwhile.
+_STANDALONE_FETCH_TIMEOUT_S = 2.0
 # librdkafka holds a commit while it looks for the coordinator for up to session.timeout.ms, which
 # a non-subscribed consumer has no other use for: it bounds one attempt of a standalone store.
 _STANDALONE_ATTEMPT_MS = 10_000
@@ -71,6 +74,10 @@ _STANDALONE_ATTEMPT_MS = 10_000
 
 class _RetriableError(KafkaException):
     """A transient coordinator error; raised to tenacity, re-raised as is when retries run out."""
+
+
+# The coordinator's refusals: Kafka's answer, never retried (see access_refusal).
+_REFUSED_CODES = frozenset({KafkaError.GROUP_AUTHORIZATION_FAILED, KafkaError.TOPIC_AUTHORIZATION_FAILED})
 
 
 def _is_retriable(error: KafkaError) -> bool:
@@ -109,6 +116,7 @@ class KafkaOffsetStore:
         # Last offset committed or fetched per owned partition (None: the group has none).
         self._known: dict[TopicAndPartition, int | None] = {}
         self._lock = threading.Lock()  # one request attempt at a time (see _locked)
+        self._refused: KafkaError | None = None  # the coordinator refused the group (standalone)
 
     @classmethod
     def standalone(
@@ -163,13 +171,16 @@ class KafkaOffsetStore:
             return request(*args)
 
     def _fetch_once(self, tps: list[TopicAndPartition]) -> dict[TopicAndPartition, int | None]:
+        self._raise_if_refused()  # before waiting out a request the coordinator will never answer
         request = [TopicPartition(tp.topic, tp.partition) for tp in tps]
         try:
-            timeout = min(_FETCH_TIMEOUT_S, self._retry_for_s)
+            longest = _STANDALONE_FETCH_TIMEOUT_S if self._closes_consumer else _FETCH_TIMEOUT_S
+            timeout = min(longest, self._retry_for_s)
             answered = self._run(lambda: self._consumer.committed(request, timeout=timeout))
         except KafkaException as exc:
             error = kafka_error_of(exc)
             if error is not None and _is_retriable(error):
+                self._raise_if_refused()
                 raise _RetriableError(error) from None
             raise
         fetched: dict[TopicAndPartition, int | None] = {}
@@ -289,6 +300,7 @@ class KafkaOffsetStore:
 
     def _send(self, pending: dict[TopicAndPartition, int]) -> list[TopicPartition] | None:
         """The coordinator's answer per partition; None when this member's generation is over."""
+        self._raise_if_refused()
         try:
             offsets = _topic_partitions(pending)
             answered: list[TopicPartition] = self._run(
@@ -299,9 +311,25 @@ class KafkaOffsetStore:
             if error is not None and error.code() in _MEMBERSHIP_LOST:
                 return None
             if error is not None and _is_retriable(error):
+                self._raise_if_refused()
                 raise _RetriableError(error) from None
             raise
         return answered
+
+    def _raise_if_refused(self) -> None:
+        """A standalone store's consumer hears the coordinator refuse the group (an ACL) only as
+        an error on its queue, which nothing else reads, and its request times out meanwhile:
+        before a request and after a failed one, read that queue (it holds no record: the
+        consumer never reads)."""
+        if not self._closes_consumer:
+            return  # a group member's queue is its poll thread's
+        if self._refused is None:
+            message = self._consumer.poll(0)
+            error = message.error() if message is not None else None
+            if error is not None and error.code() in _REFUSED_CODES:
+                self._refused = error  # said once: every later request of this client fails so
+        if self._refused is not None:
+            raise KafkaException(self._refused)
 
     def _refuse_not_owner(
         self,

@@ -63,6 +63,7 @@ from reliable_kafka.kafka.client.zk.paths import (
     owner_path,
     topic_path,
 )
+from reliable_kafka.kafka.client.zk.refusal import refusal_in
 from reliable_kafka.kafka.offsets.group_member import RebalanceListener, consumer_thread_id, new_consumer_id
 from reliable_kafka.kafka.offsets.zk.ownership import DEFAULT_RELEASE_WAIT_S, Claim, CommitsInFlight
 from reliable_kafka.kafka.offsets.zk.range_assignor import consumer_threads_per_topic, range_assign
@@ -346,6 +347,8 @@ class ZookeeperConsumerGroup:
                     return
                 last_error = None
             except (KazooException, *RETRIABLE_ZOOKEEPER_ERRORS) as exc:
+                if refusal_in(exc) is not None:
+                    raise  # refused credentials or ACLs: no attempt fares better
                 last_error = exc
                 logger.info("%s: rebalance attempt %d: %r", self.consumer_id, attempt + 1, exc)
             if attempt + 1 < retries and self._sleep_backoff():
