@@ -785,7 +785,7 @@ def _read_over(
 
     def receive() -> float:
         seconds, _ = reliable_receiver(
-            transport,  # type: ignore[arg-type]  # all it reads of a cluster
+            transport,  # stands in for the cluster: all that the receiver reads of one
             transport.topic,
             args.messages,
             str(work / f"checkpoint-{group}"),
