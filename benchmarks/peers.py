@@ -3,6 +3,7 @@ Kafka's own consumer tool, on one topic, in one run.
 
     python benchmarks/peers.py [--messages 6000000] [--partitions 4] [--size 100] [--repeat 3]
         [--master local[2]] [--readers a,b,c,d,e,f,g,h] [--latency-rate 5000] [--latency-seconds 30]
+        [--secure [MECHANISM]]
 
 On a real local ZooKeeper + Kafka 3.9 (LocalCluster's default), one topic of ``--messages``
 records of ``--size`` bytes on ``--partitions`` partitions is produced once; every reader reads all
@@ -23,6 +24,11 @@ until every record was counted:
 (d) ``KafkaUtils.createStream``, receiver write-ahead log on, ``foreachRDD(rdd.count())``
     (pipeline_bench's ``pipeline_throughput``); (e) the same with the write-ahead log off.
 (f) ``KafkaUtils.createDirectStream``, ``foreachRDD(rdd.count())`` (direct_bench's).
+(s) with ``--secure [MECHANISM]`` (default SCRAM-SHA-512; SSL: client certificates): (d) over
+    SASL_SSL to a secured local cluster (``LocalCluster(secure=True)``, the same backlog produced
+    to it; ZooKeeper over SASL), logged in as its granted user; it takes its turn after (d), and
+    the ratio (s)/(d) is the cost of TLS to the whole application (the secured broker's own CPU is
+    not counted, as no broker's is; ``receiver_bench.py --secure`` prints it).
 (g) a plain confluent-kafka consumer, receiver_bench's fair baseline (the receiver's librdkafka
     settings, consume batches of 10,000, each value taken): in this process, no Spark.
 (h) Kafka's ``ConsumerPerformance`` (``kafka-consumer-perf-test``) of Kafka 3.9's tools, a JVM of
@@ -69,6 +75,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,6 +101,7 @@ from spark_kafka_jars import direct_kafka_count_jar, sql_kafka_jars
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.local.distribution import kafka_classpath, kafka_distribution
 from reliable_kafka.local.java import find_java
+from reliable_kafka.local.secured import MECHANISMS, Mechanism
 from reliable_kafka.util.worker_python import DAEMON_MODULE, DAEMON_MODULE_KEY
 
 # The tools are not in the broker's jars since Kafka 3.7: the tests fetch them once with mvn.
@@ -104,6 +112,7 @@ READERS: dict[str, str] = {
     "b": "SSS + Arrow UDF len(value)",
     "c": "JVM direct DStream",
     "d": "createStream, WAL on",
+    "s": "createStream, WAL on, TLS",
     "e": "createStream, WAL off",
     "f": "createDirectStream",
     "g": "plain confluent-kafka",
@@ -112,7 +121,9 @@ READERS: dict[str, str] = {
 OURS = ("d", "e", "f")
 PEERS = ("a", "b", "c")
 # Every reader but (c), in the order they take turns within a repeat.
-IN_TURN = ("a", "b", "d", "e", "f", "g", "h")
+IN_TURN = ("a", "b", "d", "s", "e", "f", "g", "h")
+# (s) runs only with --secure, which adds it (and (d), its baseline).
+DEFAULT_READERS = tuple(name for name in READERS if name != "s")
 PLAIN_BATCH = 10_000
 CONSUMER_PERFORMANCE = "org.apache.kafka.tools.ConsumerPerformance"
 _WAIT_S = 1800
@@ -226,7 +237,19 @@ def ratio_lines(summaries: Sequence[Summary]) -> list[str]:
             parts.append(f"/ ({peer}) records/s {rate:.2f} CPU/M {cpu}")
         if parts:
             lines.append(f"({ours}) " + "; ".join(parts))
+    if "s" in by_reader and "d" in by_reader:
+        lines.append(_tls_ratio(by_reader["s"], by_reader["d"]))
     return lines
+
+
+def _tls_ratio(secured: Summary, plain: Summary) -> str:
+    """(s) over (d): what TLS costs the same createStream."""
+    if secured.void or plain.void:
+        return "(s) / (d) VOID"
+    cpu = "-"
+    if secured.cpu_per_million is not None and plain.cpu_per_million:
+        cpu = f"{secured.cpu_per_million / plain.cpu_per_million:.2f}"
+    return f"(s) / (d) records/s {secured.best_known / plain.best_known:.2f} CPU/M {cpu}"
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -239,16 +262,28 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument("--repeat", type=int, default=3, help="reads of each reader; the first is cold")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument(
-        "--readers", default=",".join(READERS), help="a subset of a-h, comma-separated (default: all)"
+        "--readers",
+        default=",".join(DEFAULT_READERS),
+        help="a subset of a-h, comma-separated (default: all); s comes with --secure",
     )
     parser.add_argument("--latency-rate", type=int, default=5000, help="msg/s of the latency runs")
     parser.add_argument(
         "--latency-seconds", type=float, default=30.0, help="length of the latency runs (0: none)"
     )
+    parser.add_argument(
+        "--secure",
+        nargs="?",
+        const="SCRAM-SHA-512",
+        choices=MECHANISMS,
+        help="(s): (d) over TLS to a secured cluster with this mechanism (default SCRAM-SHA-512; "
+        "SSL: mTLS), beside (d) in the same run",
+    )
     args = parser.parse_args(list(argv))
     readers = [name.strip().lower() for name in args.readers.split(",") if name.strip()]
-    if unknown := sorted(set(readers) - set(READERS)):
-        parser.error(f"--readers: unknown {', '.join(unknown)}; choose from {', '.join(READERS)}")
+    if unknown := sorted(set(readers) - set(DEFAULT_READERS)):
+        parser.error(f"--readers: unknown {', '.join(unknown)}; choose from {', '.join(DEFAULT_READERS)}")
+    if args.secure:
+        readers += ["d", "s"]  # (d) is (s)'s baseline
     args.readers = tuple(name for name in READERS if name in readers)
     if args.repeat < 1:
         parser.error("--repeat must be 1 or more")
@@ -501,9 +536,16 @@ def spark_conf(args: argparse.Namespace, sql_jars: list[Path]) -> SparkConf:
 
 
 def run_in_turn(
-    sc: SparkContext, cluster: LocalCluster, topic: str, args: argparse.Namespace, work: Path, skip_b: bool
+    sc: SparkContext,
+    cluster: LocalCluster,
+    topic: str,
+    args: argparse.Namespace,
+    work: Path,
+    skip_b: bool,
+    secured: SecuredLogin | None = None,
 ) -> tuple[list[Run], list[Latency]]:
-    """Every reader but (c), taking turns, ``--repeat`` times; then the latency runs."""
+    """Every reader but (c), taking turns, ``--repeat`` times; then the latency runs. (s) reads
+    ``topic`` of the ``secured`` cluster."""
     spark = None
     if {"a", "b"} & set(args.readers):
         from pyspark.sql import SparkSession  # noqa: PLC0415 - only for (a) and (b)
@@ -514,11 +556,31 @@ def run_in_turn(
         for reader in IN_TURN:
             if reader not in args.readers or (reader == "b" and skip_b):
                 continue
-            run = read_once(reader, repeat, spark, sc, cluster, topic, args, work / f"cp-{repeat}-{reader}")
+            checkpoint = work / f"cp-{repeat}-{reader}"
+            if reader == "s":
+                assert secured is not None, "(s) runs with --secure only"
+                # A SecuredLogin stands in for the cluster: all that createStream reads of one.
+                login: Any = secured
+                run = receiver_run(sc, login, topic, args, checkpoint, repeat, wal=True)
+            else:
+                run = read_once(reader, repeat, spark, sc, cluster, topic, args, checkpoint)
             run = Run(reader, repeat, run.seconds, run.records, run.cpu_s, run.problems)
             runs.append(run)
             print_run(run)
     return runs, latency_runs(spark, sc, cluster, args, work) if args.latency_seconds > 0 else []
+
+
+class SecuredLogin:
+    """What pipeline_bench's createStream reads of a cluster, for a secured one: its ZooKeeper and
+    the granted user's logins (Kafka with ``mechanism``, ZooKeeper over SASL), never its admin's."""
+
+    def __init__(self, cluster: LocalCluster, mechanism: Mechanism) -> None:
+        settings = cluster.secured
+        self.zookeeper_connect = settings.zookeeper_connect
+        self._params = {**settings.kafka_params(mechanism), **settings.zookeeper_params()}
+
+    def client_config(self, **overrides: Any) -> dict[str, Any]:
+        return {**self._params, **overrides}
 
 
 def read_once(
@@ -616,16 +678,20 @@ def main(argv: Sequence[str]) -> int:
     with (
         tempfile.TemporaryDirectory(prefix="peers-") as tmp,
         LocalCluster(Path(tmp) / "cluster") as cluster,
+        LocalCluster(Path(tmp) / "secured", secure=True) if args.secure else nullcontext() as secured,
     ):
         work = Path(tmp)
         topic = "peers"
-        cluster.create_topic(topic, args.partitions)
-        produce_backlog(cluster, topic, args.partitions, args.messages, args.size)
+        for each in (cluster, secured) if secured is not None else (cluster,):
+            # Produced as the cluster's own admin (secured: over mTLS): the set-up is not measured.
+            each.create_topic(topic, args.partitions)
+            produce_backlog(each, topic, args.partitions, args.messages, args.size)
+        login = SecuredLogin(secured, args.secure) if secured is not None else None
         if set(args.readers) - {"c"}:
             sc = SparkContext(conf=spark_conf(args, sql_jars))
             sc.setLogLevel("ERROR")
             try:
-                turns, latencies = run_in_turn(sc, cluster, topic, args, work, skip_b)
+                turns, latencies = run_in_turn(sc, cluster, topic, args, work, skip_b, login)
                 runs += turns
             finally:
                 sc.stop()
@@ -634,7 +700,7 @@ def main(argv: Sequence[str]) -> int:
     summaries = summarize(runs)
     print(f"\n{args.messages:,} x {args.size} B on {args.partitions} partitions, {args.master}")
     print("\n".join(table_lines(summaries)))
-    print("ratios of ours to the peers (warm medians; cold with --repeat 1):")
+    print("ratios of ours to the peers, and (s) to (d) (warm medians; cold with --repeat 1):")
     print("\n".join(ratio_lines(summaries)) or "(none: ours or the peers were not run)")
     if latencies:
         print(

@@ -4,6 +4,7 @@
     python benchmarks/receiver_bench.py --partitions 4,64,256 [--messages 2000000]   (the sweep)
     python benchmarks/receiver_bench.py --wal-url s3a://bucket/bench [--spark-conf FILE] [--messages 1000000]
     python benchmarks/receiver_bench.py --replication [--messages 2000000] [--repeat 3]
+    python benchmarks/receiver_bench.py --secure [MECHANISM] [--kafka 3.9] [--messages 2000000] [--repeat 3]
 
 With ``--replication`` only (r1) and (r2) run, alternating, the best of each counting: the reliable
 receiver with the write-ahead log off, its blocks in an executor block store (as on an executor),
@@ -12,6 +13,14 @@ copy kept by a peer's block server on another loopback address (127.0.0.2) befor
 reported and its offsets committed. Both commit to ZooKeeper. The peer runs in this process, so
 the CPU figure includes the peer's work of keeping the copy; printed: records/s, CPU per million
 and the ratio (r2)/(r1).
+
+With ``--secure`` (a mechanism of ``reliable_kafka.local.secured``; default SCRAM-SHA-512) only
+(a) and (b) run, each over two transports in the same run, alternating which goes first: PLAINTEXT
+to a plain local cluster and SASL_SSL with the mechanism (SSL: mTLS) to a secured one
+(``LocalCluster(secure=True)``, logged in as its granted user), the same backlog produced to both.
+(b) keeps its group and offsets in Kafka here (no ZooKeeper: a secured ZooKeeper's SASL would be
+a second cost, and Kafka 4 has none). Printed: records/s, this process's CPU per million and the
+broker's, and the ratio secured/PLAINTEXT of each: what TLS (and the SASL login) cost.
 
 With ``--wal-url`` (a checkpoint-style URL: hdfs://, s3a://...; reached with the spark.hadoop.*
 keys of ``--spark-conf``, a spark-defaults style properties file, see ``wal_url.py``) only (a),
@@ -62,6 +71,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import logging
 import os
@@ -70,19 +80,24 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, TopicPartition
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from proc_cpu import process_cpu_s
 
 from reliable_kafka.kafka import ReliableKafkaReceiver, parse_kafka_params
 from reliable_kafka.kafka.client import packed_fetch
 from reliable_kafka.kafka.client.packed_fetch import SWITCH_ENV, PackedFetch
 from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
 from reliable_kafka.local import LocalCluster
+from reliable_kafka.local.distribution import DEFAULT_KAFKA
+from reliable_kafka.local.secured import MECHANISMS, Mechanism
 from reliable_kafka.receiver import (
     ReceivedBlockInfo,
     ReceiverControl,
@@ -701,6 +716,161 @@ def remote_wal(args: argparse.Namespace) -> None:
         )
 
 
+class Transport:
+    """One way to reach a backlog, for the readers of ``--secure``: the client settings (which
+    name the protocol and the login), the topic, and the broker's pid for its CPU figure."""
+
+    def __init__(self, label: str, client: dict[str, Any], topic: str, broker_pid: int | None) -> None:
+        self.label = label
+        self._client = client
+        self.topic = topic
+        self.broker_pid = broker_pid
+        # The receiver keeps its group in Kafka (STORE_PARAMS["kafka"] without ZooKeeper).
+        self.zookeeper_connect: str | None = None
+
+    def client_config(self, **overrides: Any) -> dict[str, Any]:
+        return {**self._client, **overrides}
+
+    @classmethod
+    def plaintext(cls, cluster: LocalCluster, topic: str) -> Transport:
+        return cls("PLAINTEXT", cluster.client_config(), topic, cluster.broker.pid)
+
+    @classmethod
+    def secured(cls, cluster: LocalCluster, topic: str, mechanism: Mechanism) -> Transport:
+        """``cluster``'s granted user (never its admin) logged in with ``mechanism``."""
+        params = cluster.secured.kafka_params(mechanism)
+        label = "SSL (mTLS)" if mechanism == "SSL" else f"SASL_SSL {mechanism}"
+        return cls(label, params, topic, cluster.broker.pid)
+
+
+# records/s, this process's CPU seconds, the broker's CPU seconds (None: not measurable).
+TransportRun = tuple[float, float, float | None]
+
+
+def _measured(transport: Transport, messages: int, read: Callable[[], float]) -> TransportRun:
+    settle()
+    cpu, broker = cpu_seconds(), _broker_cpu_s(transport)
+    seconds = read()
+    broker_after = _broker_cpu_s(transport)
+    broker_used = None if broker is None or broker_after is None else broker_after - broker
+    return messages / seconds, cpu_seconds() - cpu, broker_used
+
+
+def _rate(run: TransportRun) -> float:
+    return run[0]
+
+
+def _broker_cpu_s(transport: Transport) -> float | None:
+    return None if transport.broker_pid is None else process_cpu_s(transport.broker_pid)
+
+
+def _read_over(
+    transport: Transport, args: argparse.Namespace, run: int, work: Path
+) -> tuple[TransportRun, TransportRun]:
+    """(a) with its better consume batch, then (b), over ``transport``."""
+    plain = max(
+        (
+            _measured(
+                transport,
+                args.messages,
+                functools.partial(
+                    plain_consumer, transport, transport.topic, args.partitions, args.messages, batch
+                ),
+            )
+            for batch in PLAIN_BATCHES
+        ),
+        key=_rate,
+    )
+    group = f"bench-{transport.label.split()[0].lower()}-{run}-{os.getpid()}"
+
+    def receive() -> float:
+        seconds, _ = reliable_receiver(
+            transport,  # stands in for the cluster: all that the receiver reads of one
+            transport.topic,
+            args.messages,
+            str(work / f"checkpoint-{group}"),
+            group,
+            "kafka",
+            args.batch,
+        )
+        return seconds
+
+    return plain, _measured(transport, args.messages, receive)
+
+
+def transport_cost(
+    args: argparse.Namespace, plaintext: Transport, secured: Transport, work: Path
+) -> dict[str, dict[str, TransportRun]]:
+    """(a) and (b) over ``plaintext`` and ``secured`` (each's topic holding ``args.messages``
+    records on ``args.partitions`` partitions), alternating which goes first, ``args.repeat``
+    times; prints each run, then the best of each and the ratios secured/PLAINTEXT. Returns the
+    best runs by reader and transport label."""
+    runs: dict[tuple[str, str], list[TransportRun]] = {}
+    for run in range(args.repeat):
+        line = f"run {run + 1}:"
+        # Each transport goes first in every other run: neither always finds the machine as the other left it.
+        for transport in (plaintext, secured) if run % 2 == 0 else (secured, plaintext):
+            plain, receiver = _read_over(transport, args, run, work)
+            runs.setdefault(("(a)", transport.label), []).append(plain)
+            runs.setdefault(("(b)", transport.label), []).append(receiver)
+            line += f" {transport.label}: (a) {plain[0]:10,.0f}, (b) {receiver[0]:10,.0f} records/s |"
+        print(line.rstrip(" |"), flush=True)
+
+    best = {key: max(results, key=_rate) for key, results in runs.items()}
+    per_million = 1e6 / args.messages
+    names = {"(a)": "plain consumer", "(b)": "receiver, WAL + Kafka offsets"}
+    print(
+        f"\nbest of {args.repeat} by records/s; CPU per million records: this process (client) "
+        "and the broker's JVM"
+    )
+    for reader, name in names.items():
+        for transport in (plaintext, secured):
+            rate, cpu, broker = best[(reader, transport.label)]
+            broker_text = "-" if broker is None else f"{broker * per_million:.2f}"
+            print(
+                f"{reader} {name:<30} {transport.label:<22}: {rate:12,.0f} records/s, "
+                f"{cpu * per_million:.2f} s CPU per million (broker {broker_text})"
+            )
+    for reader, name in names.items():
+        base_rate, base_cpu, base_broker = best[(reader, plaintext.label)]
+        rate, cpu, broker = best[(reader, secured.label)]
+        broker_ratio = "-" if broker is None or not base_broker else f"{broker / base_broker:.2f}"
+        print(
+            f"ratio {secured.label}/PLAINTEXT {reader} {name}: records/s {rate / base_rate:.2f}, "
+            f"CPU per million {cpu / base_cpu:.2f} (broker {broker_ratio})"
+        )
+    return {
+        reader: {label: figures for (name, label), figures in best.items() if name == reader}
+        for reader in names
+    }
+
+
+def secured_against_plaintext(args: argparse.Namespace) -> None:
+    """``--secure``: a plain and a secured local cluster, the same backlog on each, then
+    :func:`transport_cost`."""
+    with (
+        tempfile.TemporaryDirectory(prefix="receiver-bench-") as work,
+        LocalCluster(Path(work) / "plain", kafka=args.kafka) as plain,
+        LocalCluster(Path(work) / "secured", kafka=args.kafka, secure=True) as secured,
+    ):
+        for cluster in (plain, secured):
+            # Produced as the cluster's own admin: the set-up is not measured.
+            cluster.create_topic("bench", args.partitions)
+            produce(cluster, "bench", args.partitions, args.messages, args.size)
+        print(
+            f"Kafka {plain.kafka}, {args.messages:,} x {args.size} B on {args.partitions} partitions; "
+            f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs",
+            flush=True,
+        )
+        transport_cost(
+            args,
+            Transport.plaintext(plain, "bench"),
+            Transport.secured(secured, "bench", args.secure),
+            Path(work),
+        )
+        print(f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+
+
 def cpu_seconds() -> float:
     times = os.times()
     return times.user + times.system
@@ -719,7 +889,7 @@ def backlog(args: argparse.Namespace) -> Iterator[tuple[Path, LocalCluster, str]
         yield Path(work), cluster, topic
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -742,8 +912,17 @@ def main() -> None:
         action="store_true",
         help="only (r1) and (r2): the cost of a second copy of each block",
     )
+    parser.add_argument(
+        "--secure",
+        nargs="?",
+        const="SCRAM-SHA-512",
+        choices=MECHANISMS,
+        help="only (a) and (b), over PLAINTEXT and over a secured cluster with this mechanism "
+        "(default SCRAM-SHA-512; SSL: mTLS), in the same run: the cost of TLS",
+    )
+    parser.add_argument("--kafka", default=DEFAULT_KAFKA, help="the local clusters' Kafka (with --secure)")
     parser.add_argument("--sweep-child", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.sweep_child:
         logging.basicConfig(level=logging.ERROR)
         sweep_child(json.loads(args.sweep_child))
@@ -760,6 +939,10 @@ def main() -> None:
     if args.replication:
         args.partitions = counts[0]
         replication_cost(args)
+        return
+    if args.secure:
+        args.partitions = counts[0]
+        secured_against_plaintext(args)
         return
     args.partitions = counts[0]
     stores = args.stores.split(",")

@@ -215,6 +215,11 @@ class ManagedServer(ABC):
     def is_running(self) -> bool:
         return self._server is not None and self._server.is_running()
 
+    @property
+    def pid(self) -> int | None:
+        """The server JVM's process id (benchmarks read its CPU time), None before a start."""
+        return self._server.pid if self._server else None
+
     def kill(self) -> None:
         if self._server is not None:
             self._server.kill()

@@ -90,3 +90,26 @@ def test_consumer_performance_output_by_column() -> None:
     assert figures["fetch.nMsg.sec"] == "3554502.3697"
     with pytest.raises(SystemExit):
         peers.parse_consumer_performance("no figures\n")
+
+
+def test_secure_adds_the_tls_reader_and_its_baseline() -> None:
+    assert "s" not in peers.parse_args([]).readers
+    args = peers.parse_args(["--readers", "g", "--secure"])
+    assert args.secure == "SCRAM-SHA-512"
+    assert args.readers == ("d", "s", "g")
+    assert peers.parse_args(["--readers", "d", "--secure", "SSL"]).secure == "SSL"
+    with pytest.raises(SystemExit):
+        peers.parse_args(["--secure", "GSSAPI"])
+    with pytest.raises(SystemExit):
+        peers.parse_args(["--readers", "s"])  # only through --secure, which brings (d)
+
+
+def test_the_tls_ratio_is_secured_over_plain_createstream() -> None:
+    runs = [
+        Run(reader, repeat, seconds, 1_000_000, cpu)
+        for reader, seconds, cpu in (("d", 1.0, 4.0), ("s", 4.0, 6.0))
+        for repeat in range(2)
+    ]
+    assert peers.ratio_lines(peers.summarize(runs)) == ["(s) / (d) records/s 0.25 CPU/M 1.50"]
+    row = next(line for line in peers.table_lines(peers.summarize(runs)) if line.startswith("(s)"))
+    assert "createStream, WAL on, TLS" in row

@@ -122,15 +122,22 @@ def damage(handles: list[RecordHandle]) -> None:
                 log.read(handle)
 
 
-def test_damaged_wal_records_are_read_again_from_kafka_and_every_record_reaches_the_sink(
-    local_cluster: LocalCluster, spark_context: SparkContext, tmp_path: Path
+def restart_over_damaged_wal(
+    cluster: LocalCluster,
+    spark_context: SparkContext,
+    tmp_path: Path,
+    zookeeper_connect: str | None,
+    kafka_params: dict[str, Any],
 ) -> None:
+    """A driver restarted with ``getOrCreate`` over a damaged receiver WAL: its stream (with
+    ``kafka_params``) must bring every record of the damaged blocks to the sink, read again from
+    Kafka. Test data and the committed offsets are written with the cluster's own client."""
     topic, group = unique_name("waldamage"), unique_name("waldamage")
-    local_cluster.create_topic(topic, partitions=2)
-    sent = produce(local_cluster.client_config(), topic, 2, PER_PARTITION)
+    cluster.create_topic(topic, partitions=2)
+    sent = produce(cluster.client_config(), topic, 2, PER_PARTITION)
     checkpoint = str(tmp_path / "checkpoint")
     damage(write_blocks(checkpoint, topic, sent))
-    commit_offsets(local_cluster, group, topic, len(sent), PER_PARTITION)
+    commit_offsets(cluster, group, topic, len(sent), PER_PARTITION)
 
     received: list[bytes] = []
     lock = threading.Lock()
@@ -140,10 +147,10 @@ def test_damaged_wal_records_are_read_again_from_kafka_and_every_record_reaches_
         ssc.checkpoint(checkpoint)
         stream = KafkaUtils.createStream(
             ssc,
-            local_cluster.zookeeper_connect if local_cluster.has_zookeeper else None,
+            zookeeper_connect,
             group,
             {topic: 1},
-            {"auto.offset.reset": "smallest", **local_cluster.client_config()},
+            {"auto.offset.reset": "smallest", **kafka_params},
             valueDecoder=lambda v: v,
         )
 
@@ -163,6 +170,18 @@ def test_damaged_wal_records_are_read_again_from_kafka_and_every_record_reaches_
     finally:
         ssc.stop(stopSparkContext=False)
     assert sorted(received) == expected
+
+
+def test_damaged_wal_records_are_read_again_from_kafka_and_every_record_reaches_the_sink(
+    local_cluster: LocalCluster, spark_context: SparkContext, tmp_path: Path
+) -> None:
+    restart_over_damaged_wal(
+        local_cluster,
+        spark_context,
+        tmp_path,
+        local_cluster.zookeeper_connect if local_cluster.has_zookeeper else None,
+        local_cluster.client_config(),
+    )
 
 
 def test_records_kafka_no_longer_has_fail_the_batch_with_the_lost_ranges(
