@@ -124,6 +124,41 @@ class CertificateAuthority:
         )
         return files
 
+    def issue_expired(self, common_name: str) -> CertificateFiles:
+        """A client certificate for ``CN=common_name`` that expired in 2020: what a refusal test
+        hands a broker. ``req -x509`` only takes a positive ``-days`` from now, so ``ca`` signs
+        it, with dates of its own and a throw-away database."""
+        files = CertificateFiles(
+            self.directory / f"{common_name}-expired.pem", self.directory / f"{common_name}-expired.key"
+        )
+        request = self.directory / f"{common_name}-expired.csr"
+        database = self.directory / f"{common_name}-expired-db"
+        database.mkdir(mode=0o700, exist_ok=True)
+        (database / "index.txt").write_text("")
+        (database / "serial").write_text("01\n")
+        config = database / "ca.cnf"
+        config.write_text(
+            "[ca]\ndefault_ca = expired\n[expired]\n"
+            f"database = {database / 'index.txt'}\nnew_certs_dir = {database}\n"
+            f"serial = {database / 'serial'}\ndefault_md = sha256\npolicy = any\n"
+            "[any]\ncommonName = supplied\n"
+        )
+        _run(
+            [
+                *(_openssl(), "req", "-new", *_EC_KEY, "-subj", f"/CN={common_name}"),
+                *("-keyout", str(files.key), "-out", str(request)),
+            ]
+        )
+        _run(
+            [
+                *(_openssl(), "ca", "-batch", "-notext", "-config", str(config)),
+                *("-cert", str(self.certificate), "-keyfile", str(self._key)),
+                *("-in", str(request), "-out", str(files.certificate)),
+                *("-startdate", "20200101000000Z", "-enddate", "20200102000000Z"),
+            ]
+        )
+        return files
+
     def broker_stores(self, broker: CertificateFiles, password: str) -> BrokerStores:
         """PKCS#12 stores for the JVM: every Kafka here (0.9 too) reads them."""
         stores = BrokerStores(self.directory / "broker.p12", self.directory / "truststore.p12", password)

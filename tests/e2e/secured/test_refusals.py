@@ -29,6 +29,7 @@ from reliable_kafka.cli import main
 from reliable_kafka.kafka import KafkaReceiver
 from reliable_kafka.kafka.client.access_refusal import AccessRefusedError
 from reliable_kafka.local import LocalCluster
+from reliable_kafka.local.certificates import CertificateAuthority
 from reliable_kafka.receiver.fatal_error import FatalReceiverError
 from reliable_kafka.storage import StorageLevel
 from reliable_kafka.util.librdkafka_log import with_logger
@@ -139,19 +140,48 @@ def _without(params: dict[str, str], *keys: str) -> dict[str, str]:
             "untrusted-broker",
             ["this client does not trust the brokers' TLS certificate", "certificate verify failed"],
         ),
+        # The JDK answers both with "certificate unknown" (alert 46), never "certificate expired":
+        # the message names the file and what the brokers take.
+        (
+            "unknown-ca-client",
+            [
+                "the brokers refused this client's TLS certificate (SSL, brokers",
+                "ssl/tls alert certificate unknown",
+                "valid and signed by a CA in the brokers' ssl.truststore",
+                "(now ",
+                "other-ca/alice.pem)",
+            ],
+        ),
+        (
+            "expired-client",
+            [
+                "the brokers refused this client's TLS certificate (SSL, brokers",
+                "ssl/tls alert certificate unknown",
+                "alice-expired.pem)",
+            ],
+        ),
     ],
 )
 def test_a_refused_login_ends_the_stream_naming_who_and_what_to_set(
-    secured_cluster: LocalCluster, case: str, expected: list[str]
+    secured_cluster: LocalCluster, tmp_path: Path, case: str, expected: list[str]
 ) -> None:
     settings = secured_cluster.secured
     scram, ssl = settings.kafka_params("SCRAM-SHA-512"), settings.kafka_params("SSL")
+    if case == "unknown-ca-client":  # alice's name, from a CA the brokers never heard of
+        other = CertificateAuthority(tmp_path / "other-ca").issue("alice")
+        ssl = {**ssl, "ssl.certificate.location": str(other.certificate), "ssl.key.location": str(other.key)}
+    elif case == "expired-client":  # alice's name, from the brokers' own CA, expired in 2020
+        assert secured_cluster.security is not None
+        old = secured_cluster.security.ca.issue_expired("alice")
+        ssl = {**ssl, "ssl.certificate.location": str(old.certificate), "ssl.key.location": str(old.key)}
     params = {
         "scram-password": {**scram, "sasl.password": "not-alices-password"},
         "plain-password": {**settings.kafka_params("PLAIN"), "sasl.password": "not-alices-password"},
         "mechanism": {**scram, "sasl.mechanism": "SCRAM-SHA-256"},
         "no-certificate": _without(ssl, "ssl.certificate.location", "ssl.key.location"),
         "untrusted-broker": _without(scram, "ssl.ca.location"),
+        "unknown-ca-client": ssl,
+        "expired-client": ssl,
     }[case]
 
     message = _stream_ends(_receiver(secured_cluster, params))
