@@ -106,6 +106,44 @@ def test_create_stream_keeps_its_group_in_a_sasl_zookeeper_in_nodes_of_its_own(
         stop_kazoo(anonymous)
 
 
+@pytest.mark.brokers("3.9")
+def test_create_stream_commits_to_a_sasl_zookeeper_and_to_kafka_while_a_group_migrates(
+    secured_cluster: LocalCluster, make_ssc: Any
+) -> None:
+    """Dual commit (``offsets.storage=kafka`` with a zkQuorum): each offset goes to the SASL
+    ZooKeeper first, then to the group coordinator over mTLS; both end at the log end."""
+    settings = secured_cluster.secured
+    topic, group = _topic_with_records(secured_cluster, "dual"), unique_name("dual-group")
+    params = {
+        **settings.kafka_params("SSL"),
+        **settings.zookeeper_params(),
+        "offsets.storage": "kafka",
+        "dual.commit.enabled": "true",
+        "auto.offset.reset": "smallest",
+        "auto.commit.interval.ms": "300",
+    }
+    ssc, counted = _count_stream(
+        make_ssc,
+        lambda ssc: KafkaUtils.createStream(ssc, settings.zookeeper_connect, group, {topic: 1}, params),
+    )
+    everything = {p: PER_PARTITION for p in range(PARTITIONS)}
+    try:
+        wait_until(
+            lambda: sum(counted) >= PARTITIONS * PER_PARTITION, timeout_s=120, what="every record counted"
+        )
+        wait_until(
+            lambda: (
+                committed_offsets(secured_cluster, group, topic, PARTITIONS) == everything
+                and kafka_committed_offsets(secured_cluster, group, topic, PARTITIONS) == everything
+            ),
+            timeout_s=60,
+            what="the offsets committed to ZooKeeper and to Kafka",
+        )
+    finally:
+        ssc.stop(stopSparkContext=False, stopGraceFully=True)
+    assert sum(counted) == PARTITIONS * PER_PARTITION
+
+
 @pytest.mark.brokers("3.9", "4")
 def test_create_stream_keeps_its_group_in_kafka_over_sasl(
     secured_cluster: LocalCluster, make_ssc: Any
