@@ -4,6 +4,7 @@ mechanism per broker (between them every mechanism), on the session's SparkConte
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -60,6 +61,20 @@ def _count_stream(make_ssc: Any, create: Any) -> tuple[Any, list[int]]:
     return ssc, counted
 
 
+def _every_record_then_commits(make_ssc: Any, create: Any, committed: Callable[[], bool], where: str) -> None:
+    """Run the stream ``create`` makes until it counted every record and ``committed()`` holds,
+    then stop it gracefully."""
+    ssc, counted = _count_stream(make_ssc, create)
+    try:
+        wait_until(
+            lambda: sum(counted) >= PARTITIONS * PER_PARTITION, timeout_s=120, what="every record counted"
+        )
+        wait_until(committed, timeout_s=60, what=f"the offsets committed to {where}")
+    finally:
+        ssc.stop(stopSparkContext=False, stopGraceFully=True)
+    assert sum(counted) == PARTITIONS * PER_PARTITION
+
+
 @pytest.mark.brokers("3.9", "0.9")
 def test_create_stream_keeps_its_group_in_a_sasl_zookeeper_in_nodes_of_its_own(
     secured_cluster: LocalCluster, make_ssc: Any
@@ -74,23 +89,13 @@ def test_create_stream_keeps_its_group_in_a_sasl_zookeeper_in_nodes_of_its_own(
         "auto.offset.reset": "smallest",
         "auto.commit.interval.ms": "300",
     }
-    ssc, counted = _count_stream(
+    everything = {p: PER_PARTITION for p in range(PARTITIONS)}
+    _every_record_then_commits(
         make_ssc,
         lambda ssc: KafkaUtils.createStream(ssc, settings.zookeeper_connect, group, {topic: 1}, params),
+        lambda: committed_offsets(secured_cluster, group, topic, PARTITIONS) == everything,
+        "ZooKeeper",
     )
-    everything = {p: PER_PARTITION for p in range(PARTITIONS)}
-    try:
-        wait_until(
-            lambda: sum(counted) >= PARTITIONS * PER_PARTITION, timeout_s=120, what="every record counted"
-        )
-        wait_until(
-            lambda: committed_offsets(secured_cluster, group, topic, PARTITIONS) == everything,
-            timeout_s=60,
-            what="the offsets committed to ZooKeeper",
-        )
-    finally:
-        ssc.stop(stopSparkContext=False, stopGraceFully=True)
-    assert sum(counted) == PARTITIONS * PER_PARTITION
 
     node = offset_path(group, TopicAndPartition(topic, 0))
     anonymous = kazoo_client(secured_cluster.zookeeper_connect, timeout=10.0)
@@ -122,26 +127,16 @@ def test_create_stream_commits_to_a_sasl_zookeeper_and_to_kafka_while_a_group_mi
         "auto.offset.reset": "smallest",
         "auto.commit.interval.ms": "300",
     }
-    ssc, counted = _count_stream(
+    everything = {p: PER_PARTITION for p in range(PARTITIONS)}
+    _every_record_then_commits(
         make_ssc,
         lambda ssc: KafkaUtils.createStream(ssc, settings.zookeeper_connect, group, {topic: 1}, params),
+        lambda: (
+            committed_offsets(secured_cluster, group, topic, PARTITIONS) == everything
+            and kafka_committed_offsets(secured_cluster, group, topic, PARTITIONS) == everything
+        ),
+        "ZooKeeper and to Kafka",
     )
-    everything = {p: PER_PARTITION for p in range(PARTITIONS)}
-    try:
-        wait_until(
-            lambda: sum(counted) >= PARTITIONS * PER_PARTITION, timeout_s=120, what="every record counted"
-        )
-        wait_until(
-            lambda: (
-                committed_offsets(secured_cluster, group, topic, PARTITIONS) == everything
-                and kafka_committed_offsets(secured_cluster, group, topic, PARTITIONS) == everything
-            ),
-            timeout_s=60,
-            what="the offsets committed to ZooKeeper and to Kafka",
-        )
-    finally:
-        ssc.stop(stopSparkContext=False, stopGraceFully=True)
-    assert sum(counted) == PARTITIONS * PER_PARTITION
 
 
 @pytest.mark.brokers("3.9", "4")
@@ -159,22 +154,13 @@ def test_create_stream_keeps_its_group_in_kafka_over_sasl(
         "session.timeout.ms": "6000",
         "heartbeat.interval.ms": "1000",
     }
-    ssc, counted = _count_stream(
-        make_ssc, lambda ssc: KafkaUtils.createStream(ssc, "", group, {topic: 1}, params)
-    )
     everything = {p: PER_PARTITION for p in range(PARTITIONS)}
-    try:
-        wait_until(
-            lambda: sum(counted) >= PARTITIONS * PER_PARTITION, timeout_s=120, what="every record counted"
-        )
-        wait_until(
-            lambda: kafka_committed_offsets(secured_cluster, group, topic, PARTITIONS) == everything,
-            timeout_s=60,
-            what="the offsets committed to Kafka",
-        )
-    finally:
-        ssc.stop(stopSparkContext=False, stopGraceFully=True)
-    assert sum(counted) == PARTITIONS * PER_PARTITION
+    _every_record_then_commits(
+        make_ssc,
+        lambda ssc: KafkaUtils.createStream(ssc, "", group, {topic: 1}, params),
+        lambda: kafka_committed_offsets(secured_cluster, group, topic, PARTITIONS) == everything,
+        "Kafka",
+    )
 
 
 @pytest.mark.brokers("3.9", "4")
