@@ -31,7 +31,7 @@ DOCKER_PORTS: dict[str, tuple[int | None, int]] = {
     "0.9": (22281, 29292),
 }
 # The broker's SECURED listener (SASL_SSL, SCRAM-SHA-512), where the compose file has one.
-DOCKER_SASL_SSL_PORTS: dict[str, int] = {"3.9": 29093}
+DOCKER_SASL_SSL_PORTS: dict[str, int] = {"3.9": 29093, "4": 29194}
 DOCKER_SECURITY = DOCKER_DIR / "artifacts" / "security"
 # Older than this, the SECURED listener's certificates are made again (they are valid for 30 days).
 _SECURITY_MAX_AGE_S = 7 * 86400

@@ -71,13 +71,14 @@ def test_staging_again_makes_new_secrets(tmp_path: Path) -> None:
     assert (again / f"{SCRAM_USER}.password").read_text() != before
 
 
-def test_the_kafka_39_image_reads_the_staged_names() -> None:
+@pytest.mark.parametrize("kafka", ["3.9", "4"])
+def test_the_images_read_the_staged_names(kafka: str) -> None:
     """The compose file mounts the staged directory where start.sh and server.properties look."""
-    compose = (DOCKER_DIR / "kafka-3.9.yml").read_text()
+    compose = (DOCKER_DIR / f"kafka-{kafka}.yml").read_text()
     assert "./artifacts/security:/opt/kafka/security:ro" in compose
-    start = (DOCKER_DIR / "images" / "kafka-3.9" / "start.sh").read_text()
+    start = (DOCKER_DIR / "images" / f"kafka-{kafka}" / "start.sh").read_text()
     assert "SECURITY=/opt/kafka/security" in start and f"SCRAM_USER={SCRAM_USER}" in start
     assert '"$SECURITY/broker-store.password"' in start and '"$SECURITY/$SCRAM_USER.password"' in start
-    properties = (DOCKER_DIR / "images" / "kafka-3.9" / "server.properties").read_text()
+    properties = (DOCKER_DIR / "images" / f"kafka-{kafka}" / "server.properties").read_text()
     assert "listener.name.secured.ssl.keystore.location=/opt/kafka/security/broker.p12" in properties
     assert "SECURED:SASL_SSL" in properties

@@ -63,9 +63,15 @@ def test_every_container_is_on_the_host_network_and_no_bridge_exists(
 def test_broker_discovery_picks_the_listener_the_host_reaches(kafka_cluster: DockerComposeCluster) -> None:
     host_listener = kafka_cluster.bootstrap_servers
     if not kafka_cluster.has_zookeeper:
-        # KRaft: the metadata a client gets through the HOST listener names HOST's address.
-        brokers = AdminClient(kafka_cluster.client_config()).list_topics(timeout=10).brokers
-        assert [f"{b.host}:{b.port}" for b in brokers.values()] == [host_listener]
+        # KRaft: the metadata a client gets through a listener names that listener's address: HOST's
+        # for a PLAINTEXT client, SECURED's for one logged in with SCRAM-SHA-512 over TLS.
+        secured = kafka_cluster.sasl_ssl_servers
+        for config, listener in (
+            (kafka_cluster.client_config(), host_listener),
+            (kafka_cluster.sasl_ssl_config(**{"bootstrap.servers": secured}), secured),
+        ):
+            brokers = AdminClient(config).list_topics(timeout=10).brokers
+            assert [f"{b.host}:{b.port}" for b in brokers.values()] == [listener]
         return
     zk = kafka_cluster.zookeeper_client()
     try:
