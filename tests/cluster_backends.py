@@ -30,6 +30,11 @@ DOCKER_PORTS: dict[str, tuple[int | None, int]] = {
     "4": (None, 29192),
     "0.9": (22281, 29292),
 }
+# The broker's SECURED listener (SASL_SSL, SCRAM-SHA-512), where the compose file has one.
+DOCKER_SASL_SSL_PORTS: dict[str, int] = {"3.9": 29093, "4": 29194}
+DOCKER_SECURITY = DOCKER_DIR / "artifacts" / "security"
+# Older than this, the SECURED listener's certificates are made again (they are valid for 30 days).
+_SECURITY_MAX_AGE_S = 7 * 86400
 
 
 def compose_command() -> str:
@@ -38,11 +43,15 @@ def compose_command() -> str:
 
 
 def compose_file_for(kafka_version: str) -> Path:
-    """The broker's compose file, its images' jars staged beside it (compose builds missing images)."""
-    from reliable_kafka.local.docker_context import stage
+    """The broker's compose file, its images' jars and the SECURED listener's files staged beside
+    it (compose builds missing images)."""
+    from reliable_kafka.local.docker_context import stage, stage_security
 
     if not (DOCKER_DIR / "artifacts" / f"kafka-{kafka_version}" / "libs").is_dir():
         stage(DOCKER_DIR / "artifacts", (kafka_version,))
+    ca = DOCKER_SECURITY / "ca.pem"
+    if not ca.is_file() or time.time() - ca.stat().st_mtime > _SECURITY_MAX_AGE_S:
+        stage_security(DOCKER_SECURITY)
     return DOCKER_DIR / f"kafka-{kafka_version}.yml"
 
 
@@ -131,6 +140,26 @@ class DockerComposeCluster:
         if self.kafka == "0.9":
             config.update({"api.version.request": "false", "broker.version.fallback": "0.9.0.1"})
         return {**config, **overrides}
+
+    def sasl_ssl_config(self, **overrides: Any) -> dict[str, Any]:
+        """What a client of the SECURED listener sets, but ``bootstrap.servers``: the listener is
+        found by its security protocol (in ZooKeeper's registrations, or the metadata)."""
+        from reliable_kafka.local.docker_context import SCRAM_USER
+
+        if self.kafka not in DOCKER_SASL_SSL_PORTS:
+            raise RuntimeError(f"the Kafka {self.kafka} compose file has no SASL_SSL listener")
+        config = {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": SCRAM_USER,
+            "sasl.password": (DOCKER_SECURITY / f"{SCRAM_USER}.password").read_text().strip(),
+            "ssl.ca.location": str(DOCKER_SECURITY / "ca.pem"),
+        }
+        return {**config, **overrides}
+
+    @property
+    def sasl_ssl_servers(self) -> str:
+        return f"127.0.0.1:{DOCKER_SASL_SSL_PORTS[self.kafka]}"
 
     def wait_ready(self, timeout_s: float = 180.0) -> None:
         self._services.wait_until_responsive(check=self._broker_ready, timeout=timeout_s, pause=1.0)

