@@ -573,7 +573,8 @@ def kafka_cluster(request: pytest.FixtureRequest, kafka_version: str) -> Cluster
 def spark_context() -> Iterator[SparkContext]:
     """The one real Spark of the session (a process can hold only one SparkContext).
 
-    local[4]: receivers run as driver threads, so every core slot is free for batch jobs.
+    local[4]: four task slots, for the receivers (each a long-running task in its executor
+    placement, the default) and the batch jobs beside them.
     """
     from pyspark import SparkConf, SparkContext
 
