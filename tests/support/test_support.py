@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -64,6 +65,8 @@ def test_an_exception_on_a_helper_thread_fails_the_test(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=120,
+        # The outer run's options (say --record-durations) are its conftest's: unknown in here.
+        env={key: value for key, value in os.environ.items() if key != "PYTEST_ADDOPTS"},
     )
     assert run.returncode == 1, (run.returncode, run.stdout, run.stderr, time.monotonic() - started)
     assert "failed on the helper thread" in run.stdout, run.stdout
