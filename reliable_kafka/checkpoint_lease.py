@@ -72,6 +72,8 @@ _POLLS_PER_RENEWAL = 2
 # Writes are allowed for this fraction of the timeout after a renewal started; the rest is the
 # margin for a write in flight when the check passed.
 _VALID_FRACTION = 2 / 3
+# After a failed renewal, the next one comes this soon (or at the interval, if shorter).
+_RETRY_AFTER_FAILURE_S = 1.0
 # A renewal older than this many timeouts by its holder's own clock is not watched for.
 _STALE_BY_HOLDER_CLOCK = 2
 _READ_ATTEMPTS = 5
@@ -365,7 +367,8 @@ class CheckpointLease:
         thread.start()
 
     def _renew_until_released(self, on_lost: Callable[[CheckpointLeaseLostError], None]) -> None:
-        while not self._finished.wait(self.renewal_interval_s):
+        wait_s = self.renewal_interval_s
+        while not self._finished.wait(wait_s):
             try:
                 self.renew()
             except CheckpointLeaseLostError as lost:
@@ -374,8 +377,14 @@ class CheckpointLease:
                 return
             except Exception as exc:
                 self._renew_failures.failed(exc, f"it stays valid {self._valid_for():.1f} s more")
+                # Soon, not an interval later: the fence's window runs from the last success, and
+                # a store back from an outage must see a renewal before writers are refused. A
+                # renewal attempt against a store that is down takes seconds of its client's own
+                # retries; an interval on top of that closed the window after a 15 s outage.
+                wait_s = min(self.renewal_interval_s, _RETRY_AFTER_FAILURE_S)
                 continue
             self._renew_failures.succeeded()
+            wait_s = self.renewal_interval_s
 
     def _valid_for(self) -> float:
         with self._lock:

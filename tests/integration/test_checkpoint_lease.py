@@ -238,6 +238,32 @@ def test_the_renewal_thread_keeps_a_second_driver_out_until_the_holder_stops(sto
     assert lost == []
 
 
+def test_a_failed_renewal_is_tried_again_within_a_second_not_an_interval_later(local: Store) -> None:
+    """A store back from an outage must see a renewal before the fence's window (two thirds of the
+    timeout from the last success) closes: the S3 outage test once had writers refused for want
+    of a renewal that came an interval after the failed one. Timeout 60 s: an interval is 6 s."""
+    holder = local.acquire(app="app-holder", timeout_ms=60_000)
+    files = holder._files
+    attempts: list[bool] = []
+    create = files.create
+
+    def fail_first(sequence: int, data: bytes) -> bool:
+        attempts.append(True)
+        if len(attempts) == 1:
+            raise OSError(errno.ECONNREFUSED, "the store is down")
+        return create(sequence, data)
+
+    files.create = fail_first  # type: ignore[method-assign]
+    holder.start_renewing(lambda lost: None)
+    try:
+        # The first attempt comes after an interval (6 s), its retry a second later; an
+        # interval later (12 s) would be past this bound.
+        wait_until(lambda: len(attempts) >= 2, timeout_s=10.5, what="the failed renewal's retry")
+    finally:
+        holder.release()
+    assert holder.epoch >= 1
+
+
 # ---------------------------------------------------------------- ways a holder is known dead
 
 
