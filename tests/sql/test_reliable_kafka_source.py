@@ -1,0 +1,109 @@
+"""``format("reliable-kafka")`` queries in-process, on real brokers: the read limit, AvailableNow,
+the group's offsets after each batch, and what ``reliable-kafka lag`` sees of them."""
+
+from __future__ import annotations
+
+import io
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from reliable_kafka.cli import main as cli_main
+from tests.cluster_backends import ClusterUnderTest, unique_name
+from tests.e2e.helpers import committed_offsets, kafka_committed_offsets, produce
+
+pytestmark = pytest.mark.integration
+
+
+def source_options(cluster: ClusterUnderTest, group: str, **options: str) -> dict[str, str]:
+    """The group in ZooKeeper where the cluster has one (3.9), else in Kafka (4, KRaft)."""
+    kafka = {f"kafka.{key}": str(value) for key, value in cluster.client_config().items()}
+    if cluster.has_zookeeper:
+        store = {"zookeeper.connect": cluster.zookeeper_connect, "offsets.storage": "zookeeper"}
+    else:
+        store = {"offsets.storage": "kafka"}
+    return {**kafka, **store, "group.id": group, **options}
+
+
+def group_offsets(cluster: ClusterUnderTest, group: str, topic: str, partitions: int) -> dict[int, int]:
+    if cluster.has_zookeeper:
+        return committed_offsets(cluster, group, topic, partitions)
+    return kafka_committed_offsets(cluster, group, topic, partitions)
+
+
+class Batches:
+    """What foreachBatch saw: each batch's rows as (partition, offset, value)."""
+
+    def __init__(self) -> None:
+        self.rows: list[list[tuple[int, int, bytes]]] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, frame: Any, batch_id: int) -> None:
+        rows = [
+            (r.partition, r.offset, bytes(r.value))
+            for r in frame.select("partition", "offset", "value").collect()
+        ]
+        with self.lock:
+            self.rows.append(rows)
+
+    def all(self) -> list[tuple[int, int, bytes]]:
+        return [row for batch in self.rows for row in batch]
+
+
+def run_available_now(spark: Any, options: dict[str, str], checkpoint: Path, sink: Batches) -> None:
+    frame = spark.readStream.format("reliable-kafka").options(**options).load()
+    query = frame.writeStream.foreachBatch(sink).option("checkpointLocation", str(checkpoint))
+    query.trigger(availableNow=True).start().awaitTermination(180)
+
+
+def lag_rows(cluster: ClusterUnderTest, group: str, topic: str) -> list[dict[str, Any]]:
+    """``reliable-kafka lag --json`` of the group, as an operator runs it."""
+    config = cluster.client_config()
+    where = (
+        ["--zookeeper", cluster.zookeeper_connect]
+        if cluster.has_zookeeper
+        else ["--bootstrap-servers", str(config.pop("bootstrap.servers")), "--offsets-storage", "kafka"]
+    )
+    extra = [
+        arg for key, value in config.items() if key != "bootstrap.servers" for arg in ("-X", f"{key}={value}")
+    ]
+    out, err = io.StringIO(), io.StringIO()
+    code = cli_main(["lag", *where, "--group", group, "--topic", topic, "--json", *extra], out=out, err=err)
+    assert code == 0, err.getvalue()
+    return json.loads(out.getvalue())["partitions"]
+
+
+@pytest.mark.brokers("3.9", "4")
+def test_available_now_reads_the_start_s_ends_in_bounded_batches_and_commits_the_group(
+    local_cluster: ClusterUnderTest, spark: Any, tmp_path: Path
+) -> None:
+    topic, group = unique_name("sql-bounded"), unique_name("sql-group")
+    local_cluster.create_topic(topic, partitions=2)
+    sent = produce(local_cluster, topic, [(None, f"m{i}".encode(), i % 2) for i in range(50)])
+    assert sent == {0: 25, 1: 25}
+    sink = Batches()
+    late = threading.Event()
+
+    def first_batch_produces_more(frame: Any, batch_id: int) -> None:
+        sink(frame, batch_id)
+        if not late.is_set():  # records that come after the query began: AvailableNow leaves them
+            produce(local_cluster, topic, [(None, b"late", p) for p in (0, 1) for _ in range(5)])
+            late.set()
+
+    options = source_options(
+        local_cluster, group, subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger="20"
+    )
+    run_available_now(spark, options, tmp_path / "checkpoint", first_batch_produces_more)
+
+    assert late.is_set()
+    assert [len(rows) for rows in sink.rows] == [20, 20, 10]
+    assert sorted(sink.all()) == sorted((i % 2, i // 2, f"m{i}".encode()) for i in range(50))
+    assert group_offsets(local_cluster, group, topic, 2) == {0: 25, 1: 25}
+    rows = lag_rows(local_cluster, group, topic)
+    assert [(r["partition"], r["committed"], r["log_end"], r["lag"]) for r in rows] == [
+        (0, 25, 30, 5),
+        (1, 25, 30, 5),
+    ]
