@@ -1,5 +1,6 @@
 """``format("reliable-kafka")`` queries in-process, on real brokers: the read limit, AvailableNow,
-the group's offsets after each batch, and what ``reliable-kafka lag`` sees of them."""
+the group's offsets after each batch and what ``reliable-kafka lag`` sees of them, and the
+handover from a ``createStream`` app."""
 
 from __future__ import annotations
 
@@ -11,9 +12,12 @@ from typing import Any
 
 import pytest
 
+from reliable_kafka import KafkaUtils, StreamingContext
 from reliable_kafka.cli import main as cli_main
+from reliable_kafka.settings import JobSettings, ReceiverSettings, StreamingSettings, WriteAheadLogSettings
 from tests.cluster_backends import ClusterUnderTest, unique_name
-from tests.e2e.helpers import committed_offsets, kafka_committed_offsets, produce
+from tests.e2e.helpers import committed_offsets, group_params, kafka_committed_offsets, produce
+from tests.support import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -107,3 +111,51 @@ def test_available_now_reads_the_start_s_ends_in_bounded_batches_and_commits_the
         (0, 25, 30, 5),
         (1, 25, 30, 5),
     ]
+
+
+@pytest.mark.brokers("3.9", "4")
+def test_a_query_takes_over_a_create_stream_app_s_group_and_reads_every_record_once(
+    local_cluster: ClusterUnderTest, spark: Any, spark_context: Any, tmp_path: Path
+) -> None:
+    """The app consumes what was there and stops gracefully; the query on the same group reads
+    what came after, and nothing twice (startingOffsets=earliest would, were the group ignored).
+    ZooKeeper's 0.8 offsets on 3.9, Kafka's group coordinator on 4."""
+    topic, group = unique_name("sql-handover"), unique_name("sql-group")
+    local_cluster.create_topic(topic, partitions=2)
+    produce(local_cluster, topic, [(None, f"a{i}".encode(), i % 2) for i in range(40)])
+
+    settings = StreamingSettings(
+        receiver=ReceiverSettings(block_interval_ms=200),
+        wal=WriteAheadLogSettings(enable=True),
+        jobs=JobSettings(graceful_stop_timeout_ms=120_000),
+    )
+    ssc = StreamingContext(spark_context, 1.0, settings)
+    ssc.checkpoint(str(tmp_path / "dstream-checkpoint"))
+    zk_quorum, timeouts = group_params(local_cluster)
+    stream = KafkaUtils.createStream(
+        ssc,
+        zk_quorum,
+        group,
+        {topic: 1},
+        {"auto.offset.reset": "smallest", **local_cluster.client_config(), **timeouts},
+    )
+    by_the_app: list[str] = []
+    stream.foreachRDD(lambda rdd: by_the_app.extend(rdd.map(lambda kv: kv[1]).collect()))
+    ssc.start()
+    try:
+        wait_until(lambda: len(by_the_app) >= 40, timeout_s=120, what="the app's 40 records")
+    finally:
+        ssc.stop(stopSparkContext=False, stopGraceFully=True)
+    assert group_offsets(local_cluster, group, topic, 2) == {0: 20, 1: 20}
+
+    produce(local_cluster, topic, [(None, f"b{i}".encode(), i % 2) for i in range(40)])
+    sink = Batches()
+    options = source_options(local_cluster, group, subscribe=topic, startingOffsets="earliest")
+    run_available_now(spark, options, tmp_path / "query-checkpoint", sink)
+
+    by_the_query = [value.decode() for _, _, value in sink.all()]
+    assert sorted(by_the_app + by_the_query) == sorted(
+        [f"a{i}" for i in range(40)] + [f"b{i}" for i in range(40)]
+    )
+    assert sorted(by_the_query) == sorted(f"b{i}" for i in range(40))
+    assert group_offsets(local_cluster, group, topic, 2) == {0: 40, 1: 40}
