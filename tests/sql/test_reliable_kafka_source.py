@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -159,3 +160,28 @@ def test_a_query_takes_over_a_create_stream_app_s_group_and_reads_every_record_o
     )
     assert sorted(by_the_query) == sorted(f"b{i}" for i in range(40))
     assert group_offsets(local_cluster, group, topic, 2) == {0: 40, 1: 40}
+
+
+def test_bad_input_fails_the_load_before_any_query_starts(
+    local_cluster: ClusterUnderTest, spark: Any
+) -> None:
+    """Spark wraps the source's error; its message names what is wrong."""
+    group = unique_name("sql-group")
+    missing_topic = unique_name("sql-missing")
+    for options, message in [
+        (
+            source_options(local_cluster, group, subscribe="t", maxOffsetsPerTriger="5"),
+            "did you mean maxOffsetsPerTrigger?",
+        ),
+        ({**source_options(local_cluster, group, subscribe="t"), "group.id": ""}, "group.id"),
+        (
+            source_options(local_cluster, group, subscribe=missing_topic),
+            f"topic '{missing_topic}' does not exist in Kafka",
+        ),
+    ]:
+        if not options["group.id"]:
+            del options["group.id"]
+            message = "option group.id is required"
+        with pytest.raises(Exception, match=re.escape(message)):
+            spark.readStream.format("reliable-kafka").options(**options).load()
+    assert not spark.streams.active
