@@ -15,9 +15,18 @@ import pytest
 
 from reliable_kafka import KafkaUtils, StreamingContext
 from reliable_kafka.cli import main as cli_main
+from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
+from reliable_kafka.kafka.client.zk.paths import offset_path
 from reliable_kafka.settings import JobSettings, ReceiverSettings, StreamingSettings, WriteAheadLogSettings
 from tests.cluster_backends import ClusterUnderTest, unique_name
-from tests.e2e.helpers import committed_offsets, group_params, kafka_committed_offsets, produce
+from tests.e2e.helpers import (
+    commit_in_kafka,
+    committed_offsets,
+    delete_records,
+    group_params,
+    kafka_committed_offsets,
+    produce,
+)
 from tests.support import wait_until
 
 pytestmark = pytest.mark.integration
@@ -31,6 +40,22 @@ def source_options(cluster: ClusterUnderTest, group: str, **options: str) -> dic
     else:
         store = {"offsets.storage": "kafka"}
     return {**kafka, **store, "group.id": group, **options}
+
+
+def commit_group(cluster: ClusterUnderTest, group: str, topic: str, offsets: dict[int, int]) -> None:
+    """The group's offsets as a createStream app would have left them, in the store it used."""
+    if not cluster.has_zookeeper:
+        commit_in_kafka(cluster, group, topic, offsets)
+        return
+    zk = cluster.zookeeper_client()
+    try:
+        for partition, offset in offsets.items():
+            zk.create(
+                offset_path(group, TopicAndPartition(topic, partition)), str(offset).encode(), makepath=True
+            )
+    finally:
+        zk.stop()
+        zk.close()
 
 
 def group_offsets(cluster: ClusterUnderTest, group: str, topic: str, partitions: int) -> dict[int, int]:
@@ -185,3 +210,27 @@ def test_bad_input_fails_the_load_before_any_query_starts(
         with pytest.raises(Exception, match=re.escape(message)):
             spark.readStream.format("reliable-kafka").options(**options).load()
     assert not spark.streams.active
+
+
+def test_records_kafka_no_longer_has_fail_the_query_or_are_skipped_as_fail_on_data_loss_says(
+    local_cluster: ClusterUnderTest, spark: Any, tmp_path: Path
+) -> None:
+    """The group committed offset 2; retention (here: DeleteRecords) moved the log start to 10."""
+    topic, group = unique_name("sql-lost"), unique_name("sql-group")
+    local_cluster.create_topic(topic, partitions=1)
+    produce(local_cluster, topic, [(None, f"old{i}".encode(), 0) for i in range(10)])
+    assert delete_records(local_cluster, topic, 1) == {0: 10}
+    produce(local_cluster, topic, [(None, f"new{i}".encode(), 0) for i in range(5)])
+    commit_group(local_cluster, group, topic, {0: 2})
+
+    failing = source_options(local_cluster, group, subscribe=topic)
+    with pytest.raises(
+        Exception, match=rf"{topic} partition 0 offsets \[2, 15\): Kafka no longer has these records"
+    ):
+        run_available_now(spark, failing, tmp_path / "failing", Batches())
+    assert group_offsets(local_cluster, group, topic, 1) == {0: 2}
+
+    sink = Batches()
+    run_available_now(spark, {**failing, "failOnDataLoss": "false"}, tmp_path / "skipping", sink)
+    assert sink.all() == [(0, 10 + i, f"new{i}".encode()) for i in range(5)]
+    assert group_offsets(local_cluster, group, topic, 1) == {0: 15}
