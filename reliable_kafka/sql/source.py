@@ -22,7 +22,7 @@ A Python data source (pyspark 4.2+). Where the query's offsets come from and go 
    end (but for the first call of a new query, whose ``start`` is the group's own position). The
    store refuses to move an offset backwards (a query restarted from an older checkpoint leaves
    the group where it is until it passes it). A failed commit is a WARNING, not a failed query:
-   the next one writes newer offsets.
+   the next batch's end is committed in its turn.
 
 The driver side (1, 2, 4) runs in a Python worker Spark keeps for the query; it holds one lookup
 client and the group's store, opened on first use and closed with the query.
@@ -124,12 +124,20 @@ def _check_topics_exist(options: KafkaSourceOptions) -> None:
 class ReliableKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """One query's reader: the driver's calls and the executors' reads (a copy per task)."""
 
-    def __init__(self, options: KafkaSourceOptions, schema: StructType) -> None:
+    def __init__(
+        self,
+        options: KafkaSourceOptions,
+        schema: StructType,
+        *,
+        lookups: KafkaCluster | None = None,
+        group: GroupStore | None = None,
+    ) -> None:
         self._options = options
         self._schema = schema
-        # Opened on first use: the executors' copies read ranges only, and never open them.
-        self._cluster: KafkaCluster | None = None
-        self._group: GroupStore | None = None
+        # Opened on first use unless handed in: the executors' copies read ranges only, and
+        # never open them.
+        self._cluster = lookups
+        self._group = group
         # Trigger.AvailableNow: the log ends when the query began; None otherwise.
         self._target: PartitionOffsets | None = None
         # The start initialOffset gave (nothing committed yet: not the group's to get), and what
@@ -217,18 +225,21 @@ class ReliableKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
     def _commit_group(self, offsets: PartitionOffsets) -> None:
         if all(self._committed.get(tp) == offset for tp, offset in offsets.items()):
             return
+        # Tried once per batch end, failed or not: an idle query plans every few milliseconds,
+        # and a store that is down would be asked (and logged) as often.
+        self._committed.update(offsets)
         try:
             results = self._group_store().store.commit(offsets)
         except Exception as exc:
             logger.warning(
-                "%s: committing a batch's end to group %s failed (the next commit carries it): %r",
+                "%s: committing a batch's end to group %s failed (the next batch's end is committed "
+                "in its turn): %r",
                 FORMAT,
                 self._options.group_id,
                 exc,
             )
             return
         log_refusals(logger, offsets, results, group=self._options.group_id)
-        self._committed.update(offsets)
 
     def _lookups(self) -> KafkaCluster:
         if self._cluster is None:
