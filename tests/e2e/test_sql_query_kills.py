@@ -7,17 +7,33 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pyspark
 import pytest
 
 from reliable_kafka.local import LocalCluster
+from reliable_kafka.sql.version_check import UnsupportedPysparkError, require_stream_readers
 from tests.cluster_backends import unique_name
 from tests.e2e.helpers import committed_offsets, log_end_offsets
 from tests.e2e.kill_harness import ChildApp, RecordingProducer
 from tests.support import wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.brokers("3.9")]
 
-MODULE = "tests.sql.query_child"
+def _stream_readers() -> bool:
+    try:
+        require_stream_readers(pyspark.__version__)
+    except UnsupportedPysparkError:
+        return False
+    return True
+
+
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.slow,
+    pytest.mark.brokers("3.9"),
+    pytest.mark.skipif(not _stream_readers(), reason='format("reliable-kafka") needs pyspark 4.2+'),
+]
+
+MODULE = "tests.e2e.sql_query_child"
 PARTITIONS = 2
 KILLS = 3
 

@@ -1,6 +1,6 @@
 """The driver of the source's kill test, in a process of its own (its own SparkContext).
 
-    python -m tests.sql.query_child --run N --brokers B --zookeeper ZK --group G --topic T \
+    python -m tests.e2e.sql_query_child --run N --brokers B --zookeeper ZK --group G --topic T \
         --checkpoint DIR --sink DIR [--available-now]
 
 A ``reliable-kafka`` query on ``--topic`` (the group's offsets in ZooKeeper), 200 offsets a batch
