@@ -1,14 +1,15 @@
 """The driver of the source's kill test, in a process of its own (its own SparkContext).
 
     python -m tests.e2e.sql_query_child --run N --brokers B --zookeeper ZK --group G --topic T \
-        --checkpoint DIR --sink DIR [--available-now]
+        --checkpoint DIR --sink DIR [--available-now] [--max-offsets-per-trigger N]
 
-A ``reliable-kafka`` query on ``--topic`` (the group's offsets in ZooKeeper), 200 offsets a batch
-at most, one batch every 200 ms, checkpointed in ``--checkpoint``. Its sink writes each batch to
-``--sink``/``batch-<id>.json`` (``[[partition, offset, value], ...]``) through a temporary file
-and a rename: a batch run again after a kill writes the same file again, so the sink holds each
-batch once whatever the kills. Prints ``started`` after its first batch; with
-``--available-now`` it reads up to the log ends seen at its start and exits 0.
+A ``reliable-kafka`` query on ``--topic`` (the group's offsets in ZooKeeper), at most
+``--max-offsets-per-trigger`` (200) offsets a batch, one batch every 200 ms, checkpointed in
+``--checkpoint``. Its sink writes each batch to ``--sink``/``batch-<id>.json`` (``[[partition,
+offset, value], ...]``) through a temporary file and a rename: a batch run again after a kill
+writes the same file again, so the sink holds each batch once whatever the kills. Prints
+``started`` after its first batch; with ``--available-now`` it reads up to the log ends seen at
+its start and exits 0.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ def main(argv: list[str]) -> int:
     for name in ("--run", "--brokers", "--zookeeper", "--group", "--topic", "--checkpoint", "--sink"):
         parser.add_argument(name, required=True)
     parser.add_argument("--available-now", action="store_true")
+    parser.add_argument("--max-offsets-per-trigger", default="200")
     args = parser.parse_args(argv)
     sink = Path(args.sink)
     sink.mkdir(parents=True, exist_ok=True)
@@ -62,7 +64,7 @@ def main(argv: list[str]) -> int:
         .option("group.id", args.group)
         .option("subscribe", args.topic)
         .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", "200")
+        .option("maxOffsetsPerTrigger", args.max_offsets_per_trigger)
         .load()
     )
     writer = frame.writeStream.foreachBatch(write_batch).option("checkpointLocation", args.checkpoint)

@@ -65,7 +65,7 @@ def test_every_record_once_and_the_group_at_the_last_batch_across_driver_kills(
             str(sink),
         ),
     ]
-    producer = RecordingProducer(local_cluster, topic, PARTITIONS, per_tick=5)
+    producer = RecordingProducer(local_cluster, topic, PARTITIONS, per_tick=2)
     producer.start()
     try:
         for run in range(KILLS):
@@ -84,7 +84,10 @@ def test_every_record_once_and_the_group_at_the_last_batch_across_driver_kills(
                 child.kill()
     finally:
         producer.finish()
-    last = ChildApp(KILLS, [*args, "--available-now"], tmp_path, module=MODULE)
+    # The rest in one batch: the backlog of the runs' start-ups, read at once.
+    last = ChildApp(
+        KILLS, [*args, "--available-now", "--max-offsets-per-trigger", "1000000"], tmp_path, module=MODULE
+    )
     try:
         assert last.process.wait(240) == 0, last.log_tail()
     finally:
