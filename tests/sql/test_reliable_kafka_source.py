@@ -65,19 +65,24 @@ def group_offsets(cluster: ClusterUnderTest, group: str, topic: str, partitions:
 
 
 class Batches:
-    """What foreachBatch saw: each batch's rows as (partition, offset, value)."""
+    """What foreachBatch saw: each batch's rows as (partition, offset, value), and every row's
+    timestamp (ms), timestampType and headers (None without includeHeaders)."""
 
     def __init__(self) -> None:
         self.rows: list[list[tuple[int, int, bytes]]] = []
+        self.metadata: list[tuple[int, int, Any]] = []
         self.lock = threading.Lock()
 
     def __call__(self, frame: Any, batch_id: int) -> None:
-        rows = [
-            (r.partition, r.offset, bytes(r.value))
-            for r in frame.select("partition", "offset", "value").collect()
-        ]
+        headers = "headers" if "headers" in frame.columns else "NULL AS headers"
+        columns = ("partition", "offset", "value", "unix_millis(timestamp) AS ms", "timestampType", headers)
+        collected = frame.selectExpr(*columns).collect()
         with self.lock:
-            self.rows.append(rows)
+            self.rows.append([(r.partition, r.offset, bytes(r.value)) for r in collected])
+            self.metadata += [
+                (r.ms, r.timestampType, r.headers and [(h.key, bytes(h.value)) for h in r.headers])
+                for r in collected
+            ]
 
     def all(self) -> list[tuple[int, int, bytes]]:
         return [row for batch in self.rows for row in batch]
@@ -112,7 +117,9 @@ def test_available_now_reads_the_start_s_ends_in_bounded_batches_and_commits_the
 ) -> None:
     topic, group = unique_name("sql-bounded"), unique_name("sql-group")
     local_cluster.create_topic(topic, partitions=2)
-    sent = produce(local_cluster, topic, [(None, f"m{i}".encode(), i % 2) for i in range(50)])
+    stamp_ms = 1_700_000_000_000
+    messages = [(None, f"m{i}".encode(), i % 2) for i in range(50)]
+    sent = produce(local_cluster, topic, messages, headers=[("h", b"v")], timestamp=stamp_ms)
     assert sent == {0: 25, 1: 25}
     sink = Batches()
     late = threading.Event()
@@ -124,13 +131,19 @@ def test_available_now_reads_the_start_s_ends_in_bounded_batches_and_commits_the
             late.set()
 
     options = source_options(
-        local_cluster, group, subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger="20"
+        local_cluster,
+        group,
+        subscribe=topic,
+        startingOffsets="earliest",
+        maxOffsetsPerTrigger="20",
+        includeHeaders="true",
     )
     run_available_now(spark, options, tmp_path / "checkpoint", first_batch_produces_more)
 
     assert late.is_set()
     assert [len(rows) for rows in sink.rows] == [20, 20, 10]
     assert sorted(sink.all()) == sorted((i % 2, i // 2, f"m{i}".encode()) for i in range(50))
+    assert set(map(repr, sink.metadata)) == {repr((stamp_ms, 0, [("h", b"v")]))}  # 0: CreateTime
     assert group_offsets(local_cluster, group, topic, 2) == {0: 25, 1: 25}
     rows = lag_rows(local_cluster, group, topic)
     assert [(r["partition"], r["committed"], r["log_end"], r["lag"]) for r in rows] == [
