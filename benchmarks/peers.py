@@ -2,7 +2,7 @@
 Kafka's own consumer tool, on one topic, in one run.
 
     python benchmarks/peers.py [--messages 6000000] [--partitions 4] [--size 100] [--repeat 3]
-        [--master local[2]] [--readers a,b,c,d,e,f,g,h] [--latency-rate 5000] [--latency-seconds 30]
+        [--master local[2]] [--readers a,b,i,j,c,d,e,f,g,h] [--latency-rate 5000] [--latency-seconds 30]
         [--secure [MECHANISM]]
 
 On a real local ZooKeeper + Kafka 3.9 (LocalCluster's default), one topic of ``--messages``
@@ -18,6 +18,11 @@ until every record was counted:
     (``@udf(useArrow=True)``), summed per micro-batch in ``foreachBatch``; the sum must be
     ``messages x size`` too. Needs pyarrow and pandas (``pip install -e .[bench]``): skipped, with
     a message, without them.
+(i) Structured Streaming with this project's source, ``format("reliable-kafka")``
+    (``reliable_kafka.sql``, pyspark 4.2+: a Python data source reading Arrow record batches),
+    the query of (a) otherwise: a consumer group of its own per repeat (so it starts from the
+    earliest offsets), whose offsets it commits after each batch. Needs pyarrow.
+(j) the query of (b) on (i)'s source. Needs pyarrow and pandas, as (b).
 (c) Spark's JVM direct DStream (``spark-streaming-kafka-0-10_2.13`` 4.2.0):
     benchmarks/jvm/DirectKafkaCount.java as a ``spark-submit`` app on ``--master``, through
     direct_bench's ``jvm_direct_runs``, its batches counting records by reading them.
@@ -35,7 +40,7 @@ until every record was counted:
     its own: the machine's consume ceiling. Its figure is its own window (after the JVM's start,
     group join included); its CPU is the whole JVM's, start-up included.
 
-The readers take turns within each repeat (a, b, d, e, f, g, h), ``--repeat`` times, on one
+The readers take turns within each repeat (a, b, i, j, d, e, f, g, h), ``--repeat`` times, on one
 SparkContext (``--master``, receivers in executor placement as Spark places them). (c) is the one
 exception: a spark-submit app is a JVM of its own, so it runs after the other readers, with this
 process's SparkContext stopped, one app reading the topic ``--repeat`` times in a row (a fresh
@@ -110,6 +115,8 @@ from tests.kafka.kafka_tools import _tools_libs
 READERS: dict[str, str] = {
     "a": "SSS JVM source -> noop",
     "b": "SSS + Arrow UDF len(value)",
+    "i": "reliable-kafka SSS -> noop",
+    "j": "reliable-kafka SSS + Arrow UDF",
     "c": "JVM direct DStream",
     "d": "createStream, WAL on",
     "s": "createStream, WAL on, TLS",
@@ -120,8 +127,17 @@ READERS: dict[str, str] = {
 }
 OURS = ("d", "e", "f")
 PEERS = ("a", "b", "c")
+# The reliable-kafka source (i, j) over Spark's JVM source (a, b) in the same query.
+SQL_PAIRS = (("i", "a"), ("j", "b"))
 # Every reader but (c), in the order they take turns within a repeat.
-IN_TURN = ("a", "b", "d", "s", "e", "f", "g", "h")
+IN_TURN = ("a", "b", "i", "j", "d", "s", "e", "f", "g", "h")
+# Structured Streaming queries: (a) and (b) on Spark's JVM source, (i) and (j) on ours.
+QUERIES = {
+    "a": ("kafka", False),
+    "b": ("kafka", True),
+    "i": ("reliable-kafka", False),
+    "j": ("reliable-kafka", True),
+}
 # (s) runs only with --secure, which adds it (and (d), its baseline).
 DEFAULT_READERS = tuple(name for name in READERS if name != "s")
 PLAIN_BATCH = 10_000
@@ -237,9 +253,22 @@ def ratio_lines(summaries: Sequence[Summary]) -> list[str]:
             parts.append(f"/ ({peer}) records/s {rate:.2f} CPU/M {cpu}")
         if parts:
             lines.append(f"({ours}) " + "; ".join(parts))
+    for ours, peer in SQL_PAIRS:
+        if ours in by_reader and peer in by_reader:
+            lines.append(_pair_ratio(by_reader[ours], by_reader[peer]))
     if "s" in by_reader and "d" in by_reader:
         lines.append(_tls_ratio(by_reader["s"], by_reader["d"]))
     return lines
+
+
+def _pair_ratio(ours: Summary, peer: Summary) -> str:
+    """(i) over (a), (j) over (b): the same query on our source and on Spark's."""
+    if ours.void or peer.void:
+        return f"({ours.reader}) / ({peer.reader}) VOID"
+    cpu = "-"
+    if ours.cpu_per_million is not None and peer.cpu_per_million:
+        cpu = f"{ours.cpu_per_million / peer.cpu_per_million:.2f}"
+    return f"({ours.reader}) / ({peer.reader}) records/s {ours.best_known / peer.best_known:.2f} CPU/M {cpu}"
 
 
 def _tls_ratio(secured: Summary, plain: Summary) -> str:
@@ -264,7 +293,7 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser.add_argument(
         "--readers",
         default=",".join(DEFAULT_READERS),
-        help="a subset of a-h, comma-separated (default: all); s comes with --secure",
+        help="a subset of a-j, comma-separated (default: all); s comes with --secure",
     )
     parser.add_argument("--latency-rate", type=int, default=5000, help="msg/s of the latency runs")
     parser.add_argument(
@@ -323,21 +352,41 @@ def kafka_source(spark: Any, cluster: LocalCluster, topic: str) -> Any:
     )
 
 
+def reliable_kafka_source(spark: Any, cluster: LocalCluster, topic: str, group: str) -> Any:
+    """The whole topic through ``format("reliable-kafka")``: a new group, so from the earliest offsets."""
+    return (
+        spark.readStream.format("reliable-kafka")
+        .option("kafka.bootstrap.servers", cluster.bootstrap_servers)
+        .option("group.id", group)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .load()
+    )
+
+
 def structured_streaming(
+    reader: str,
     spark: Any,
     cluster: LocalCluster,
     topic: str,
     args: argparse.Namespace,
     checkpoint: Path,
-    arrow_udf: bool,
-    warm: bool = False,
+    repeat: int,
 ) -> Run:
-    """(a), or (b) with ``arrow_udf``: one availableNow query over the whole topic. ``warm``: (b)'s
-    Python workers are started (pyarrow and pandas imported) by a tiny job before the window."""
-    from pyspark.sql import functions as F  # noqa: PLC0415 - pyspark.sql only for these two
+    """(a), (b), (i) or (j) (``QUERIES``): one availableNow query over the whole topic. From the
+    second repeat on, (b)'s and (j)'s Python workers are started (pyarrow and pandas imported) by
+    a tiny job before the window."""
+    from pyspark.sql import functions as F  # noqa: PLC0415 - pyspark.sql only for the queries
     from pyspark.sql.types import LongType  # noqa: PLC0415
 
-    values = kafka_source(spark, cluster, topic).selectExpr("CAST(value AS STRING) AS value")
+    source, arrow_udf = QUERIES[reader]
+    warm = repeat > 0
+    frame = (
+        kafka_source(spark, cluster, topic)
+        if source == "kafka"
+        else reliable_kafka_source(spark, cluster, topic, f"peers-{reader}-{repeat}")
+    )
+    values = frame.selectExpr("CAST(value AS STRING) AS value")
     lengths: list[int] = []
     if arrow_udf:
 
@@ -364,7 +413,7 @@ def structured_streaming(
     cpu = meter.stop()
     if not finished:
         query.stop()
-        raise SystemExit(f"FAILED: ({'b' if arrow_udf else 'a'}) did not end in {_WAIT_S} s")
+        raise SystemExit(f"FAILED: ({reader}) did not end in {_WAIT_S} s")
     progress = query.recentProgress
     counted = sum(int(p["numInputRows"]) for p in progress)
     problems = []
@@ -377,7 +426,6 @@ def structured_streaming(
         problems.append(f"the query ended at offsets {end}, the topic's end is {expected}")
     if arrow_udf and sum(lengths) != args.messages * args.size:
         problems.append(f"len(value) summed to {sum(lengths):,}, {args.messages * args.size:,} produced")
-    reader = "b" if arrow_udf else "a"
     return Run(reader, 0, cpu.wall_s, args.messages, whole_application(cpu), tuple(problems))
 
 
@@ -547,14 +595,18 @@ def run_in_turn(
     """Every reader but (c), taking turns, ``--repeat`` times; then the latency runs. (s) reads
     ``topic`` of the ``secured`` cluster."""
     spark = None
-    if {"a", "b"} & set(args.readers):
-        from pyspark.sql import SparkSession  # noqa: PLC0415 - only for (a) and (b)
+    if set(QUERIES) & set(args.readers):
+        from pyspark.sql import SparkSession  # noqa: PLC0415 - only for the queries
 
         spark = SparkSession(sc)
+    if {"i", "j"} & set(args.readers):
+        import reliable_kafka.sql  # noqa: PLC0415 - pyspark 4.2+ only
+
+        reliable_kafka.sql.register(spark)
     runs: list[Run] = []
     for repeat in range(args.repeat):
         for reader in IN_TURN:
-            if reader not in args.readers or (reader == "b" and skip_b):
+            if reader not in args.readers or (reader in ("b", "j") and skip_b):
                 continue
             checkpoint = work / f"cp-{repeat}-{reader}"
             if reader == "s":
@@ -593,10 +645,8 @@ def read_once(
     args: argparse.Namespace,
     checkpoint: Path,
 ) -> Run:
-    if reader in ("a", "b"):
-        return structured_streaming(
-            spark, cluster, topic, args, checkpoint, arrow_udf=reader == "b", warm=repeat > 0
-        )
+    if reader in QUERIES:
+        return structured_streaming(reader, spark, cluster, topic, args, checkpoint, repeat)
     if reader in ("d", "e"):
         return receiver_run(sc, cluster, topic, args, checkpoint, repeat, wal=reader == "d")
     if reader == "f":
@@ -660,8 +710,8 @@ def main(argv: Sequence[str]) -> int:
     # Executors' Python workers run this interpreter, which has the package (and pyarrow for (b)).
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     skip_b = False
-    if "b" in args.readers and (why := arrow_missing()):
-        print(f"(b) skipped: {why}")
+    if {"b", "j"} & set(args.readers) and (why := arrow_missing()):
+        print(f"(b) and (j) skipped: {why}")
         skip_b = True
     # Fetched and compiled before any broker starts: no mvn or javac inside a window.
     sql_jars = sql_kafka_jars() if {"a", "b"} & set(args.readers) else []

@@ -2,7 +2,8 @@
 through the context, and the ZooKeeper wing imports light.
 
 Stages, earliest first: ``wal`` (standalone), ``util``, ``rpc``, ``storage``, ``settings``,
-``checkpoint``, ``receiver``, ``scheduler``, ``dstream``, ``kafka``, ``ui``, ``context`` (the
+``checkpoint``, ``receiver``, ``scheduler``, ``dstream``, ``kafka``, ``sql`` (Structured
+Streaming's ``reliable-kafka`` source, built on ``kafka``'s rooms), ``ui``, ``context`` (the
 composition root: it builds the parts and hands each its collaborators), ``package`` (the
 package root, ``reliable_kafka/__init__.py``: the public names, loaded lazily), ``tools`` (the
 local-cluster CLI, the examples). Later stages see earlier ones through typed protocols
@@ -44,6 +45,7 @@ STAGES = (
     "scheduler",
     "dstream",
     "kafka",
+    "sql",
     "ui",
     "context",
     "package",

@@ -14,7 +14,7 @@ def test_defaults_are_the_issues_comparison() -> None:
     args = peers.parse_args([])
     assert (args.messages, args.partitions, args.size, args.repeat) == (6_000_000, 4, 100, 3)
     assert args.master == "local[2]"
-    assert args.readers == tuple("abcdefgh")
+    assert args.readers == tuple("abijcdefgh")
 
 
 def test_readers_subset_in_run_order() -> None:
@@ -74,6 +74,18 @@ def test_ratios_of_ours_to_each_peer() -> None:
         "(e) / (a) records/s 0.50 CPU/M 1.00; / (b) records/s 1.00 CPU/M 0.50; "
         "/ (c) records/s 2.00 CPU/M 2.00"
     ]
+
+
+def test_the_reliable_kafka_source_over_spark_s_in_the_same_query() -> None:
+    runs = [
+        Run(reader, 0, seconds, 1_000_000, cpu)
+        for reader, seconds, cpu in (("a", 1.0, 2.0), ("i", 2.0, 3.0), ("b", 4.0, 8.0), ("j", 2.0, 4.0))
+    ]
+    assert peers.ratio_lines(peers.summarize(runs)) == [
+        "(i) / (a) records/s 0.50 CPU/M 1.50",
+        "(j) / (b) records/s 2.00 CPU/M 0.50",
+    ]
+    assert peers.parse_args(["--readers", "i,a"]).readers == ("a", "i")
 
 
 def test_consumer_performance_output_by_column() -> None:

@@ -56,6 +56,11 @@ class KafkaCluster:
             found.extend(TopicAndPartition(topic, p) for p in metadata)
         return sorted(found)
 
+    def topics(self) -> list[str]:
+        """Every topic Kafka has, sorted, without its internal ones (``__consumer_offsets``...)."""
+        metadata = self._retried("the topics", lambda: self._client().list_topics(timeout=_REQUEST_TIMEOUT_S))
+        return sorted(topic for topic in metadata.topics if not topic.startswith("__"))
+
     def offsets(self, partitions: Iterable[TopicAndPartition]) -> dict[TopicAndPartition, tuple[int, int]]:
         """``(first, next)`` offset of each partition's log: its start and its end."""
         return {

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from kazoo.client import KazooClient
@@ -137,12 +138,46 @@ class DirectOffsetCommitter:
 
 def committer_for(stream_name: str, kafka_params: Mapping[str, Any]) -> DirectOffsetCommitter:
     """The committer of the group ``kafka_params`` name (a direct stream's params, ``group.id``
-    required), in the store the offsets registry picks from them, as ``createStream``'s group
-    would use: ``offsets.storage`` (``kafka`` here unless ``zookeeper.connect`` is given, 0.8's
-    default store then), ZooKeeper as well with ``dual.commit.enabled``."""
+    required), in the store :func:`open_group_store` opens."""
+    group = open_group_store(kafka_params)
+    return DirectOffsetCommitter(
+        stream_name,
+        group.params.group.group_id,
+        group.store,
+        close=group.release,
+        params=group.params,
+        client_config=group.client_config,
+    )
+
+
+@dataclass(frozen=True)
+class GroupStore:
+    """A group's offset store opened for a reader outside the group (it owns no partition in the
+    group's sense), its parsed params and the client config that reaches its brokers; ``release``
+    closes the clients the store was built on (after the store's own close: :meth:`close` does
+    both). ``client_config`` may hold secrets: never logged."""
+
+    store: OffsetStore
+    params: KafkaParams
+    client_config: dict[str, Any] = field(repr=False)
+    release: Callable[[], None] = field(repr=False)
+
+    def close(self) -> None:
+        try:
+            self.store.close()
+        finally:
+            self.release()
+
+
+def open_group_store(kafka_params: Mapping[str, Any]) -> GroupStore:
+    """The store of the group ``kafka_params`` name (``group.id`` required), as the offsets
+    registry picks it and ``createStream``'s group would use it: ``offsets.storage`` (``kafka``
+    here unless ``zookeeper.connect`` is given, 0.8's default store then), ZooKeeper as well with
+    ``dual.commit.enabled``. A direct stream's committer and the Structured Streaming source
+    (``reliable_kafka.sql``) commit through it."""
     params = dict(kafka_params)
     if "offsets.storage" not in params and "zookeeper.connect" not in params:
-        params["offsets.storage"] = "kafka"  # a direct stream needs no ZooKeeper
+        params["offsets.storage"] = "kafka"  # a reader outside the group needs no ZooKeeper
     parsed = parse_kafka_params(params)
     group = parsed.group
     storage = storage_of(group)
@@ -159,14 +194,7 @@ def committer_for(stream_name: str, kafka_params: Mapping[str, Any]) -> DirectOf
     except BaseException:
         backends.close()
         raise
-    return DirectOffsetCommitter(
-        stream_name,
-        group.group_id,
-        store,
-        close=backends.close,
-        params=parsed,
-        client_config=client_config,
-    )
+    return GroupStore(store, parsed, client_config, backends.close)
 
 
 class _UnownedBackends:
