@@ -193,6 +193,8 @@ class CheckpointLease:
         self._finished = threading.Event()
         self._thread: threading.Thread | None = None
         self._renew_failures = FailureLog(logger, f"renewing the lease on checkpoint {directory}")
+        # Whether the fence has said, since the last renewal, that it refuses writes.
+        self._lapse_reported = False
 
     # ------------------------------------------------------------ taking
 
@@ -320,10 +322,14 @@ class CheckpointLease:
                     f"({TIMEOUT_SETTING} is {self._timeout_s:g} s): another driver may take it "
                     "over, so nothing is written there until a renewal succeeds"
                 )
-                if self._renew_failures.failing:
-                    # The renewals' own lines report the store's trouble: each writer refused
-                    # meanwhile says so in one line, not with a traceback and a line per retry.
-                    mark_reported(refused)
+                if not self._renew_failures.failing and not self._lapse_reported:
+                    # No renewal has failed yet: one hangs on a store that stopped answering, or
+                    # the renewal thread got no CPU. The fence says it itself, once per lapse.
+                    logger.warning("%s", refused)
+                    self._lapse_reported = True
+                # The renewals' lines or the one above report it: each writer refused meanwhile
+                # says so in one line, not with a traceback and a line per retry.
+                mark_reported(refused)
                 raise refused
             return self._record.epoch
 
@@ -351,6 +357,7 @@ class CheckpointLease:
             if created:
                 # An earlier attempt's file, found now, started at an unknown time: not counted.
                 self._renewal_started = started
+                self._lapse_reported = False
         # The one before stays (a starting driver may be reading it); older ones go, a stray one
         # that a paused driver's renewal landed late included.
         for old in present:

@@ -162,7 +162,11 @@ def _own_the_temporary_directory() -> None:
 
     pytest's own ``tmp_path`` root stays where it was: its retention keeps failed tests' files."""
     os.environ.setdefault("PYTEST_DEBUG_TEMPROOT", tempfile.gettempdir())
-    session_dir = Path(tempfile.mkdtemp(prefix="reliable-kafka-tests-"))
+    # Beside the system's temporary directory's other entries, not inside the xdist controller's
+    # session directory (its workers inherit TMPDIR): nested, Chromium's socket path under it
+    # passed the 107 bytes a Unix socket's path may have, and Chromium aborted.
+    temp_root = os.environ["PYTEST_DEBUG_TEMPROOT"]
+    session_dir = Path(tempfile.mkdtemp(prefix="reliable-kafka-tests-", dir=temp_root))
     _SESSION_TEMP.append(session_dir)
     os.environ["TMPDIR"] = os.environ["SPARK_LOCAL_DIRS"] = str(session_dir)
     tempfile.tempdir = str(session_dir)
@@ -210,6 +214,9 @@ def _spark_jvms_for_tests(session_dir: Path) -> None:
     properties.write_text(
         f"spark.driver.defaultJavaOptions {driver_options}\n"
         f"spark.executor.defaultJavaOptions {executor_options}\n"
+        # Any free port: two drivers at once (parallel workers) made the second warn that 4040
+        # was taken, and the tests that allow a healthy app no warning failed on it.
+        "spark.ui.port 0\n"
     )
     os.environ["SPARK_CONF_DIR"] = str(conf_dir)
     os.environ["PYSPARK_SUBMIT_ARGS"] = f"--properties-file {properties} pyspark-shell"

@@ -44,6 +44,7 @@ from reliable_kafka.util.wal_at import write_ahead_log_at
 from tests.small_disk import small_tmpfs
 from tests.support import wait_until
 from tests.support.scheduler_fakes import block_info
+from wal.failure_log import already_reported
 
 pytestmark = pytest.mark.integration
 
@@ -336,6 +337,30 @@ def test_writes_are_allowed_for_two_thirds_of_the_timeout_after_a_renewal(
         lease.check()
     lease.renew()  # nobody took it over meanwhile: good again
     assert lease.check() == 1
+
+
+def test_a_lapse_with_no_failed_renewal_is_reported_once_and_its_refusals_as_reported(
+    local: Store, clock: FakeLeaseClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A renewal that hangs on a store gone quiet has failed nothing yet: the fence reports the
+    lapse itself, once, so the writers above log each refusal as a line at DEBUG (seen: the block
+    tracker's "failed again" at WARNING on every retry of an S3 outage on a loaded machine)."""
+    lease = local.acquire(clock)
+    caplog.set_level(logging.DEBUG, "reliable_kafka.checkpoint_lease")
+    clock.advance(TIMEOUT_S)
+    refusals = []
+    for _ in range(3):
+        with pytest.raises(CheckpointLeaseLostError, match="until a renewal succeeds") as refused:
+            lease.check()
+        refusals.append(refused.value)
+    assert all(already_reported(error) for error in refusals)
+    assert len(lease_warnings(caplog)) == 1
+    lease.renew()
+    assert lease.check() == 1
+    clock.advance(TIMEOUT_S)  # a second lapse is reported again
+    with pytest.raises(CheckpointLeaseLostError):
+        lease.check()
+    assert len(lease_warnings(caplog)) == 2
 
 
 def test_a_renewal_whose_answer_was_lost_is_known_as_ours(local: Store, clock: FakeLeaseClock) -> None:

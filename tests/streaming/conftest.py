@@ -54,7 +54,11 @@ class ManualRun:
         for _ in range(batches):
             target = (self.clock.get_time_ms() // batch + 1) * batch
             self.clock.set_time(target)
-            wait_until(lambda t=target: processed(self.ssc, t), what=f"batch {target} to be processed")
+            # A liveness bound, not a speed check: a session's first batches (its Python workers'
+            # start) took over 30 s on a loaded machine.
+            wait_until(
+                lambda t=target: processed(self.ssc, t), timeout_s=120, what=f"batch {target} to be processed"
+            )
             # A failed job completes its batch; surface its error here rather than as a wrong result.
             self.ssc.awaitTerminationOrTimeout(0)
 
