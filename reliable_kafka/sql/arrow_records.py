@@ -3,13 +3,16 @@
 The range is read as a direct stream's task reads one (``kafka.client.range_reader``): a
 consumer assigned to exactly ``[fromOffset, untilOffset)``, which never jumps to another offset,
 and :class:`~reliable_kafka.kafka.client.range_reader.LostOffsetsError` for records Kafka no
-longer has. The columns are built with ``map`` over confluent-kafka's C accessors and handed to
-pyarrow whole, so no Python bytecode runs per record and Spark receives Arrow, not rows.
+longer has.
 
-Why not the packed fetch (``kafka.client.packed_fetch``), which reads without a ``Message`` per
-record: its layout carries key, value and offset only, and Spark's Kafka schema has each
-record's timestamp and timestamp type (and, with ``includeHeaders``, its headers), which only
-the messages hold.
+Where packed fetch can read the partition (``kafka.client.packed_range_reader``), its records
+come as column buffers built in C without the GIL, and the arrays are made over those very
+buffers (no copy, no Python object per record). Keys and values come as Arrow's large_binary
+(int64 offsets) and are cast to Spark's binary per record batch, which reuses their data; a
+batch is cut short so neither column passes binary's 2 GiB. Otherwise (packed fetch off here,
+or ``includeHeaders``, whose headers only confluent-kafka's messages hold) the columns are built
+with ``map`` over confluent-kafka's C accessors of one ``Message`` per record; the reason is
+logged once per process.
 
 ``failOnDataLoss``: records Kafka no longer has fail the task with an error naming the topic,
 partition and range (true, the default), or are skipped with a WARNING naming them (false).
@@ -18,14 +21,16 @@ partition and range (true, the default), or are skipped with a WARNING naming th
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from confluent_kafka import Message, TopicPartition
+from confluent_kafka import Consumer, Message, TopicPartition
 
 from reliable_kafka.kafka.client.offset_range import OffsetRange
+from reliable_kafka.kafka.client.packed_fetch import COLUMN_BUFFERS
+from reliable_kafka.kafka.client.packed_range_reader import PackedRangeReader, RangeColumns
 from reliable_kafka.kafka.client.range_reader import (
     DEFAULT_REREAD_TIMEOUT_S,
     LostOffsetsError,
@@ -33,6 +38,7 @@ from reliable_kafka.kafka.client.range_reader import (
     range_consumer,
     range_messages,
 )
+from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
 
 logger = logging.getLogger(__name__)
 
@@ -40,6 +46,9 @@ logger = logging.getLogger(__name__)
 # spark.sql.execution.arrow.maxRecordsPerBatch.
 BATCH_RECORDS = 10_000
 _WATERMARK_TIMEOUT_S = 10.0
+# The most bytes one column of Arrow's binary (int32 offsets) holds.
+BINARY_LIMIT = 2**31 - 1
+_fallbacks_logged: set[str] = set()
 
 
 class DataLossError(RuntimeError):
@@ -57,28 +66,82 @@ def read_batches(
     with ``headers`` when the schema has them)."""
     if wanted.count() <= 0:
         return
+    if "headers" in schema.names:
+        _log_fallback("includeHeaders: the headers are read from confluent-kafka's messages")
+    else:
+        reader = PackedRangeReader.open(kafka_params, TopicAndPartition(wanted.topic, wanted.partition))
+        if isinstance(reader, PackedRangeReader):
+            try:
+                yield from _past_losses(
+                    lambda piece: _packed_batches(reader, piece, schema),
+                    reader.consumer,
+                    wanted,
+                    fail_on_data_loss,
+                )
+            finally:
+                reader.close()
+            return
+        _log_fallback(reader)
     consumer = range_consumer(kafka_params)
     try:
-        next_offset = wanted.fromOffset
-        while next_offset < wanted.untilOffset:
-            piece = OffsetRange(wanted.topic, wanted.partition, next_offset, wanted.untilOffset)
-            messages: list[Message] = []
-            try:
-                for message in range_messages(consumer, piece, DEFAULT_REREAD_TIMEOUT_S):
-                    messages.append(message)
-                    if len(messages) == BATCH_RECORDS:
-                        yield record_batch(messages, wanted.topic, wanted.partition, schema)
-                        messages = []
-                next_offset = wanted.untilOffset
-            except LostOffsetsError as lost:
-                next_offset = _past_the_loss(consumer, lost, fail_on_data_loss)
-            if messages:
-                yield record_batch(messages, wanted.topic, wanted.partition, schema)
+        yield from _past_losses(
+            lambda piece: _message_batches(consumer, piece, schema), consumer, wanted, fail_on_data_loss
+        )
     finally:
         consumer.close()
 
 
-def _past_the_loss(consumer: RangeConsumer, lost: LostOffsetsError, fail_on_data_loss: bool) -> int:
+def _log_fallback(reason: str) -> None:
+    if reason not in _fallbacks_logged:
+        _fallbacks_logged.add(reason)
+        logger.info("reliable-kafka source: records are read as messages, one object each (%s)", reason)
+
+
+def _past_losses(
+    read_piece: Callable[[OffsetRange], Iterator[pa.RecordBatch]],
+    consumer: Consumer,
+    wanted: OffsetRange,
+    fail_on_data_loss: bool,
+) -> Iterator[pa.RecordBatch]:
+    """The batches ``read_piece`` reads of ``wanted``, going on past records Kafka no longer has
+    where failOnDataLoss allows it."""
+    next_offset = wanted.fromOffset
+    while next_offset < wanted.untilOffset:
+        piece = OffsetRange(wanted.topic, wanted.partition, next_offset, wanted.untilOffset)
+        try:
+            yield from read_piece(piece)
+            next_offset = wanted.untilOffset
+        except LostOffsetsError as lost:
+            next_offset = _past_the_loss(consumer, lost, fail_on_data_loss)
+
+
+def _message_batches(
+    consumer: RangeConsumer, piece: OffsetRange, schema: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    messages: list[Message] = []
+    try:
+        for message in range_messages(consumer, piece, DEFAULT_REREAD_TIMEOUT_S):
+            messages.append(message)
+            if len(messages) == BATCH_RECORDS:
+                yield record_batch(messages, piece.topic, piece.partition, schema)
+                messages = []
+    except LostOffsetsError:
+        # What came before the gap is read: failOnDataLoss decides about the gap alone.
+        if messages:
+            yield record_batch(messages, piece.topic, piece.partition, schema)
+        raise
+    if messages:
+        yield record_batch(messages, piece.topic, piece.partition, schema)
+
+
+def _packed_batches(
+    reader: PackedRangeReader, piece: OffsetRange, schema: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    for fetched in reader.read(piece, DEFAULT_REREAD_TIMEOUT_S, BATCH_RECORDS):
+        yield from column_batches(fetched, piece.topic, piece.partition, schema)
+
+
+def _past_the_loss(consumer: Consumer, lost: LostOffsetsError, fail_on_data_loss: bool) -> int:
     """Where reading goes on after ``lost``: the log's start now, past the records retention
     removed; raises when failOnDataLoss says so, or when the log starts no later than the gap
     (Kafka has them, they did not come: no loss to skip)."""
@@ -114,8 +177,8 @@ def record_batch(
     columns: dict[str, pa.Array] = {
         "key": pa.array(list(map(Message.key, messages)), pa.binary()),
         "value": pa.array(list(map(Message.value, messages)), pa.binary()),
-        "topic": pa.array([topic] * count, pa.string()),
-        "partition": pa.array([partition] * count, pa.int32()),
+        "topic": pa.repeat(pa.scalar(topic, pa.string()), count),
+        "partition": pa.repeat(pa.scalar(partition, pa.int32()), count),
         "offset": pa.array(list(map(Message.offset, messages)), pa.int64()),
         # Milliseconds to Spark's microseconds, in Arrow.
         "timestamp": pc.multiply(pa.array([ms for _, ms in stamps], pa.int64()), 1000).cast(
@@ -133,3 +196,59 @@ def record_batch(
 
 def _headers(headers: list[tuple[str, bytes | None]] | None) -> list[dict[str, Any]] | None:
     return None if headers is None else [{"key": key, "value": value} for key, value in headers]
+
+
+def column_batches(
+    fetched: RangeColumns, topic: str, partition: int, schema: pa.Schema
+) -> Iterator[pa.RecordBatch]:
+    """Spark's Kafka columns (no headers) of the records of ``fetched``, as arrays over its very
+    buffers: at most :data:`BATCH_RECORDS` records per batch, and under :data:`BINARY_LIMIT`
+    bytes of keys and of values."""
+    raw = dict(zip(COLUMN_BUFFERS, fetched.columns, strict=True))
+    buffer = {name: None if data is None else pa.py_buffer(data) for name, data in raw.items()}
+    length = fetched.fetched
+    arrays = {
+        "key": pa.Array.from_buffers(
+            pa.large_binary(), length, [buffer["key_validity"], buffer["key_offsets"], buffer["key_data"]]
+        ),
+        "value": pa.Array.from_buffers(
+            pa.large_binary(),
+            length,
+            [buffer["value_validity"], buffer["value_offsets"], buffer["value_data"]],
+        ),
+        "offset": pa.Array.from_buffers(pa.int64(), length, [None, buffer["offset"]]),
+        "timestamp": pa.Array.from_buffers(pa.int64(), length, [None, buffer["timestamp"]]),
+        "timestampType": pa.Array.from_buffers(pa.int32(), length, [None, buffer["timestamp_type"]]),
+    }
+    key_ends, value_ends = (
+        memoryview(raw[name] or b"").cast("q") for name in ("key_offsets", "value_offsets")
+    )
+    start = 0
+    while start < fetched.records:
+        stop = min(fetched.records, start + BATCH_RECORDS)
+        while stop - start > 1 and (
+            key_ends[stop] - key_ends[start] > BINARY_LIMIT
+            or value_ends[stop] - value_ends[start] > BINARY_LIMIT
+        ):
+            stop = start + (stop - start) // 2
+        piece = {name: array.slice(start, stop - start) for name, array in arrays.items()}
+        yield _column_batch(piece, topic, partition, schema)
+        start = stop
+
+
+def _column_batch(
+    piece: dict[str, pa.Array], topic: str, partition: int, schema: pa.Schema
+) -> pa.RecordBatch:
+    count = len(piece["offset"])
+    columns = {
+        # Casting large_binary to binary makes new offsets and keeps the data buffer.
+        "key": piece["key"].cast(pa.binary()),
+        "value": piece["value"].cast(pa.binary()),
+        "topic": pa.repeat(pa.scalar(topic, pa.string()), count),
+        "partition": pa.repeat(pa.scalar(partition, pa.int32()), count),
+        "offset": piece["offset"],
+        # Milliseconds to Spark's microseconds, in Arrow.
+        "timestamp": pc.multiply(piece["timestamp"], 1000).cast(schema.field("timestamp").type),
+        "timestampType": piece["timestampType"],
+    }
+    return pa.RecordBatch.from_arrays([columns[name] for name in schema.names], schema=schema)

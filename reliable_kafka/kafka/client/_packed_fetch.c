@@ -187,7 +187,7 @@ static PyObject *errors_of(rd_kafka_message_t **messages, Py_ssize_t n) {
     PyObject *errors = PyList_New(0);
     for (Py_ssize_t i = 0; errors != NULL && i < n; i++) {
         const rd_kafka_message_t *m = messages[i];
-        if (m == NULL) continue;
+        if (m == NULL || !m->err) continue; /* fetch destroyed its records already; fetch_columns did not */
         PyObject *error = m->payload ? Py_BuildValue("(iy#)", m->err, (const char *)m->payload, (Py_ssize_t)m->len)
                                      : Py_BuildValue("(iO)", m->err, Py_None);
         if (error == NULL || PyList_Append(errors, error) < 0) Py_CLEAR(errors);
@@ -273,8 +273,210 @@ static PyObject *fetch(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* ---- one fetch as Arrow columns ---------------------------------------------------------- */
+
+/* rd_kafka_message_timestamp(); the type is an rd_kafka_timestamp_type_t. */
+typedef int64_t (*message_timestamp_fn)(const rd_kafka_message_t *message, int *type);
+
+/* The buffers of one fetch's columns, in the order fetch_columns returns them. */
+enum {
+    KEY_VALIDITY,
+    KEY_OFFSETS,
+    KEY_DATA,
+    VALUE_VALIDITY,
+    VALUE_OFFSETS,
+    VALUE_DATA,
+    OFFSETS,
+    TIMESTAMPS,
+    TIMESTAMP_TYPES,
+    N_BUFFERS
+};
+
+typedef struct {
+    Py_ssize_t consumed; /* messages taken from the queue, records and errors */
+    Py_ssize_t records;
+    size_t key_bytes, value_bytes;
+    int null_keys, null_values;
+    int64_t first, last;
+    int32_t seen_partition;
+} measured_t;
+
+/* The sizes of the columns of the non-error messages of messages[0..n). Runs without the GIL. */
+static int measure(rd_kafka_message_t **messages, Py_ssize_t n, int32_t partition, measured_t *out) {
+    out->first = out->last = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const rd_kafka_message_t *m = messages[i];
+        if (m->err) continue;
+        if (m->partition != partition) {
+            out->seen_partition = m->partition;
+            return FETCH_WRONG_PARTITION;
+        }
+        if (m->offset < 0) return FETCH_NEGATIVE_OFFSET;
+        if (out->first < 0) out->first = m->offset;
+        out->last = m->offset;
+        out->records++;
+        out->key_bytes += m->key ? m->key_len : 0;
+        out->value_bytes += m->payload ? m->len : 0;
+        out->null_keys |= m->key == NULL;
+        out->null_values |= m->payload == NULL;
+    }
+    return FETCH_OK;
+}
+
+/* Writes one binary column (Arrow's large_binary: int64 offsets, so no 2 GiB bound here) of the
+ * records: validity is NULL when no record is null. */
+static void put_binary(unsigned char *validity, int64_t *offsets, unsigned char *data, const void *item,
+                       size_t len, Py_ssize_t row, int64_t *position) {
+    if (item != NULL) {
+        memcpy(data + *position, item, len);
+        *position += (int64_t)len;
+        if (validity) validity[row >> 3] |= (unsigned char)(1u << (row & 7));
+    }
+    offsets[row + 1] = *position;
+}
+
+/* Fills the columns of the non-error messages of messages[0..n). Runs without the GIL, into
+ * bytes objects nobody else holds yet. */
+static void fill(rd_kafka_message_t **messages, Py_ssize_t n, message_timestamp_fn timestamp_of,
+                 unsigned char *buffers[N_BUFFERS]) {
+    int64_t *key_offsets = (int64_t *)buffers[KEY_OFFSETS], *value_offsets = (int64_t *)buffers[VALUE_OFFSETS];
+    int64_t *offsets = (int64_t *)buffers[OFFSETS], *timestamps = (int64_t *)buffers[TIMESTAMPS];
+    int32_t *types = (int32_t *)buffers[TIMESTAMP_TYPES];
+    int64_t key_position = 0, value_position = 0;
+    Py_ssize_t row = 0;
+    key_offsets[0] = value_offsets[0] = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const rd_kafka_message_t *m = messages[i];
+        if (m->err) continue;
+        put_binary(buffers[KEY_VALIDITY], key_offsets, buffers[KEY_DATA], m->key, m->key_len, row,
+                   &key_position);
+        put_binary(buffers[VALUE_VALIDITY], value_offsets, buffers[VALUE_DATA], m->payload, m->len, row,
+                   &value_position);
+        offsets[row] = m->offset;
+        int type = 0;
+        timestamps[row] = timestamp_of(m, &type);
+        /* librdkafka's NOT_AVAILABLE, CREATE_TIME, LOG_APPEND_TIME (0, 1, 2) are Kafka's -1, 0, 1. */
+        types[row] = (int32_t)type - 1;
+        row++;
+    }
+}
+
+/* New bytes objects of the columns' sizes (validity ones zeroed, or None when no record is
+ * null), with their data pointers in buffers; needs the GIL. */
+static PyObject *allocate(const measured_t *m, unsigned char *buffers[N_BUFFERS]) {
+    size_t rows = (size_t)m->records, bitmap = (rows + 7) / 8;
+    const Py_ssize_t sizes[N_BUFFERS] = {
+        [KEY_VALIDITY] = m->null_keys ? (Py_ssize_t)bitmap : -1,
+        [KEY_OFFSETS] = (Py_ssize_t)(8 * (rows + 1)),
+        [KEY_DATA] = (Py_ssize_t)m->key_bytes,
+        [VALUE_VALIDITY] = m->null_values ? (Py_ssize_t)bitmap : -1,
+        [VALUE_OFFSETS] = (Py_ssize_t)(8 * (rows + 1)),
+        [VALUE_DATA] = (Py_ssize_t)m->value_bytes,
+        [OFFSETS] = (Py_ssize_t)(8 * rows),
+        [TIMESTAMPS] = (Py_ssize_t)(8 * rows),
+        [TIMESTAMP_TYPES] = (Py_ssize_t)(4 * rows),
+    };
+    PyObject *columns = PyTuple_New(N_BUFFERS);
+    for (int i = 0; columns != NULL && i < N_BUFFERS; i++) {
+        PyObject *buffer = sizes[i] < 0 ? Py_NewRef(Py_None) : PyBytes_FromStringAndSize(NULL, sizes[i]);
+        if (buffer == NULL) {
+            Py_CLEAR(columns);
+            break;
+        }
+        buffers[i] = sizes[i] < 0 ? NULL : (unsigned char *)PyBytes_AS_STRING(buffer);
+        if (buffers[i] != NULL && (i == KEY_VALIDITY || i == VALUE_VALIDITY)) memset(buffers[i], 0, bitmap);
+        PyTuple_SET_ITEM(columns, i, buffer);
+    }
+    return columns;
+}
+
+PyDoc_STRVAR(
+    fetch_columns_doc,
+    "fetch_columns(queue, consume_batch_queue, message_destroy, message_timestamp, timeout_ms, max_messages,\n"
+    "              partition)\n"
+    "--\n\n"
+    "Up to max_messages of a partition queue, as Arrow-ready column buffers: (records, first offset,\n"
+    "last offset, columns or None when it held no record, [(error code, error text bytes or None), ...]).\n"
+    "columns is (key validity or None, key offsets, key data, value validity or None, value offsets,\n"
+    "value data, offsets, timestamps, timestamp types): validity bitmaps as Arrow's (None when no\n"
+    "record is null), int64 value offsets as Arrow's large_binary, int64 offsets and timestamps (ms),\n"
+    "int32 timestamp types as Kafka's (-1 none, 0 CreateTime, 1 LogAppendTime), native byte order.\n"
+    "The first four arguments are addresses: the rd_kafka_queue_t and librdkafka's three functions.");
+
+static PyObject *fetch_columns(PyObject *self, PyObject *args) {
+    unsigned long long queue, consume_address, destroy_address, timestamp_address;
+    int timeout_ms, partition;
+    Py_ssize_t max_messages;
+    if (!PyArg_ParseTuple(args, "KKKKini", &queue, &consume_address, &destroy_address, &timestamp_address,
+                          &timeout_ms, &max_messages, &partition))
+        return NULL;
+    if (!queue || !consume_address || !destroy_address || !timestamp_address) {
+        PyErr_SetString(PyExc_ValueError, "null queue or function address");
+        return NULL;
+    }
+    if (partition < 0 || timeout_ms < 0) {
+        PyErr_Format(PyExc_ValueError, "partition and timeout must be >= 0, got %d and %d ms", partition,
+                     timeout_ms);
+        return NULL;
+    }
+    if (max_messages < 1 || max_messages > MAX_BATCH) {
+        PyErr_Format(PyExc_ValueError, "max_messages must be in [1, %d], got %zd", MAX_BATCH, max_messages);
+        return NULL;
+    }
+    consume_batch_queue_fn consume = (consume_batch_queue_fn)(uintptr_t)consume_address;
+    message_destroy_fn destroy = (message_destroy_fn)(uintptr_t)destroy_address;
+    message_timestamp_fn timestamp_of = (message_timestamp_fn)(uintptr_t)timestamp_address;
+    rd_kafka_message_t **messages = PyMem_RawMalloc(sizeof(*messages) * (size_t)max_messages);
+    if (messages == NULL) return PyErr_NoMemory();
+
+    measured_t measured = {0};
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    measured.consumed = consume((void *)(uintptr_t)queue, timeout_ms, messages, (size_t)max_messages);
+    status = measured.consumed > 0 ? measure(messages, measured.consumed, partition, &measured) : FETCH_OK;
+    Py_END_ALLOW_THREADS
+
+    PyObject *result = NULL, *columns = NULL;
+    if (measured.consumed < 0) {
+        /* Only an invalid queue makes rd_kafka_consume_batch_queue fail. */
+        PyErr_SetString(PyExc_RuntimeError, "rd_kafka_consume_batch_queue failed");
+        measured.consumed = 0;
+    } else if (status == FETCH_WRONG_PARTITION) {
+        PyErr_Format(PyExc_RuntimeError, "the queue of partition %d delivered a record of partition %d",
+                     partition, (int)measured.seen_partition);
+    } else if (status == FETCH_NEGATIVE_OFFSET) {
+        PyErr_SetString(PyExc_RuntimeError, "a record without an offset");
+    } else if (measured.records == 0) {
+        columns = Py_NewRef(Py_None);
+    } else {
+        /* Allocated with the GIL, filled without it: the records are copied once, into the
+         * very objects handed back. */
+        unsigned char *buffers[N_BUFFERS] = {0};
+        columns = allocate(&measured, buffers);
+        if (columns != NULL) {
+            Py_BEGIN_ALLOW_THREADS
+            fill(messages, measured.consumed, timestamp_of, buffers);
+            Py_END_ALLOW_THREADS
+        }
+    }
+    if (columns != NULL) {
+        PyObject *errors = errors_of(messages, measured.consumed);
+        if (errors != NULL)
+            result = Py_BuildValue("(nLLOO)", measured.records, (long long)measured.first,
+                                   (long long)measured.last, columns, errors);
+        Py_XDECREF(errors);
+        Py_DECREF(columns);
+    }
+    /* librdkafka moved the partition's position when it handed the messages out; destroying
+     * them only frees them. */
+    for (Py_ssize_t i = 0; i < measured.consumed; i++) destroy(messages[i]);
+    PyMem_RawFree(messages);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"fetch", fetch, METH_VARARGS, fetch_doc},
+    {"fetch_columns", fetch_columns, METH_VARARGS, fetch_columns_doc},
     {NULL, NULL, 0, NULL},
 };
 

@@ -57,8 +57,9 @@ from reliable_kafka.storage.block_format import PackedChunk
 
 try:
     from reliable_kafka.kafka.client._packed_fetch import fetch as _c_fetch
+    from reliable_kafka.kafka.client._packed_fetch import fetch_columns as _c_fetch_columns
 except ImportError as _exc:  # built optionally (setup.py): no compiler, no extension
-    _c_fetch = None
+    _c_fetch = _c_fetch_columns = None
     _NOT_BUILT = f"the C extension was not built: {_exc}"
 
 logger = logging.getLogger(__name__)
@@ -85,12 +86,41 @@ class FetchedBatch(NamedTuple):
     errors: list[KafkaError]
 
 
+class FetchedColumns(NamedTuple):
+    """What one columnar fetch took off the partition's queue: its records as Arrow-ready
+    buffers (None when it held none; see :data:`COLUMN_BUFFERS`), how many, their first and
+    last offsets, and the errors among them, in order."""
+
+    columns: tuple[bytes | None, ...] | None
+    records: int
+    first_offset: int
+    last_offset: int
+    errors: list[KafkaError]
+
+
+# The buffers of FetchedColumns.columns, in order: validity bitmaps (None when no record is
+# null) and int64 offsets are Arrow's large_binary layout; offsets and timestamps (ms) are
+# int64, timestamp types int32 (Kafka's -1, 0, 1), all in the machine's byte order.
+COLUMN_BUFFERS = (
+    "key_validity",
+    "key_offsets",
+    "key_data",
+    "value_validity",
+    "value_offsets",
+    "value_data",
+    "offset",
+    "timestamp",
+    "timestamp_type",
+)
+
+
 @dataclass(frozen=True)
 class _Librdkafka:
     path: str
     lib: ctypes.CDLL
     consume_batch_queue: int
     message_destroy: int
+    message_timestamp: int
 
 
 class _HandlePrefix(ctypes.Structure):
@@ -250,8 +280,13 @@ def _find_librdkafka() -> _Librdkafka | str:
     ):
         function = getattr(lib, name)
         function.restype, function.argtypes = restype, argtypes
-    consume_batch_queue = _address_of(lib, "rd_kafka_consume_batch_queue")
-    return _Librdkafka(path, lib, consume_batch_queue, _address_of(lib, "rd_kafka_message_destroy"))
+    return _Librdkafka(
+        path,
+        lib,
+        _address_of(lib, "rd_kafka_consume_batch_queue"),
+        _address_of(lib, "rd_kafka_message_destroy"),
+        _address_of(lib, "rd_kafka_message_timestamp"),
+    )
 
 
 def _address_of(lib: ctypes.CDLL, name: str) -> int:
@@ -286,11 +321,18 @@ class PackedFetch:
     def __init__(
         self, consumer: Consumer, tp: TopicAndPartition, librdkafka: _Librdkafka, queue: int
     ) -> None:
-        assert _c_fetch is not None
+        assert _c_fetch is not None and _c_fetch_columns is not None
         self._consumer = consumer
         self._librdkafka = librdkafka
         self._fetch = functools.partial(
             _c_fetch, queue, librdkafka.consume_batch_queue, librdkafka.message_destroy
+        )
+        self._fetch_columns = functools.partial(
+            _c_fetch_columns,
+            queue,
+            librdkafka.consume_batch_queue,
+            librdkafka.message_destroy,
+            librdkafka.message_timestamp,
         )
         self._topic, self._partition = tp.topic, tp.partition
         self._queue: int | None = queue
@@ -335,6 +377,24 @@ class PackedFetch:
             first,
             last,
             [_kafka_error(code, text) for code, text in errors],
+        )
+
+    def fetch_columns(self, max_messages: int, timeout_s: float) -> FetchedColumns:
+        """As :meth:`fetch`, but the records come as Arrow-ready column buffers with their
+        timestamps (:data:`COLUMN_BUFFERS`), not as a block chunk."""
+        batch = self._take_columns(max_messages, 0)
+        if batch.columns is None and not batch.errors and timeout_s > 0:
+            batch = self._take_columns(1, timeout_s)
+        return batch
+
+    def _take_columns(self, max_messages: int, timeout_s: float) -> FetchedColumns:
+        if self._queue is None:
+            raise RuntimeError(f"packed fetch of {self._topic} [{self._partition}] is closed")
+        records, first, last, columns, errors = self._fetch_columns(
+            max(0, int(timeout_s * 1000)), max_messages, self._partition
+        )
+        return FetchedColumns(
+            columns, records, first, last, [_kafka_error(code, text) for code, text in errors]
         )
 
     def serve_events(self) -> list[KafkaError]:

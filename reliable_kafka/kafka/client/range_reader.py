@@ -29,7 +29,7 @@ logger = logging.getLogger(__name__)
 
 # Without a record for this long (a broker down, a partition gone), the block counts as lost.
 DEFAULT_REREAD_TIMEOUT_S = 60.0
-_POLL_S = 0.5
+POLL_S = 0.5
 
 
 class LostOffsetsError(BlockRecoveryError):
@@ -68,9 +68,10 @@ class RangeConsumer(Consumer):
     refusals: AccessRefusals
 
 
-def range_consumer(kafka_params: Mapping[str, Any]) -> RangeConsumer:
-    """A consumer that reads exact ranges with :func:`read_range`: it fails on an offset Kafka no
-    longer has instead of jumping to another, and sees where a partition's log ends."""
+def range_consumer_config(kafka_params: Mapping[str, Any]) -> tuple[dict[str, Any], AccessRefusals]:
+    """The configuration of a consumer that reads exact ranges, and the streak of refusals its
+    error callback reports to: it fails on an offset Kafka no longer has instead of jumping to
+    another, and sees where a partition's log ends."""
     params = parse_kafka_params(kafka_params)
     brokers = broker_client_config(params)
     config = {**params.consumer_config(brokers["bootstrap.servers"]), **brokers}
@@ -80,6 +81,13 @@ def range_consumer(kafka_params: Mapping[str, Any]) -> RangeConsumer:
     refusals = AccessRefusals.of(config, timeout_ms=params.access_refusal_timeout_ms)
     config["error_cb"] = ClientErrorLog("range reader", refusals)
     config["logger"] = LibrdkafkaLog()
+    return config, refusals
+
+
+def range_consumer(kafka_params: Mapping[str, Any]) -> RangeConsumer:
+    """A consumer that reads exact ranges with :func:`read_range` (see
+    :func:`range_consumer_config`)."""
+    config, refusals = range_consumer_config(kafka_params)
     consumer = RangeConsumer(config)
     consumer.refusals = refusals
     return consumer
@@ -98,7 +106,7 @@ def read_range(consumer: RangeConsumer, wanted: OffsetRange, timeout_s: float) -
     return [pack_chunk(wanted.topic, wanted.partition, keys, values, offsets)] if offsets else []
 
 
-def _read_ends(
+def read_ends(
     refusals: AccessRefusals, deadline: float, timeout_s: float, missing: OffsetRange
 ) -> BaseException | None:
     """Why a read ends now, before ``missing`` came: Kafka refused the client for
@@ -110,7 +118,7 @@ def _read_ends(
     return refusals.error() or LostOffsetsError([missing], f"no record from Kafka within {timeout_s:.0f} s")
 
 
-def _read_fails(error: KafkaError, refusals: AccessRefusals, missing: OffsetRange) -> BaseException | None:
+def read_fails(error: KafkaError, refusals: AccessRefusals, missing: OffsetRange) -> BaseException | None:
     """Whether an error among the messages ends the read before ``missing`` came."""
     if error.code() == KafkaError._PARTITION_EOF:
         return LostOffsetsError([missing], "the log ends before them")
@@ -131,19 +139,19 @@ def range_messages(consumer: RangeConsumer, wanted: OffsetRange, timeout_s: floa
     deadline = time.monotonic() + timeout_s
     try:
         while next_offset < wanted.untilOffset:
-            ended = _read_ends(
+            ended = read_ends(
                 refusals, deadline, timeout_s, OffsetRange(topic, partition, next_offset, wanted.untilOffset)
             )
             if ended is not None:
                 raise ended
-            for message in consumer.consume(500, _POLL_S):
+            for message in consumer.consume(500, POLL_S):
                 if next_offset >= wanted.untilOffset:
                     # Complete: a range that ends at the log's end gets the end-of-partition event
                     # in the same batch as its last record, which is no loss.
                     break
                 error = message.error()
                 if error is not None:
-                    failed = _read_fails(
+                    failed = read_fails(
                         error, refusals, OffsetRange(topic, partition, next_offset, wanted.untilOffset)
                     )
                     if failed is not None:
