@@ -196,6 +196,25 @@ static PyObject *errors_of(rd_kafka_message_t **messages, Py_ssize_t n) {
     return errors;
 }
 
+/* The checks fetch and fetch_columns share: every address given, partition and timeout not
+ * negative, a batch size in [1, MAX_BATCH]. Sets the ValueError and returns 0 when one fails. */
+static int valid_fetch_arguments(int addresses_given, int partition, int timeout_ms, Py_ssize_t max_messages) {
+    if (!addresses_given) {
+        PyErr_SetString(PyExc_ValueError, "null queue or function address");
+        return 0;
+    }
+    if (partition < 0 || timeout_ms < 0) {
+        PyErr_Format(PyExc_ValueError, "partition and timeout must be >= 0, got %d and %d ms", partition,
+                     timeout_ms);
+        return 0;
+    }
+    if (max_messages < 1 || max_messages > MAX_BATCH) {
+        PyErr_Format(PyExc_ValueError, "max_messages must be in [1, %d], got %zd", MAX_BATCH, max_messages);
+        return 0;
+    }
+    return 1;
+}
+
 PyDoc_STRVAR(fetch_doc,
              "fetch(queue, consume_batch_queue, message_destroy, timeout_ms, max_messages, topic, partition)\n"
              "--\n\n"
@@ -211,19 +230,8 @@ static PyObject *fetch(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "KKKins#i", &queue, &consume_address, &destroy_address, &timeout_ms,
                           &max_messages, &topic, &topic_len, &partition))
         return NULL;
-    if (!queue || !consume_address || !destroy_address) {
-        PyErr_SetString(PyExc_ValueError, "null queue or function address");
+    if (!valid_fetch_arguments(queue && consume_address && destroy_address, partition, timeout_ms, max_messages))
         return NULL;
-    }
-    if (partition < 0 || timeout_ms < 0) {
-        PyErr_Format(PyExc_ValueError, "partition and timeout must be >= 0, got %d and %d ms", partition,
-                     timeout_ms);
-        return NULL;
-    }
-    if (max_messages < 1 || max_messages > MAX_BATCH) {
-        PyErr_Format(PyExc_ValueError, "max_messages must be in [1, %d], got %zd", MAX_BATCH, max_messages);
-        return NULL;
-    }
     consume_batch_queue_fn consume = (consume_batch_queue_fn)(uintptr_t)consume_address;
     message_destroy_fn destroy = (message_destroy_fn)(uintptr_t)destroy_address;
     rd_kafka_message_t **messages = PyMem_RawMalloc(sizeof(*messages) * (size_t)max_messages);
@@ -410,19 +418,9 @@ static PyObject *fetch_columns(PyObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "KKKKini", &queue, &consume_address, &destroy_address, &timestamp_address,
                           &timeout_ms, &max_messages, &partition))
         return NULL;
-    if (!queue || !consume_address || !destroy_address || !timestamp_address) {
-        PyErr_SetString(PyExc_ValueError, "null queue or function address");
+    if (!valid_fetch_arguments(queue && consume_address && destroy_address && timestamp_address, partition,
+                               timeout_ms, max_messages))
         return NULL;
-    }
-    if (partition < 0 || timeout_ms < 0) {
-        PyErr_Format(PyExc_ValueError, "partition and timeout must be >= 0, got %d and %d ms", partition,
-                     timeout_ms);
-        return NULL;
-    }
-    if (max_messages < 1 || max_messages > MAX_BATCH) {
-        PyErr_Format(PyExc_ValueError, "max_messages must be in [1, %d], got %zd", MAX_BATCH, max_messages);
-        return NULL;
-    }
     consume_batch_queue_fn consume = (consume_batch_queue_fn)(uintptr_t)consume_address;
     message_destroy_fn destroy = (message_destroy_fn)(uintptr_t)destroy_address;
     message_timestamp_fn timestamp_of = (message_timestamp_fn)(uintptr_t)timestamp_address;
