@@ -296,8 +296,10 @@ class CheckpointWriter:
                 write_checkpoint(self.directory, checkpoint, self._options)
                 self._remove_leftovers_once()
             except CheckpointLeaseLostError as exc:
-                # Not retried: the lease, not the store, said no. Text only: no traceback to show.
-                self._failures.failed(str(exc), f"time {checkpoint.checkpoint_time_ms}, not written")
+                # Not retried: the lease, not the store, said no. No traceback to show.
+                self._failures.failed(
+                    exc, f"time {checkpoint.checkpoint_time_ms}, not written", traceback=False
+                )
                 return False
             except OSError as exc:
                 # Spark's "Could not write checkpoint" is the last attempt's line, not one more.

@@ -62,8 +62,11 @@ class FailureLog:
         # No lock: callers on a hot path only ask whether to call succeeded(), which locks.
         return self._key in self._streaks
 
-    def failed(self, error: BaseException | str, detail: str = "") -> None:
+    def failed(self, error: BaseException | str, detail: str = "", *, traceback: bool = True) -> None:
         """Log a failure: with its traceback if it is the first of a run, else one line.
+
+        ``traceback=False``: an error whose message is the whole story (a refusal, not a fault),
+        logged without one but still an exception, so that whether it was reported is kept.
 
         ``error`` may be text: a failure another process reported (a receiver on an executor),
         whose traceback stays with that process. Repeated word for word, as a failure retried
@@ -82,7 +85,7 @@ class FailureLog:
             streak.last_text = error if isinstance(error, str) else None
         suffix = f" ({detail})" if detail else ""
         if failures == 1:
-            exc_info = error if isinstance(error, BaseException) and not reported else None
+            exc_info = error if isinstance(error, BaseException) and traceback and not reported else None
             self._logger.log(self._level, "%s failed%s: %s", self._what, suffix, error, exc_info=exc_info)
         else:
             shown = repr(error) if isinstance(error, BaseException) else error

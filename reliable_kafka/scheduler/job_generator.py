@@ -482,7 +482,7 @@ class JobGenerator:
         try:
             self._fence.check()
         except CheckpointLeaseLostError as exc:
-            self._lease_refusals.failed(str(exc), f"did not {to}")
+            self._lease_refusals.failed(exc, f"did not {to}", traceback=False)
             return False
         if self._lease_refusals.failing:
             self._lease_refusals.succeeded()

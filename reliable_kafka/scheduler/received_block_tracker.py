@@ -292,8 +292,9 @@ class ReceivedBlockTracker:
             epoch = self._fence.check() if self._fence is not None else None
             self._log.write(encode_event(event, epoch), self._now_ms())
         except CheckpointLeaseLostError as exc:
-            # The lease said no, not the store: its message is the whole story.
-            self._log_failures.failed(str(exc), type(event).__name__)
+            # The lease said no, not the store: its message is the whole story. The exception, not
+            # its text: a refusal the lease reports itself is then logged here once per streak.
+            self._log_failures.failed(exc, type(event).__name__, traceback=False)
             return False
         except Exception as exc:
             self._log_failures.failed(exc, type(event).__name__)

@@ -15,7 +15,8 @@ either also waits for a kill). ``--spark-log-level WARN`` keeps what Spark and H
 a stop. Appends JSON lines to ``--output``, fsync'ed:
 ``{"begin": n}`` and ``{"end": n}`` around each batch of n > 0 records, and
 ``{"event": "faulted" | "stopping" | "stopped"}``; prints ``started``, then ``stopping`` just
-before it stops (``waiting`` before it waits for SIGTERM). The test times the rest. SIGUSR1
+before it stops (``waiting`` before it waits for SIGTERM), with ``--sink-delay-ms`` once a
+batch is queued behind the slow first one. The test times the rest. SIGUSR1
 dumps every thread's stack to stderr (a test that times it out sends one first).
 
 With ``--zookeeper-connect`` and ``--bootstrap-servers`` (faults ``spark`` and ``none`` only: the
@@ -43,6 +44,7 @@ from pyspark import SparkConf, SparkContext
 from reliable_kafka import KafkaUtils, StreamingContext
 from reliable_kafka.examples.wordcount import ensure_topic
 from reliable_kafka.local import LocalCluster
+from reliable_kafka.scheduler.listener import StreamingListener
 from tests.support.producing import ANY_PARTITION, produce_acked
 
 TOPIC = "stop-topic"
@@ -152,6 +154,17 @@ def main(argv: list[str]) -> int:
             {"auto.offset.reset": "smallest", **cluster.client_config()},
         )
         first_batch = threading.Event()
+        queued_behind = threading.Event()
+
+        class QueuedBehind(StreamingListener):
+            """A batch submitted while the first slow one runs waits behind it: what a stop
+            during the slow batch must announce as queued."""
+
+            def onBatchSubmitted(self, batchSubmitted: Any) -> None:
+                if first_batch.is_set():
+                    queued_behind.set()
+
+        ssc.addStreamingListener(QueuedBehind())
 
         def write_batch(rdd: Any) -> None:
             count = rdd.count()
@@ -166,6 +179,8 @@ def main(argv: list[str]) -> int:
         print("started", flush=True)
         if not first_batch.wait(180):
             raise AssertionError("no batch with records within 180 s")
+        if args.sink_delay_ms and not queued_behind.wait(60):
+            raise AssertionError("no batch submitted behind the slow one within 60 s")
         if args.fault != "none":
             if args.fault == "zookeeper":
                 cluster.kill_zookeeper()  # type: ignore[union-attr]  # parse_args: a LocalCluster

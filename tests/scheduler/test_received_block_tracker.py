@@ -3,6 +3,7 @@ recovery and cleanup, against real write-ahead log files."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -10,6 +11,7 @@ from pathlib import Path
 import msgpack
 import pytest
 
+from reliable_kafka.checkpoint_lease import CheckpointLeaseLostError
 from reliable_kafka.scheduler.driver_write_ahead_log import checkpoint_dir_to_log_dir
 from reliable_kafka.scheduler.received_block_events import (
     EVENT_MAGIC,
@@ -27,6 +29,7 @@ from reliable_kafka.settings import WriteAheadLogSettings
 from tests.support import ManualClock
 from tests.support.scheduler_fakes import block_ids, block_info
 from wal import FileBasedWriteAheadLog, RecordHandle, WriteAheadLog, WriteAheadLogError
+from wal.failure_log import mark_reported
 
 STREAMS = [0, 1]
 
@@ -513,3 +516,35 @@ def test_a_retried_write_that_left_its_record_twice_recovers_each_block_once(
     recovered.allocate_blocks_to_batch(3000)
     assert recovered.get_blocks_of_batch(3000) == {0: [queued], 1: []}
     log.close()
+
+
+class _RefusingFence:
+    """A lease past its bound whose lapse the lease has reported (it marks its refusals so)."""
+
+    def check(self) -> int:
+        refused = CheckpointLeaseLostError("The lease on checkpoint c was last renewed 23.9 s ago")
+        mark_reported(refused)
+        raise refused
+
+
+def test_a_refusal_the_lease_reported_is_one_warning_then_debug_lines(
+    tmp_path: Path, clock: ManualClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Seen on an HDFS outage: each retry of the tracker's write said "failed again" at WARNING,
+    although the lease had said why, once."""
+    caplog.set_level(logging.DEBUG, "reliable_kafka.scheduler.received_block_tracker")
+    tracker = ReceivedBlockTracker.create(
+        STREAMS,
+        str(tmp_path),
+        wal_settings(),
+        recover_from_write_ahead_log=False,
+        now_ms=clock,
+        fence=_RefusingFence(),
+    )
+    try:
+        for _ in range(3):
+            assert not tracker.add_block(block_info(0))
+    finally:
+        tracker.stop()
+    lines = [(r.levelno, r.exc_info) for r in caplog.records if "metadata log failed" in r.getMessage()]
+    assert lines == [(logging.WARNING, None), (logging.DEBUG, None), (logging.DEBUG, None)]
