@@ -1,5 +1,6 @@
 """``format("reliable-kafka")`` queries in-process, on real brokers: the read limit, AvailableNow,
-the group's offsets after each batch and what ``reliable-kafka lag`` sees of them, and the
+the group's offsets after each batch and what ``reliable-kafka lag`` and ``kafka-consumer-groups
+--describe`` see of them, and the
 handover from a ``createStream`` app."""
 
 from __future__ import annotations
@@ -28,16 +29,20 @@ from tests.e2e.helpers import (
     kafka_committed_offsets,
     produce,
 )
+from tests.kafka.kafka_tools import describe_group
 from tests.support import wait_until
 
 pytestmark = pytest.mark.integration
 
 
-def source_options(cluster: ClusterUnderTest, group: str, **options: str) -> dict[str, str]:
-    """The group in ZooKeeper where the cluster has one (3.9), else in Kafka (4, KRaft)."""
+def source_options(
+    cluster: ClusterUnderTest, group: str, *, zookeeper_storage: str = "zookeeper", **options: str
+) -> dict[str, str]:
+    """The group in ZooKeeper where the cluster has one (3.9; ``zookeeper_storage="dual"``: in
+    Kafka too), else in Kafka (4, KRaft)."""
     kafka = {f"kafka.{key}": str(value) for key, value in cluster.client_config().items()}
     if cluster.has_zookeeper:
-        store = {"zookeeper.connect": cluster.zookeeper_connect, "offsets.storage": "zookeeper"}
+        store = {"zookeeper.connect": cluster.zookeeper_connect, "offsets.storage": zookeeper_storage}
     else:
         store = {"offsets.storage": "kafka"}
     return {**kafka, **store, "group.id": group, **options}
@@ -135,6 +140,7 @@ def test_available_now_reads_the_start_s_ends_in_bounded_batches_and_commits_the
     options = source_options(
         local_cluster,
         group,
+        zookeeper_storage="dual",  # on 3.9 also where kafka-consumer-groups looks
         subscribe=topic,
         startingOffsets="earliest",
         maxOffsetsPerTrigger="20",
@@ -152,6 +158,11 @@ def test_available_now_reads_the_start_s_ends_in_bounded_batches_and_commits_the
         (0, 25, 30, 5),
         (1, 25, 30, 5),
     ]
+    described = describe_group(local_cluster, group)
+    assert [
+        (p, row["CURRENT-OFFSET"], row["LOG-END-OFFSET"], row["LAG"])
+        for (_, p), row in sorted(described.items())
+    ] == [(0, "25", "30", "5"), (1, "25", "30", "5")], described
 
 
 @pytest.mark.brokers("3.9", "4")
