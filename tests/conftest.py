@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.parallel_layout import (
-    HEAVY_LANE,
+    SEVERAL_HOSTS,
     auto_workers,
     broker_in_node_id,
     group_of,
@@ -329,11 +329,11 @@ def _distributed(config: pytest.Config) -> bool:
     )
 
 
-def _heavy_lane_first(items: list[pytest.Item]) -> list[pytest.Item]:
-    """The order in which xdist hands out the work: the heavy lane first, so that its worker
-    starts at once on the run's critical path; within the lane and beside it, the serial order
-    (broker by broker), so that each worker starts each broker's cluster once. Stable."""
-    return sorted(items, key=lambda item: group_of(item.nodeid) != HEAVY_LANE)
+def _several_hosts_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The order in which xdist hands out the work: the several-hosts group first, the run's
+    longest unit, so that its worker starts on it at once; within it and after it, the serial
+    order (broker by broker), so that each worker starts each broker's cluster about once. Stable."""
+    return sorted(items, key=lambda item: group_of(item.nodeid) != SEVERAL_HOSTS)
 
 
 @pytest.hookimpl(trylast=True)
@@ -365,7 +365,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # tests come last, so that its compose cluster is up only while they run.
     items[:] = sorted(keep, key=lambda item: (order.get(_broker_of(item) or "", 0), _on_docker(item)))
     if _distributed(config):
-        items[:] = _heavy_lane_first(items)
+        items[:] = _several_hosts_first(items)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

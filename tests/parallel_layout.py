@@ -1,18 +1,17 @@
 """How the suite runs on several pytest-xdist workers (``-n auto``): how many, in which order, and
 which tests must share a worker.
 
-- The heavy lane (:func:`in_heavy_lane`): the end-to-end tests (Spark applications of their own,
-  kill loops, the several-hosts cluster) run one at a time, on one worker, in the serial order;
-  the rest of the suite runs beside them on the other workers. Two end-to-end tests at once on
-  two cores take the CPU from each other's restarts and outrun their liveness bounds (measured:
-  docs/local-cluster.md, Tests), so the heavy lane is the run's critical path.
-- Workers: as many as the cores, at least two (the heavy lane and one beside it), at most three,
-  fewer where memory is short.
-- Order: the heavy lane first, the rest in the serial order (broker by broker), so that each
-  worker starts each broker's cluster once.
-- Groups (:func:`group_of`, scheduled by :func:`make_scheduler`'s scheduler): beside the heavy
-  lane, tests that use a server with fixed ports (a broker's compose cluster) or an expensive
-  fixture of their module run on one worker, so that it starts once.
+- Workers: as many as the cores, at least two, at most three, fewer where memory is short.
+- The end-to-end tests (Spark applications of their own, kill loops) spread over the workers like
+  the rest: they wait on batches and restarts about half of their time, so two of them at once
+  use the two cores that one leaves half idle (measured: docs/local-cluster.md, Tests).
+- Groups (:func:`group_of`, scheduled by :func:`make_scheduler`'s scheduler): tests that must not
+  run beside each other, or that share something expensive, run on one worker, one at a time:
+  every test on the several-hosts cluster (its hosts have fixed addresses), a broker's compose
+  cluster (fixed ports), a module with a module-scoped fixture (built once).
+- Order: the several-hosts group first (the longest unit: its worker starts on it at once while
+  the others take the rest), then the serial order (broker by broker), so that each worker
+  starts each broker's cluster about once.
 """
 
 from __future__ import annotations
@@ -32,9 +31,12 @@ ROOT = Path(__file__).resolve().parents[1]
 _GIB_PER_WORKER = 5
 _MIN_WORKERS = 2
 _MAX_WORKERS = 3
-HEAVY_LANE = "heavy lane"
-# Beside tests/e2e: the test that starts and kills the several-hosts cluster itself.
-_HEAVY_OUTSIDE_E2E = frozenset({"tests/integration/test_local_spark_hosts.py"})
+SEVERAL_HOSTS = "several hosts"
+# Tests on the several-hosts cluster whose ids do not say so: the cluster's own test, and the
+# deploy test's hosts (a module fixture of their own, on the same addresses).
+_ON_SEVERAL_HOSTS_FILES = frozenset(
+    {"tests/integration/test_local_spark_hosts.py", "tests/e2e/test_packed_venv_deploy.py"}
+)
 
 _BROKER_IN_ID = re.compile(r"\[(?:[^\]]*-)?kafka-(3\.9|4|0\.9)(?:-[^\]]*)?\]")
 
@@ -57,9 +59,9 @@ def _available_memory_gib() -> float:
 
 
 def auto_workers() -> int:
-    """``-n auto``: a worker per core, at least two (the heavy lane and one beside it), at most
-    :data:`_MAX_WORKERS` (each worker beside the heavy lane runs Spark contexts and brokers of
-    its own, and takes CPU from the heavy lane's restarts), fewer where memory is short;
+    """``-n auto``: a worker per core, at least two (an end-to-end test leaves half a core idle),
+    at most :data:`_MAX_WORKERS` (each worker runs Spark contexts and brokers of its own, and
+    takes CPU from the others' restarts), fewer where memory is short;
     ``RELIABLE_KAFKA_TEST_WORKERS`` overrides."""
     override = os.environ.get("RELIABLE_KAFKA_TEST_WORKERS")
     if override:
@@ -86,25 +88,25 @@ def _has_module_fixture(test_file: str) -> bool:
         return False
 
 
-def in_heavy_lane(node_id: str) -> bool:
-    """Whether a test runs in the heavy lane: the end-to-end tests, whose drivers and executors
-    are processes of their own that the tests start, kill and restart, and every test on the
-    several-hosts cluster (its hosts bind 127.0.0.2 and 127.0.0.3: two at once would clash)."""
+def on_several_hosts(node_id: str) -> bool:
+    """Whether a test runs on the several-hosts cluster: its hosts bind 127.0.0.2 and 127.0.0.3
+    and take over their processes by address, so two such tests at once would clash."""
     test_file, _, name = node_id.partition("::")
-    return test_file.startswith("tests/e2e/") or test_file in _HEAVY_OUTSIDE_E2E or "[spark-hosts-" in name
+    return test_file in _ON_SEVERAL_HOSTS_FILES or "[spark-hosts-" in name or "-spark-hosts-" in name
 
 
 def group_of(node_id: str) -> str | None:
     """The worker group of a test, from its id, or None for any worker.
 
-    - the heavy lane (:func:`in_heavy_lane`): one unit of work, so one worker, one test at a time;
+    - the several-hosts cluster's tests (:func:`on_several_hosts`): one unit of work, so one
+      worker, one test at a time;
     - a broker's compose cluster has fixed ports: its tests share one worker;
     - a module-scoped fixture (a packed venv's hosts, a child Spark run) is built once per worker
       that runs a test of the module: its tests share one worker."""
     test_file, _, name = node_id.partition("::")
     params = name[name.find("[") :] if "[" in name else ""
-    if in_heavy_lane(node_id):
-        return HEAVY_LANE
+    if on_several_hosts(node_id):
+        return SEVERAL_HOSTS
     if params.startswith("[docker-"):
         return f"docker-kafka-{broker_in_node_id(node_id)}"
     if _has_module_fixture(test_file):
@@ -115,9 +117,9 @@ def group_of(node_id: str) -> str | None:
 def make_scheduler(config: pytest.Config, log: object) -> object:
     """xdist's scope scheduling with :func:`group_of` as the scope: a group is one unit of work
     for one worker, every other test a unit of its own; units go out in collection order (the
-    conftest's: the heavy lane first) as workers free up. A worker is given another unit only
-    when at most two of its tests are left, so the heavy lane's worker takes nothing else
-    until the lane is nearly done.
+    conftest's: the several-hosts group first), not xdist's default of the biggest unit first,
+    as workers free up. A worker is given another unit only when at most two of its tests are
+    left, so the several-hosts group's worker takes nothing else until it is nearly done.
 
     Instead of xdist's own ``loadgroup``, which names the group in the test id and, with pytest
     9.2 (whose ids are no longer an attribute it can set), groups nothing."""
@@ -127,4 +129,6 @@ def make_scheduler(config: pytest.Config, log: object) -> object:
         def _split_scope(self, nodeid: str) -> str:
             return group_of(nodeid) or nodeid
 
+    # xdist's default reorders units by size, which would break the broker-by-broker order.
+    config.option.loadscopereorder = False
     return GroupedLoadScheduling(config, log)  # type: ignore[arg-type]

@@ -35,7 +35,7 @@ def test_the_worker_count_can_be_set_and_is_at_least_one(monkeypatch: pytest.Mon
     assert 1 <= auto_workers() <= 3
 
 
-def test_a_worker_beside_the_heavy_lane_even_on_one_core(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_two_workers_even_on_one_core(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("RELIABLE_KAFKA_TEST_WORKERS", raising=False)
     monkeypatch.setattr("os.sched_getaffinity", lambda _pid: {0})
     monkeypatch.setattr("tests.parallel_layout._available_memory_gib", lambda: 24.0)
@@ -77,11 +77,13 @@ def test_a_rounds_outcomes_are_read_per_test_from_its_junit_report(tmp_path: Pat
     ("node_id", "group"),
     [
         ("tests/kafka/test_x.py::t[docker-kafka-4-kafka]", "docker-kafka-4"),
-        ("tests/e2e/test_executor_placement.py::t[spark-hosts-kafka-3.9]", "heavy lane"),
-        ("tests/e2e/test_executor_placement.py::t[spark-local-cluster-kafka-3.9]", "heavy lane"),
-        ("tests/e2e/test_packed_venv_deploy.py::t[kafka-3.9]", "heavy lane"),
-        ("tests/integration/test_local_spark_hosts.py::t", "heavy lane"),
-        ("tests/kafka/test_x.py::t[spark-hosts-kafka-4]", "heavy lane"),
+        ("tests/e2e/test_executor_placement.py::t[spark-hosts-kafka-3.9]", "several hosts"),
+        ("tests/e2e/test_remote_host_loss.py::t[hdfs-spark-hosts-kafka-3.9]", "several hosts"),
+        ("tests/e2e/test_executor_placement.py::t[spark-local-cluster-kafka-3.9]", None),
+        ("tests/e2e/test_kill_recovery.py::t[kafka-3.9-executors]", None),
+        ("tests/e2e/test_packed_venv_deploy.py::t[kafka-3.9]", "several hosts"),
+        ("tests/integration/test_local_spark_hosts.py::t", "several hosts"),
+        ("tests/kafka/test_x.py::t[spark-hosts-kafka-4]", "several hosts"),
         ("tests/integration/test_local_cluster.py::t[docker-kafka-3.9]", "docker-kafka-3.9"),
         ("tests/util/test_located_rdd.py::t[pyspark-4.3.0]", "module tests/util/test_located_rdd.py"),
         ("tests/wal/test_write_ahead_log.py::t", None),

@@ -2,8 +2,8 @@
 
     python -m tests.support.flake_loop [--runs 10] [--alongside 'COMMAND'] [TEST_ID ...] [-- PYTEST_ARGS]
 
-Each round runs every chosen test once, together, under the parallel layout (``-n auto``, the
-heavy lane beside the rest), on every broker and Spark cluster its id names,
+Each round runs every chosen test once, together, under the parallel layout (``-n auto``: the
+end-to-end tests spread over the workers), on every broker and Spark cluster its id names,
 with a kill seed of its own (``RELIABLE_KAFKA_KILL_SEED``: the kill tests' schedules replay from
 it). Without test ids it runs the watch list ``tests/support/flake_watch.txt``: every test that
 failed in a CI run or a pre-check of the last rounds, and the slowest end-to-end tests.
