@@ -12,29 +12,27 @@ found"). Partition descriptors are msgpack (raw frames to the JVM), so neither b
 handles are ever pickled.
 
 Then the block's records go through the stream's decoder (:func:`decoded_records`) a chunk of
-the block at a time, in C loops (``map``, ``zip``), not a Python generator step per record. A
-decoder that can build a chunk's elements from its key and value columns at once says so by
-being a :class:`ColumnDecoder` (Kafka's default UTF-8 decoders are); should that fail, the chunk
-is decoded again record by record through the decoder itself, which names, skips or
-dead-letters the record as before.
+the block at a time (:mod:`~reliable_kafka.dstream.chunk_decoding`: from the key and value
+columns at once where the decoder offers it, else in C loops, not a Python generator step per
+record).
 """
 
 from __future__ import annotations
 
 import logging
-import operator
 import posixpath
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from itertools import chain, repeat
-from typing import Any, Protocol, runtime_checkable
+from itertools import chain
+from typing import Any
 
 import msgpack
 
 from reliable_kafka.dstream.block_recovery import BlockRecoveryError, recover_block
+from reliable_kafka.dstream.chunk_decoding import decoded_chunks, decoded_rows
 from reliable_kafka.receiver.tracker_endpoint import BlockLocation
 from reliable_kafka.rpc.tls import client_context
-from reliable_kafka.storage.block_format import Chunk, decode_block, decode_chunks, rows_of_chunk
+from reliable_kafka.storage.block_format import decode_block, decode_chunks
 from reliable_kafka.storage.block_server import fetch_block
 from reliable_kafka.storage.executor_block_store import read_block_file
 from reliable_kafka.util import instruments
@@ -248,14 +246,6 @@ def _where(location: BlockLocation | None) -> str:
     return "?" if location is None else f"{location.executor_id} on {location.host}"
 
 
-@runtime_checkable
-class ColumnDecoder(Protocol):
-    def decode_columns(self, keys: Sequence[Any], values: Sequence[Any]) -> list[Any] | None:
-        """A chunk's elements from its key and value columns; None: this decoder decodes record
-        by record. Raises when a value does not decode."""
-        ...
-
-
 def decoded_records(data: bytes, decoder: Callable[[Any], Any], skip: object) -> Iterator[Any]:
     """``decoder(record)`` of each record of a block, in order, leaving out what the decoder
     returns as ``skip``; a chunk (or, in the row layout, a slice) of the block at a time."""
@@ -263,23 +253,5 @@ def decoded_records(data: bytes, decoder: Callable[[Any], Any], skip: object) ->
     if chunks is None:
         rows = decode_block(data)
         slices = (rows[start : start + _ROWS_PER_SLICE] for start in range(0, len(rows), _ROWS_PER_SLICE))
-        return chain.from_iterable(_decoded(rows_slice, decoder, skip) for rows_slice in slices)
-    if not isinstance(decoder, ColumnDecoder):
-        return chain.from_iterable(_decoded(rows_of_chunk(chunk), decoder, skip) for chunk in chunks)
-    return chain.from_iterable(_from_columns(chunk, decoder, skip) for chunk in chunks)
-
-
-def _from_columns(chunk: Chunk, decoder: Any, skip: object) -> list[Any]:
-    try:
-        items = decoder.decode_columns(chunk[2], chunk[3])
-    except Exception:
-        # A key or value the columns fail on: the decoder finds, names and handles it.
-        items = None
-    return items if items is not None else _decoded(rows_of_chunk(chunk), decoder, skip)
-
-
-def _decoded(rows: Iterable[Any], decoder: Callable[[Any], Any], skip: object) -> list[Any]:
-    items = list(map(decoder, rows))
-    if any(map(operator.is_, items, repeat(skip))):
-        return [item for item in items if item is not skip]
-    return items
+        return chain.from_iterable(decoded_rows(rows_slice, decoder, skip) for rows_slice in slices)
+    return decoded_chunks(chunks, decoder, skip)

@@ -125,7 +125,7 @@ class KafkaRecordDecoder:
 
     def decode_columns(self, keys: Sequence[Any], values: Sequence[Any]) -> list[tuple[Any, Any]] | None:
         """A chunk's elements from its key and value columns at once, with no Python call per
-        record (the batch read chain's hook, ``dstream.block_partition.ColumnDecoder``): where there
+        record (the batch read chain's hook, ``dstream.chunk_decoding.ColumnDecoder``): where there
         is no ``messageHandler`` and both decoders offer ``decode_column`` (``utf8_decoder`` does).
         None: decode record by record. Raises when a value does not decode: the read chain then
         decodes the chunk record by record, and :meth:`__call__` names, skips or dead-letters it."""

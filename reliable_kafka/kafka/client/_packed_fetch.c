@@ -472,9 +472,143 @@ static PyObject *fetch_columns(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* ---- one fetch as a block chunk, with what a messageHandler sees besides ------------------ */
+
+/* rd_kafka_message_headers() and rd_kafka_header_get_all(); the headers are librdkafka's opaque
+ * rd_kafka_headers_t, owned by the message. */
+typedef int (*message_headers_fn)(const rd_kafka_message_t *message, void **headers);
+typedef int (*header_get_all_fn)(const void *headers, size_t index, const char **name, const void **value,
+                                 size_t *size);
+
+/* [(name str, value bytes or None), ...] of a message's headers, as confluent-kafka's
+ * Message.headers() builds them (names decoded as UTF-8, strictly); [] when it has none. */
+static PyObject *headers_of(const rd_kafka_message_t *m, message_headers_fn headers_fn,
+                            header_get_all_fn get_all) {
+    PyObject *list = PyList_New(0);
+    void *headers = NULL;
+    if (list == NULL || headers_fn(m, &headers) != 0 || headers == NULL) return list;
+    const char *name;
+    const void *value;
+    size_t size;
+    for (size_t i = 0; get_all(headers, i, &name, &value, &size) == 0; i++) {
+        PyObject *header = value ? Py_BuildValue("(sy#)", name, (const char *)value, (Py_ssize_t)size)
+                                 : Py_BuildValue("(sO)", name, Py_None);
+        if (header == NULL || PyList_Append(list, header) < 0) {
+            Py_XDECREF(header);
+            Py_DECREF(list);
+            return NULL;
+        }
+        Py_DECREF(header);
+    }
+    return list;
+}
+
+/* ([timestamp ms or None, ...], [timestamp type, ...], [headers, ...]) of the non-error messages
+ * of messages[0..n), in order: types as Kafka's (-1 none, 0 CreateTime, 1 LogAppendTime), and no
+ * timestamp without a type (brokers before 0.10). Needs the GIL. */
+static PyObject *metadata_of(rd_kafka_message_t **messages, Py_ssize_t n, message_timestamp_fn timestamp_of,
+                             message_headers_fn headers_fn, header_get_all_fn get_all) {
+    PyObject *stamps = PyList_New(0), *types = PyList_New(0), *headers = PyList_New(0), *result = NULL;
+    int failed = stamps == NULL || types == NULL || headers == NULL;
+    for (Py_ssize_t i = 0; !failed && i < n; i++) {
+        const rd_kafka_message_t *m = messages[i];
+        if (m->err) continue;
+        int type = 0;
+        int64_t stamp = timestamp_of(m, &type);
+        /* librdkafka's NOT_AVAILABLE, CREATE_TIME, LOG_APPEND_TIME (0, 1, 2) are Kafka's -1, 0, 1. */
+        PyObject *stamp_object = type ? PyLong_FromLongLong(stamp) : Py_NewRef(Py_None);
+        PyObject *type_object = PyLong_FromLong(type - 1);
+        PyObject *header_list = headers_of(m, headers_fn, get_all);
+        failed = stamp_object == NULL || type_object == NULL || header_list == NULL ||
+                 PyList_Append(stamps, stamp_object) < 0 || PyList_Append(types, type_object) < 0 ||
+                 PyList_Append(headers, header_list) < 0;
+        Py_XDECREF(stamp_object);
+        Py_XDECREF(type_object);
+        Py_XDECREF(header_list);
+    }
+    if (!failed) result = PyTuple_Pack(3, stamps, types, headers);
+    Py_XDECREF(stamps);
+    Py_XDECREF(types);
+    Py_XDECREF(headers);
+    return result;
+}
+
+PyDoc_STRVAR(
+    fetch_with_metadata_doc,
+    "fetch_with_metadata(queue, consume_batch_queue, message_destroy, message_timestamp, message_headers,\n"
+    "                    header_get_all, timeout_ms, max_messages, topic, partition)\n"
+    "--\n\n"
+    "As fetch, with the records' metadata after the errors: (chunk bytes or None, records, first offset,\n"
+    "last offset, errors, ([timestamp ms or None, ...], [timestamp type, ...], [[(header name str,\n"
+    "value bytes or None), ...], ...])), timestamp types as Kafka's (-1 none, 0 CreateTime,\n"
+    "1 LogAppendTime). The first six arguments are addresses: the rd_kafka_queue_t and librdkafka's\n"
+    "five functions.");
+
+static PyObject *fetch_with_metadata(PyObject *self, PyObject *args) {
+    unsigned long long queue, consume_address, destroy_address, timestamp_address, headers_address,
+        get_all_address;
+    int timeout_ms, partition;
+    Py_ssize_t max_messages, topic_len;
+    const char *topic;
+    if (!PyArg_ParseTuple(args, "KKKKKKins#i", &queue, &consume_address, &destroy_address, &timestamp_address,
+                          &headers_address, &get_all_address, &timeout_ms, &max_messages, &topic, &topic_len,
+                          &partition))
+        return NULL;
+    if (!valid_fetch_arguments(queue && consume_address && destroy_address && timestamp_address &&
+                                   headers_address && get_all_address,
+                               partition, timeout_ms, max_messages))
+        return NULL;
+    consume_batch_queue_fn consume = (consume_batch_queue_fn)(uintptr_t)consume_address;
+    message_destroy_fn destroy = (message_destroy_fn)(uintptr_t)destroy_address;
+    rd_kafka_message_t **messages = PyMem_RawMalloc(sizeof(*messages) * (size_t)max_messages);
+    if (messages == NULL) return PyErr_NoMemory();
+
+    fetched_t out = {0};
+    int status;
+    Py_BEGIN_ALLOW_THREADS
+    out.consumed = consume((void *)(uintptr_t)queue, timeout_ms, messages, (size_t)max_messages);
+    status = out.consumed > 0 ? pack(messages, out.consumed, topic, (size_t)topic_len, partition, &out) : FETCH_OK;
+    Py_END_ALLOW_THREADS
+
+    PyObject *result = NULL;
+    if (out.consumed < 0) {
+        /* Only an invalid queue makes rd_kafka_consume_batch_queue fail. */
+        PyErr_SetString(PyExc_RuntimeError, "rd_kafka_consume_batch_queue failed");
+        out.consumed = 0;
+    } else if (status == FETCH_NO_MEMORY) {
+        PyErr_NoMemory();
+    } else if (status == FETCH_WRONG_PARTITION) {
+        PyErr_Format(PyExc_RuntimeError, "the queue of partition %d delivered a record of partition %d",
+                     partition, (int)out.seen_partition);
+    } else if (status == FETCH_NEGATIVE_OFFSET) {
+        PyErr_SetString(PyExc_RuntimeError, "a record without an offset");
+    } else {
+        /* The messages are alive until the end: their timestamps and headers are read here. */
+        PyObject *errors = errors_of(messages, out.consumed);
+        PyObject *metadata = metadata_of(messages, out.consumed, (message_timestamp_fn)(uintptr_t)timestamp_address,
+                                         (message_headers_fn)(uintptr_t)headers_address,
+                                         (header_get_all_fn)(uintptr_t)get_all_address);
+        PyObject *data = out.records ? PyBytes_FromStringAndSize((const char *)out.data, (Py_ssize_t)out.size)
+                                     : Py_NewRef(Py_None);
+        if (errors != NULL && metadata != NULL && data != NULL)
+            result = Py_BuildValue("(OnLLOO)", data, (Py_ssize_t)out.records, (long long)out.first,
+                                   (long long)out.last, errors, metadata);
+        Py_XDECREF(errors);
+        Py_XDECREF(metadata);
+        Py_XDECREF(data);
+    }
+    free(out.data);
+    /* librdkafka moved the partition's position when it handed the messages out; destroying
+     * them only frees them. */
+    for (Py_ssize_t i = 0; i < out.consumed; i++) destroy(messages[i]);
+    PyMem_RawFree(messages);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"fetch", fetch, METH_VARARGS, fetch_doc},
     {"fetch_columns", fetch_columns, METH_VARARGS, fetch_columns_doc},
+    {"fetch_with_metadata", fetch_with_metadata, METH_VARARGS, fetch_with_metadata_doc},
     {NULL, NULL, 0, NULL},
 };
 

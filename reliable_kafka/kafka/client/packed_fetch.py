@@ -62,6 +62,13 @@ except ImportError as _exc:  # built optionally (setup.py): no compiler, no exte
     _c_fetch = _c_fetch_columns = None
     _NOT_BUILT = f"the C extension was not built: {_exc}"
 
+try:
+    from reliable_kafka.kafka.client._packed_fetch import fetch_with_metadata as _c_fetch_with_metadata
+except ImportError:
+    # An extension built before it (a checkout updated without a rebuild) still reads the
+    # receivers' partitions and plain ranges; a messageHandler's ranges are then read from messages.
+    _c_fetch_with_metadata = None
+
 logger = logging.getLogger(__name__)
 
 SWITCH_ENV = "RELIABLE_KAFKA_PACKED_FETCH"
@@ -98,6 +105,17 @@ class FetchedColumns(NamedTuple):
     errors: list[KafkaError]
 
 
+class RecordMetadata(NamedTuple):
+    """What a ``messageHandler`` sees of a fetch's records beyond the chunk's columns, one entry
+    per record in order: timestamps (ms since the epoch; None without a type), timestamp types as
+    Kafka's (-1 none, 0 CreateTime, 1 LogAppendTime), headers (``[(name, value bytes or None)]``,
+    empty for none)."""
+
+    timestamps: list[int | None]
+    timestamp_types: list[int]
+    headers: list[list[tuple[str, bytes | None]]]
+
+
 # The buffers of FetchedColumns.columns, in order: validity bitmaps (None when no record is
 # null) and int64 offsets are Arrow's large_binary layout; offsets and timestamps (ms) are
 # int64, timestamp types int32 (Kafka's -1, 0, 1), all in the machine's byte order.
@@ -121,6 +139,8 @@ class _Librdkafka:
     consume_batch_queue: int
     message_destroy: int
     message_timestamp: int
+    message_headers: int
+    header_get_all: int
 
 
 class _HandlePrefix(ctypes.Structure):
@@ -286,6 +306,8 @@ def _find_librdkafka() -> _Librdkafka | str:
         _address_of(lib, "rd_kafka_consume_batch_queue"),
         _address_of(lib, "rd_kafka_message_destroy"),
         _address_of(lib, "rd_kafka_message_timestamp"),
+        _address_of(lib, "rd_kafka_message_headers"),
+        _address_of(lib, "rd_kafka_header_get_all"),
     )
 
 
@@ -334,6 +356,19 @@ class PackedFetch:
             librdkafka.message_destroy,
             librdkafka.message_timestamp,
         )
+        self._fetch_with_metadata = (
+            None
+            if _c_fetch_with_metadata is None
+            else functools.partial(
+                _c_fetch_with_metadata,
+                queue,
+                librdkafka.consume_batch_queue,
+                librdkafka.message_destroy,
+                librdkafka.message_timestamp,
+                librdkafka.message_headers,
+                librdkafka.header_get_all,
+            )
+        )
         self._topic, self._partition = tp.topic, tp.partition
         self._queue: int | None = queue
 
@@ -378,6 +413,35 @@ class PackedFetch:
             last,
             [_kafka_error(code, text) for code, text in errors],
         )
+
+    @property
+    def reads_metadata(self) -> bool:
+        """Whether :meth:`fetch_with_metadata` is there (the extension was built with it)."""
+        return self._fetch_with_metadata is not None
+
+    def fetch_with_metadata(self, max_messages: int, timeout_s: float) -> tuple[FetchedBatch, RecordMetadata]:
+        """As :meth:`fetch`, with each record's timestamp, timestamp type and headers (see
+        :attr:`reads_metadata`)."""
+        batch, metadata = self._take_with_metadata(max_messages, 0)
+        if batch.chunk is None and not batch.errors and timeout_s > 0:
+            batch, metadata = self._take_with_metadata(1, timeout_s)
+        return batch, metadata
+
+    def _take_with_metadata(self, max_messages: int, timeout_s: float) -> tuple[FetchedBatch, RecordMetadata]:
+        if self._queue is None:
+            raise RuntimeError(f"packed fetch of {self._topic} [{self._partition}] is closed")
+        if self._fetch_with_metadata is None:
+            raise RuntimeError("the packed fetch extension was built before fetch_with_metadata: rebuild it")
+        data, records, first, last, errors, metadata = self._fetch_with_metadata(
+            max(0, int(timeout_s * 1000)), max_messages, self._topic, self._partition
+        )
+        batch = FetchedBatch(
+            PackedChunk(data, records) if records else None,
+            first,
+            last,
+            [_kafka_error(code, text) for code, text in errors],
+        )
+        return batch, RecordMetadata(*metadata)
 
     def fetch_columns(self, max_messages: int, timeout_s: float) -> FetchedColumns:
         """As :meth:`fetch`, but the records come as Arrow-ready column buffers with their
