@@ -20,6 +20,7 @@ partition and range (true, the default), or are skipped with a WARNING naming th
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -173,12 +174,13 @@ def record_batch(
 ) -> pa.RecordBatch:
     """Spark's Kafka columns of ``messages``, in ``schema``'s order and types."""
     count = len(messages)
+    topics, partitions = _constant_columns(topic, partition, count)
     stamps = list(map(Message.timestamp, messages))  # (type, ms) pairs, built in C
     columns: dict[str, pa.Array] = {
         "key": pa.array(list(map(Message.key, messages)), pa.binary()),
         "value": pa.array(list(map(Message.value, messages)), pa.binary()),
-        "topic": pa.repeat(pa.scalar(topic, pa.string()), count),
-        "partition": pa.repeat(pa.scalar(partition, pa.int32()), count),
+        "topic": topics,
+        "partition": partitions,
         "offset": pa.array(list(map(Message.offset, messages)), pa.int64()),
         # Milliseconds to Spark's microseconds, in Arrow.
         "timestamp": pc.multiply(pa.array([ms for _, ms in stamps], pa.int64()), 1000).cast(
@@ -192,6 +194,18 @@ def record_batch(
             [_headers(h) for h in map(Message.headers, messages)], schema.field("headers").type
         )
     return pa.RecordBatch.from_arrays([columns[name] for name in schema.names], schema=schema)
+
+
+def _constant_columns(topic: str, partition: int, count: int) -> tuple[pa.Array, pa.Array]:
+    """The topic and partition columns of ``count`` records: slices of arrays made once per
+    partition (arrays are immutable), not new ones for every batch."""
+    topics, partitions = _repeated(topic, partition, max(count, BATCH_RECORDS))
+    return topics.slice(0, count), partitions.slice(0, count)
+
+
+@functools.lru_cache(maxsize=64)
+def _repeated(topic: str, partition: int, count: int) -> tuple[pa.Array, pa.Array]:
+    return pa.repeat(pa.scalar(topic, pa.string()), count), pa.repeat(pa.scalar(partition, pa.int32()), count)
 
 
 def _headers(headers: list[tuple[str, bytes | None]] | None) -> list[dict[str, Any]] | None:
@@ -240,12 +254,13 @@ def _column_batch(
     piece: dict[str, pa.Array], topic: str, partition: int, schema: pa.Schema
 ) -> pa.RecordBatch:
     count = len(piece["offset"])
+    topics, partitions = _constant_columns(topic, partition, count)
     columns = {
         # Casting large_binary to binary makes new offsets and keeps the data buffer.
         "key": piece["key"].cast(pa.binary()),
         "value": piece["value"].cast(pa.binary()),
-        "topic": pa.repeat(pa.scalar(topic, pa.string()), count),
-        "partition": pa.repeat(pa.scalar(partition, pa.int32()), count),
+        "topic": topics,
+        "partition": partitions,
         "offset": piece["offset"],
         # Milliseconds to Spark's microseconds, in Arrow.
         "timestamp": pc.multiply(piece["timestamp"], 1000).cast(schema.field("timestamp").type),
