@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -205,7 +206,14 @@ def _constant_columns(topic: str, partition: int, count: int) -> tuple[pa.Array,
 
 @functools.lru_cache(maxsize=64)
 def _repeated(topic: str, partition: int, count: int) -> tuple[pa.Array, pa.Array]:
-    return pa.repeat(pa.scalar(topic, pa.string()), count), pa.repeat(pa.scalar(partition, pa.int32()), count)
+    # Made from buffers: pyarrow's scalar() and array() import pandas (to check for its types),
+    # a second of CPU on the first batch of each new Python worker, which nothing else here needs.
+    name = topic.encode()
+    ends = array("i", [len(name) * i for i in range(count + 1)])
+    return (
+        pa.Array.from_buffers(pa.string(), count, [None, pa.py_buffer(ends), pa.py_buffer(name * count)]),
+        pa.Array.from_buffers(pa.int32(), count, [None, pa.py_buffer(array("i", [partition]) * count)]),
+    )
 
 
 def _headers(headers: list[tuple[str, bytes | None]] | None) -> list[dict[str, Any]] | None:
@@ -231,7 +239,10 @@ def column_batches(
             [buffer["value_validity"], buffer["value_offsets"], buffer["value_data"]],
         ),
         "offset": pa.Array.from_buffers(pa.int64(), length, [None, buffer["offset"]]),
-        "timestamp": pa.Array.from_buffers(pa.int64(), length, [None, buffer["timestamp"]]),
+        # Milliseconds as they are; cast to Spark's microseconds per batch.
+        "timestamp": pa.Array.from_buffers(
+            pa.timestamp("ms", tz=schema.field("timestamp").type.tz), length, [None, buffer["timestamp"]]
+        ),
         "timestampType": pa.Array.from_buffers(pa.int32(), length, [None, buffer["timestamp_type"]]),
     }
     key_ends, value_ends = (
@@ -262,8 +273,7 @@ def _column_batch(
         "topic": topics,
         "partition": partitions,
         "offset": piece["offset"],
-        # Milliseconds to Spark's microseconds, in Arrow.
-        "timestamp": pc.multiply(piece["timestamp"], 1000).cast(schema.field("timestamp").type),
+        "timestamp": piece["timestamp"].cast(schema.field("timestamp").type),
         "timestampType": piece["timestampType"],
     }
     return pa.RecordBatch.from_arrays([columns[name] for name in schema.names], schema=schema)
