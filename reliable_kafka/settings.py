@@ -39,6 +39,7 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from reliable_kafka.rpc.tls import TlsFiles, tls_files
 from reliable_kafka.storage.storage_level import StorageLevel
+from reliable_kafka.util.secret_keys import redacted
 
 logger = logging.getLogger(__name__)
 
@@ -58,46 +59,6 @@ _TIME_UNITS_MS = {
     "d": 86_400_000,
 }
 _TIME_STRING = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$")
-
-# Which config keys hold secrets (see is_secret_key). Masking a key that turns out harmless costs
-# a less useful log line; missing a secret leaks it, so the rule errs on the side of masking.
-_SECRET_WORD_PARTS = (
-    "password",
-    "passwd",
-    "secret",
-    "credential",
-    "token",
-    "auth",  # also oauthbearer (sasl.oauthbearer.config...)
-    "jaas",
-    "pem",  # inline keys and certificates: ssl.key.pem, ssl.certificate.pem
-    "private",
-    "username",  # sasl.username: half of a credential
-)
-_SECRET_WORD_PREFIXES = ("key",)  # ssl.key.*, ssl.keystore.*, sasl.kerberos.keytab
-_KEY_WORDS = re.compile(r"[._\-]+")
-
-
-def is_secret_key(key: str) -> bool:
-    """Whether the value of config key ``key`` must never be logged or shown.
-
-    The rule: split the lower-cased key into words at ``.``, ``_`` and ``-``; the key is secret
-    when a word contains ``password``, ``passwd``, ``secret``, ``credential``, ``token``, ``auth``
-    (so ``oauthbearer`` too), ``jaas``, ``pem``, ``private`` or ``username``, or a word starts with
-    ``key`` (``ssl.key.password``, ``ssl.key.pem``, ``ssl.keystore.password``, ``sasl.kerberos.keytab``
-    via ``keytab``...). So ``sasl.password``, ``sasl.jaas.config``, ``sasl.oauthbearer.config``,
-    ``sasl.oauthbearer.client.secret``, ``ssl.key.pem`` and ``sasl.username`` are masked, and
-    ``bootstrap.servers`` or ``client.id`` are not.
-    """
-    words = [word for word in _KEY_WORDS.split(key.lower()) if word]
-    return any(
-        any(part in word for part in _SECRET_WORD_PARTS) or word.startswith(_SECRET_WORD_PREFIXES)
-        for word in words
-    )
-
-
-def redacted(config: Mapping[str, Any]) -> dict[str, Any]:
-    """``config`` safe to log: the values of secret keys (:func:`is_secret_key`) become ``***``."""
-    return {key: "***" if is_secret_key(str(key)) else value for key, value in config.items()}
 
 
 def parse_time_ms(value: str | int | float, default_unit: str) -> int:

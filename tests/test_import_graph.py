@@ -291,6 +291,26 @@ def test_the_zookeeper_wing_imports_no_spark_rpc_wal_settings_or_pydantic(module
     assert not loaded, f"importing {module} loaded {loaded}"
 
 
+# The Structured Streaming source is imported by a fresh Python process per query (the driver's
+# reader) and by every fresh executor worker, each time before its first call: it must not pull
+# in what only the DStreams need.
+SOURCE_HEAVY = ("reliable_kafka.settings", "reliable_kafka.rpc", "pydantic_settings", "wal")
+
+
+def test_the_structured_streaming_source_imports_no_settings_rpc_wal_or_receiver() -> None:
+    pytest.importorskip("pyspark.sql.datasource")
+    probe = (
+        "import sys, reliable_kafka.sql.source\n"
+        f"heavy = {SOURCE_HEAVY!r}\n"
+        "print('\\n'.join(m for m in sys.modules if m.split('.')[0] in heavy or m.startswith(heavy)\n"
+        "    or (m.startswith('reliable_kafka.receiver.') and m != 'reliable_kafka.receiver.fatal_error')))\n"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert not loaded, f"importing reliable_kafka.sql.source loaded {loaded}"
+
+
 def main() -> None:
     """Prints how many imports go from each stage to each other, then any rule broken."""
     counts: collections.Counter[tuple[str, str]] = collections.Counter()

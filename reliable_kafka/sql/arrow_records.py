@@ -20,7 +20,9 @@ partition and range (true, the default), or are skipped with a WARNING naming th
 
 from __future__ import annotations
 
+import functools
 import logging
+from array import array
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -173,12 +175,13 @@ def record_batch(
 ) -> pa.RecordBatch:
     """Spark's Kafka columns of ``messages``, in ``schema``'s order and types."""
     count = len(messages)
+    topics, partitions = _constant_columns(topic, partition, count)
     stamps = list(map(Message.timestamp, messages))  # (type, ms) pairs, built in C
     columns: dict[str, pa.Array] = {
         "key": pa.array(list(map(Message.key, messages)), pa.binary()),
         "value": pa.array(list(map(Message.value, messages)), pa.binary()),
-        "topic": pa.repeat(pa.scalar(topic, pa.string()), count),
-        "partition": pa.repeat(pa.scalar(partition, pa.int32()), count),
+        "topic": topics,
+        "partition": partitions,
         "offset": pa.array(list(map(Message.offset, messages)), pa.int64()),
         # Milliseconds to Spark's microseconds, in Arrow.
         "timestamp": pc.multiply(pa.array([ms for _, ms in stamps], pa.int64()), 1000).cast(
@@ -192,6 +195,25 @@ def record_batch(
             [_headers(h) for h in map(Message.headers, messages)], schema.field("headers").type
         )
     return pa.RecordBatch.from_arrays([columns[name] for name in schema.names], schema=schema)
+
+
+def _constant_columns(topic: str, partition: int, count: int) -> tuple[pa.Array, pa.Array]:
+    """The topic and partition columns of ``count`` records: slices of arrays made once per
+    partition (arrays are immutable), not new ones for every batch."""
+    topics, partitions = _repeated(topic, partition, max(count, BATCH_RECORDS))
+    return topics.slice(0, count), partitions.slice(0, count)
+
+
+@functools.lru_cache(maxsize=64)
+def _repeated(topic: str, partition: int, count: int) -> tuple[pa.Array, pa.Array]:
+    # Made from buffers: pyarrow's scalar() and array() import pandas (to check for its types),
+    # a second of CPU on the first batch of each new Python worker, which nothing else here needs.
+    name = topic.encode()
+    ends = array("i", [len(name) * i for i in range(count + 1)])
+    return (
+        pa.Array.from_buffers(pa.string(), count, [None, pa.py_buffer(ends), pa.py_buffer(name * count)]),
+        pa.Array.from_buffers(pa.int32(), count, [None, pa.py_buffer(array("i", [partition]) * count)]),
+    )
 
 
 def _headers(headers: list[tuple[str, bytes | None]] | None) -> list[dict[str, Any]] | None:
@@ -217,7 +239,10 @@ def column_batches(
             [buffer["value_validity"], buffer["value_offsets"], buffer["value_data"]],
         ),
         "offset": pa.Array.from_buffers(pa.int64(), length, [None, buffer["offset"]]),
-        "timestamp": pa.Array.from_buffers(pa.int64(), length, [None, buffer["timestamp"]]),
+        # Milliseconds as they are; cast to Spark's microseconds per batch.
+        "timestamp": pa.Array.from_buffers(
+            pa.timestamp("ms", tz=schema.field("timestamp").type.tz), length, [None, buffer["timestamp"]]
+        ),
         "timestampType": pa.Array.from_buffers(pa.int32(), length, [None, buffer["timestamp_type"]]),
     }
     key_ends, value_ends = (
@@ -240,15 +265,15 @@ def _column_batch(
     piece: dict[str, pa.Array], topic: str, partition: int, schema: pa.Schema
 ) -> pa.RecordBatch:
     count = len(piece["offset"])
+    topics, partitions = _constant_columns(topic, partition, count)
     columns = {
         # Casting large_binary to binary makes new offsets and keeps the data buffer.
         "key": piece["key"].cast(pa.binary()),
         "value": piece["value"].cast(pa.binary()),
-        "topic": pa.repeat(pa.scalar(topic, pa.string()), count),
-        "partition": pa.repeat(pa.scalar(partition, pa.int32()), count),
+        "topic": topics,
+        "partition": partitions,
         "offset": piece["offset"],
-        # Milliseconds to Spark's microseconds, in Arrow.
-        "timestamp": pc.multiply(piece["timestamp"], 1000).cast(schema.field("timestamp").type),
+        "timestamp": piece["timestamp"].cast(schema.field("timestamp").type),
         "timestampType": piece["timestampType"],
     }
     return pa.RecordBatch.from_arrays([columns[name] for name in schema.names], schema=schema)

@@ -148,6 +148,10 @@ class ReliableKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
     # -- the driver's side -------------------------------------------------------------------
 
     def initialOffset(self) -> dict[str, Any]:
+        if self._initial is not None:
+            # Spark asks again within one start (Trigger.AvailableNow's wrapper, then the first
+            # batch's planning): the same answer, without a second round of lookups.
+            return to_json(self._initial)
         partitions = self._partitions()
         committed = self._group_store().store.fetch(partitions)
         start = {tp: offset for tp, offset in committed.items() if offset is not None}

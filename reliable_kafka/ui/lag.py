@@ -36,12 +36,12 @@ from reliable_kafka.kafka.client.zk.broker_discovery import (
     legacy_protocol_config,
 )
 from reliable_kafka.kafka.offsets.registry import OffsetsStorage, checked_storage, in_zookeeper
-from reliable_kafka.settings import is_secret_key
 from reliable_kafka.ui.group_view import GroupView
 from reliable_kafka.util.clock import wall_clock_ms
 from reliable_kafka.util.kafka_errors import kafka_error_of
 from reliable_kafka.util.kazoo_log import kazoo_client, stop_kazoo
 from reliable_kafka.util.librdkafka_log import with_logger
+from reliable_kafka.util.secret_keys import is_secret_key
 
 logger = logging.getLogger(__name__)
 

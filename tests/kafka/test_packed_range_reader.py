@@ -5,6 +5,8 @@ longer has."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -181,6 +183,46 @@ def test_a_range_reads_exactly_its_records_though_the_log_goes_on(local_cluster:
             assert arrow.equals(pa.Table.from_batches([messages]))
     finally:
         reader.close()
+
+
+@pytest.mark.brokers("3.9", "4")
+def test_the_first_record_waited_for_comes_with_those_queued_behind_it(local_cluster: LocalCluster) -> None:
+    """A range starts on an empty queue: the wait for its first record must not make that record
+    a batch of its own (librdkafka queues a fetch response's records at once)."""
+    topic = _topic(local_cluster, "packed-first-wait", [(None, f"value-{i}".encode()) for i in range(50)])
+    reader = PackedRangeReader.open(_params(local_cluster), TopicAndPartition(topic, 0))
+    assert isinstance(reader, PackedRangeReader), reader
+    try:
+        batches = list(reader.read(OffsetRange(topic, 0, 0, 50), 30, 1000))
+    finally:
+        reader.close()
+    assert [batch.records for batch in batches] == [50]
+
+
+def test_the_packed_columns_import_no_pandas() -> None:
+    """pyarrow's scalar() and array() import pandas: a second of CPU on each new Python worker's
+    first batch. The packed path builds its batches without them."""
+    probe = "\n".join(
+        [
+            "import sys",
+            "from array import array",
+            "import pyarrow as pa",
+            "from reliable_kafka.kafka.client.packed_range_reader import RangeColumns",
+            "from reliable_kafka.sql.arrow_records import column_batches",
+            "schema = pa.schema([('key', pa.binary()), ('value', pa.binary()), ('topic', pa.string()),",
+            "    ('partition', pa.int32()), ('offset', pa.int64()),",
+            "    ('timestamp', pa.timestamp('us', tz='UTC')), ('timestampType', pa.int32())])",
+            "ends = array('q', [0, 1, 3]).tobytes()",
+            "stamps = array('q', [1, 2]).tobytes()",
+            "columns = (None, bytes(24), b'', None, ends, b'abc', array('q', [7, 8]).tobytes(), stamps,",
+            "    array('i', [0, 0]).tobytes())",
+            "(batch,) = column_batches(RangeColumns(columns, 2, 2), 't', 3, schema)",
+            "assert batch.column('topic').to_pylist() == ['t', 't'], batch",
+            "print('pandas' in sys.modules)",
+        ]
+    )
+    found = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert found.stdout.split() == ["False"], found.stdout
 
 
 @pytest.mark.brokers("3.9", "4")

@@ -12,7 +12,7 @@ from reliable_kafka.context import StreamingContext
 from reliable_kafka.kafka.client.params import parse_kafka_params
 from reliable_kafka.kafka.offsets.registry import storage_of
 from reliable_kafka.kafka.receiver.kafka_input_dstream import KafkaInputDStream
-from reliable_kafka.settings import is_secret_key, redacted
+from reliable_kafka.util.secret_keys import is_secret_key, redacted
 
 
 def test_defaults_and_passthrough() -> None:

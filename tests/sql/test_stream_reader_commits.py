@@ -23,8 +23,10 @@ class MemoryStore:
         self.committed = dict(committed)
         self.commits: list[dict[TopicAndPartition, int]] = []
         self.fail = fail
+        self.fetches = 0
 
     def fetch(self, partitions: Iterable[TopicAndPartition]) -> dict[TopicAndPartition, int | None]:
+        self.fetches += 1
         return {tp: self.committed.get(tp) for tp in partitions}
 
     def commit(self, offsets: Mapping[TopicAndPartition, int]) -> dict[TopicAndPartition, CommitResult]:
@@ -106,3 +108,14 @@ def test_the_read_limit_bounds_the_batch_and_available_now_the_start_s_ends() ->
         ends.append(end)
         start = end
     assert ends[-1] == {"t": {"0": 100, "1": 100}} and len(ends) == 4
+
+
+def test_a_second_initial_offset_is_the_first_one_without_asking_again() -> None:
+    store = MemoryStore({T0: 5})
+    logs = Logs({T0: 10, T1: 4})
+    source = reader(store, logs, startingOffsets="latest")
+    first = source.initialOffset()
+    store.committed[T1] = 2  # whatever the group or the logs say meanwhile
+    logs.ends[T1] = 7
+    assert source.initialOffset() == first == {"t": {"0": 5, "1": 4}}
+    assert store.fetches == 1

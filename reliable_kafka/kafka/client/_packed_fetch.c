@@ -398,13 +398,31 @@ static PyObject *allocate(const measured_t *m, unsigned char *buffers[N_BUFFERS]
     return columns;
 }
 
+/* Up to max_messages of the queue: what it holds now or, when it holds nothing, the first message
+ * within timeout_ms with whatever came queued behind it. librdkafka's batch consume waits for a
+ * whole batch or the timeout, so the wait asks for one message; the rest of its fetch response
+ * (librdkafka queues a response's messages at once) is taken without waiting, so that a reader
+ * that keeps up with its partition does not get every other batch as a single record. Runs
+ * without the GIL. */
+static Py_ssize_t take_queued(consume_batch_queue_fn consume, void *queue, int timeout_ms,
+                              rd_kafka_message_t **messages, Py_ssize_t max_messages) {
+    Py_ssize_t taken = consume(queue, 0, messages, (size_t)max_messages);
+    if (taken != 0 || timeout_ms == 0) return taken;
+    taken = consume(queue, timeout_ms, messages, 1);
+    if (taken != 1 || max_messages == 1) return taken;
+    Py_ssize_t behind = consume(queue, 0, messages + 1, (size_t)(max_messages - 1));
+    return behind > 0 ? 1 + behind : 1;
+}
+
 PyDoc_STRVAR(
     fetch_columns_doc,
     "fetch_columns(queue, consume_batch_queue, message_destroy, message_timestamp, timeout_ms, max_messages,\n"
     "              partition)\n"
     "--\n\n"
-    "Up to max_messages of a partition queue, as Arrow-ready column buffers: (records, first offset,\n"
-    "last offset, columns or None when it held no record, [(error code, error text bytes or None), ...]).\n"
+    "Up to max_messages of a partition queue (what it holds now or, when it holds nothing, the first\n"
+    "record within timeout_ms and those queued behind it), as Arrow-ready column buffers: (records,\n"
+    "first offset, last offset, columns or None when it held no record, [(error code, error text\n"
+    "bytes or None), ...]).\n"
     "columns is (key validity or None, key offsets, key data, value validity or None, value offsets,\n"
     "value data, offsets, timestamps, timestamp types): validity bitmaps as Arrow's (None when no\n"
     "record is null), int64 value offsets as Arrow's large_binary, int64 offsets and timestamps (ms),\n"
@@ -430,7 +448,7 @@ static PyObject *fetch_columns(PyObject *self, PyObject *args) {
     measured_t measured = {0};
     int status;
     Py_BEGIN_ALLOW_THREADS
-    measured.consumed = consume((void *)(uintptr_t)queue, timeout_ms, messages, (size_t)max_messages);
+    measured.consumed = take_queued(consume, (void *)(uintptr_t)queue, timeout_ms, messages, max_messages);
     status = measured.consumed > 0 ? measure(messages, measured.consumed, partition, &measured) : FETCH_OK;
     Py_END_ALLOW_THREADS
 

@@ -11,8 +11,8 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException
 
 from reliable_kafka.kafka.client.params import closest_param
-from reliable_kafka.settings import is_secret_key
 from reliable_kafka.util.kafka_errors import kafka_error_of
+from reliable_kafka.util.secret_keys import is_secret_key
 
 # The configuration check's client has no brokers, and says so; nobody needs to read that.
 _quiet_logger = logging.getLogger("reliable_kafka.librdkafka.config_check")

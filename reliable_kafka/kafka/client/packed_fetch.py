@@ -445,11 +445,11 @@ class PackedFetch:
 
     def fetch_columns(self, max_messages: int, timeout_s: float) -> FetchedColumns:
         """As :meth:`fetch`, but the records come as Arrow-ready column buffers with their
-        timestamps (:data:`COLUMN_BUFFERS`), not as a block chunk."""
-        batch = self._take_columns(max_messages, 0)
-        if batch.columns is None and not batch.errors and timeout_s > 0:
-            batch = self._take_columns(1, timeout_s)
-        return batch
+        timestamps (:data:`COLUMN_BUFFERS`), not as a block chunk; and the first record waited
+        for comes with the records queued behind it (its whole fetch response), in one call
+        made without the GIL: a reader that keeps up with its partition would otherwise get
+        every other batch as a single record."""
+        return self._take_columns(max_messages, timeout_s)
 
     def _take_columns(self, max_messages: int, timeout_s: float) -> FetchedColumns:
         if self._queue is None:
