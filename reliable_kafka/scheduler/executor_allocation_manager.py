@@ -76,7 +76,7 @@ class _Interval:
 
     processing_ms: int
     completed: int
-    waiting: int
+    unprocessed: int  # batches submitted and not completed, at the interval's end
 
 
 class ExecutorAllocationManager(StreamingListener):
@@ -183,8 +183,8 @@ class ExecutorAllocationManager(StreamingListener):
         if interval.completed:
             average_ms = interval.processing_ms / interval.completed
             return average_ms / self._batch_ms, PROCESSING_TIME, interval.completed
-        if interval.waiting:
-            return interval.waiting * self._batch_ms / self._interval_ms, WAITING_BATCHES, 0
+        if interval.unprocessed:
+            return interval.unprocessed * self._batch_ms / self._interval_ms, WAITING_BATCHES, 0
         return None, NO_LOAD, 0
 
     def _live_executors(self) -> list[str]:
