@@ -15,11 +15,11 @@ topic of its own: ``--idle`` seconds with nothing produced, ``--high`` seconds a
 records/s, ``--low`` seconds at ``--low-rate``; then every record is waited for and the
 application stopped. Printed per run:
 
-- time to scale: from the first batch of the high step starting to the first scale-up decision,
-  and to the executor count (sampled every second) first exceeding what it was when the step
-  began (on: the executor arriving; off: nothing to scale, "-");
+- time to scale: from the first batch of the high step starting to the first scale-up decision
+  after it, and to the executor count (sampled about every second) first exceeding what it was
+  when the step began (on: the executor arriving; off: nothing to scale, "-");
 - peak scheduling delay of the batches of the high and low steps;
-- executor-seconds: the sampled executor counts added up over the steps (idle to the end of the
+- executor-seconds: the sampled executor count integrated over the steps (idle to the end of the
   low step), what the cluster gave the application;
 - the decisions made (on).
 
@@ -66,6 +66,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         "--low-rate", type=int, default=10, help="records/s of the low step (a multiple of 10)"
     )
     parser.add_argument("--sink-ms-per-record", type=int, default=20)
+    parser.add_argument(
+        "--work-dir", type=Path, help="keep each run's output here (default: a temporary one)"
+    )
     return parser.parse_args(argv)
 
 
@@ -95,7 +98,14 @@ def run(cluster: LocalCluster, work: Path, args: argparse.Namespace, dynamic: bo
     app = ChildApp(0, child_args, out, module="tests.e2e.cluster_child")
     try:
         app.wait_started(timeout_s=600)
-        print(f"[{name}] started; idle {args.idle:.0f} s", flush=True)
+        # The steps start once the receiver runs: executors register late on a loaded machine,
+        # and an idle step without them would measure nothing.
+        deadline = time.monotonic() + 600
+        while not of_kind(read_output(output), "receiver_started"):
+            if time.monotonic() > deadline or not app.check_alive():
+                raise SystemExit(f"[{name}] the receiver did not start:\n{app.log_tail()}")
+            time.sleep(1)
+        print(f"[{name}] receiver started; idle {args.idle:.0f} s", flush=True)
         steps_began = time.time()
         time.sleep(args.idle)  # the idle step itself
         producers = []
@@ -125,27 +135,39 @@ def run(cluster: LocalCluster, work: Path, args: argparse.Namespace, dynamic: bo
 def summarise(
     entries: list[dict[str, Any]], began: float, high_began: float, ended: float, drained: float, records: int
 ) -> dict[str, Any]:
-    samples = [e for e in of_kind(entries, "executors") if began <= e["time"] <= ended]
+    samples = sorted(of_kind(entries, "executors"), key=lambda e: e["time"])
     before = [e["count"] for e in samples if e["time"] <= high_began][-1:] or [0]
     first_batch = next(
         (b["time"] for b in of_kind(entries, "begin") if b["blocks"] and b["time"] >= high_began), None
     )
     ups = [d["time_ms"] / 1000 for d in of_kind(entries, "scaling") if d["action"] == "up"]
+    ups = [t for t in ups if first_batch is not None and t >= first_batch]
     grown = next((e["time"] for e in samples if e["time"] >= high_began and e["count"] > before[0]), None)
     delays = [b["scheduling_ms"] for b in of_kind(entries, "batch_done") if b["time"] >= high_began]
     decisions: dict[str, int] = {}
     for decision in of_kind(entries, "scaling"):
         decisions[decision["action"]] = decisions.get(decision["action"], 0) + 1
     return {
-        "to_decide_s": None if first_batch is None or not ups else max(0.0, ups[0] - first_batch),
+        "to_decide_s": None if first_batch is None or not ups else ups[0] - first_batch,
         "to_executor_s": None if first_batch is None or grown is None else grown - first_batch,
         "executors_before_high": before[0],
         "peak_scheduling_delay_s": max(delays, default=0) / 1000,
-        "executor_seconds": sum(e["count"] for e in samples),  # one sample a second
+        "executor_seconds": executor_seconds(samples, began, ended),
         "drain_s": drained - ended,
         "records": records,
         "decisions": decisions,
     }
+
+
+def executor_seconds(samples: list[dict[str, Any]], began: float, ended: float) -> float:
+    """The executor count integrated over [began, ended], each sample holding until the next (the
+    sampler's period stretches on a loaded machine)."""
+    total = 0.0
+    for sample, following in zip(samples, [*samples[1:], {"time": ended}], strict=True):
+        start, end = max(sample["time"], began), min(following["time"], ended)
+        if end > start:
+            total += sample["count"] * (end - start)
+    return total
 
 
 def seconds(value: float | None) -> str:
@@ -155,12 +177,14 @@ def seconds(value: float | None) -> str:
 def main(argv: Sequence[str]) -> int:
     args = parse_args(argv)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    work = Path(tempfile.mkdtemp(prefix="allocation-bench-"))
+    work = args.work_dir or Path(tempfile.mkdtemp(prefix="allocation-bench-"))
+    work.mkdir(parents=True, exist_ok=True, mode=0o700)
     try:
         with LocalCluster(work / "cluster") as cluster:
             results = {dynamic: run(cluster, work, args, dynamic) for dynamic in (False, True)}
     finally:
-        shutil.rmtree(work, ignore_errors=True)
+        if args.work_dir is None:
+            shutil.rmtree(work, ignore_errors=True)
     print(
         f"\nload average {os.getloadavg()[0]:.1f}; steps: idle {args.idle:.0f} s, "
         f"{args.high_rate}/s for {args.high:.0f} s, {args.low_rate}/s for {args.low:.0f} s; "
@@ -173,7 +197,7 @@ def main(argv: Sequence[str]) -> int:
         ("time to decide", lambda r: seconds(r["to_decide_s"])),
         ("time to executor", lambda r: seconds(r["to_executor_s"])),
         ("peak sched. delay", lambda r: seconds(r["peak_scheduling_delay_s"])),
-        ("executor-seconds", lambda r: str(r["executor_seconds"])),
+        ("executor-seconds", lambda r: f"{r['executor_seconds']:.0f}"),
         ("drain after steps", lambda r: seconds(r["drain_s"])),
         ("decisions", lambda r: " ".join(f"{k}:{v}" for k, v in sorted(r["decisions"].items())) or "-"),
     )
