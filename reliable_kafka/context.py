@@ -51,6 +51,7 @@ from reliable_kafka.dstream.functions import duration_ms
 from reliable_kafka.dstream.queue_input_dstream import QueueInputDStream
 from reliable_kafka.dstream.transformed_dstream import TransformedDStream
 from reliable_kafka.dstream.union_dstream import UnionDStream
+from reliable_kafka.scheduler.executor_allocation_check import check_dynamic_allocation
 from reliable_kafka.scheduler.job_scheduler import JobScheduler, ReceiverTrackerLike
 from reliable_kafka.scheduler.listener import StreamingListener
 from reliable_kafka.scheduler.listener_bus import StreamingListenerBus
@@ -333,6 +334,9 @@ class StreamingContext:
                     )
                 try:
                     self.graph.validate()
+                    check_dynamic_allocation(
+                        self.settings.dynamic_allocation, dict(self._sc.getConf().getAll()), self._sc.master
+                    )
                     _warn_if_block_interval_exceeds_batch(self)
                     self._take_checkpoint_lease()
                     self._add_listeners_before_start()

@@ -284,6 +284,26 @@ class UISettings(_Section):
     )
 
 
+class DynamicAllocationSettings(_Section):
+    """Streaming dynamic allocation (``scheduler/executor_allocation_manager.py``), with Spark's
+    defaults. Checked at ``start()`` when enabled (``scheduler/executor_allocation.py``), where
+    the message can name the Spark keys and the master."""
+
+    enabled: bool = Field(False, description="spark.streaming.dynamicAllocation.enabled")
+    scaling_interval_ms: int = Field(
+        60_000, gt=0, description="spark.streaming.dynamicAllocation.scalingInterval"
+    )
+    min_executors: int | None = Field(
+        None,
+        description="spark.streaming.dynamicAllocation.minExecutors; default max(1, receivers)",
+    )
+    max_executors: int | None = Field(
+        None, description="spark.streaming.dynamicAllocation.maxExecutors; default unbounded"
+    )
+    scaling_up_ratio: float = Field(0.9, description="spark.streaming.dynamicAllocation.scalingUpRatio")
+    scaling_down_ratio: float = Field(0.3, description="spark.streaming.dynamicAllocation.scalingDownRatio")
+
+
 # spark.streaming.* key -> (section, field, parser)
 _SPARK_KEYS: dict[str, tuple[str, str, Any]] = {
     "spark.streaming.blockInterval": ("receiver", "block_interval_ms", lambda v: parse_time_ms(v, "ms")),
@@ -367,6 +387,20 @@ _SPARK_KEYS: dict[str, tuple[str, str, Any]] = {
     "spark.streaming.ui.retainedBatches": ("ui", "retained_batches", int),
     "spark.streaming.ui.lagRefreshInterval": ("ui", "lag_refresh_ms", lambda v: parse_time_ms(v, "ms")),
     "spark.streaming.ui.showConsoleProgress": ("ui", "console_progress", _parse_bool),
+    "spark.streaming.dynamicAllocation.enabled": ("dynamic_allocation", "enabled", _parse_bool),
+    "spark.streaming.dynamicAllocation.scalingInterval": (
+        "dynamic_allocation",
+        "scaling_interval_ms",
+        lambda v: parse_time_ms(v, "s"),
+    ),
+    "spark.streaming.dynamicAllocation.minExecutors": ("dynamic_allocation", "min_executors", int),
+    "spark.streaming.dynamicAllocation.maxExecutors": ("dynamic_allocation", "max_executors", int),
+    "spark.streaming.dynamicAllocation.scalingUpRatio": ("dynamic_allocation", "scaling_up_ratio", float),
+    "spark.streaming.dynamicAllocation.scalingDownRatio": (
+        "dynamic_allocation",
+        "scaling_down_ratio",
+        float,
+    ),
 }
 
 
@@ -380,12 +414,6 @@ _SPARK_KEYS_WITHOUT_EFFECT = frozenset(
         "spark.streaming.sessionByKey.deltaChainThreshold",
         "spark.streaming.fileStream.minRememberDuration",
         "spark.streaming.minRememberDuration",
-        "spark.streaming.dynamicAllocation.enabled",
-        "spark.streaming.dynamicAllocation.scalingInterval",
-        "spark.streaming.dynamicAllocation.minExecutors",
-        "spark.streaming.dynamicAllocation.maxExecutors",
-        "spark.streaming.dynamicAllocation.scalingUpRatio",
-        "spark.streaming.dynamicAllocation.scalingDownRatio",
         "spark.streaming.kafka.consumer.poll.ms",
         "spark.streaming.kafka.allowNonConsecutiveOffsets",
         "spark.streaming.kafka.consumer.cache.enabled",
@@ -502,6 +530,7 @@ class StreamingSettings(BaseSettings):
     checkpoint: CheckpointSettings = CheckpointSettings()
     ui: UISettings = UISettings()
     kafka: DirectKafkaSettings = DirectKafkaSettings()
+    dynamic_allocation: DynamicAllocationSettings = DynamicAllocationSettings()
 
     # The fields the code gave, by section: what overrides the SparkConf (resolve()). None when
     # the object was not made by __init__ (model_validate, model_construct), which reads no
@@ -569,7 +598,16 @@ class StreamingSettings(BaseSettings):
         base = cls()
         merged: dict[str, Any] = {}
         given: set[tuple[str, str]] = set()
-        for section in ("receiver", "wal", "backpressure", "jobs", "checkpoint", "ui", "kafka"):
+        for section in (
+            "receiver",
+            "wal",
+            "backpressure",
+            "jobs",
+            "checkpoint",
+            "ui",
+            "kafka",
+            "dynamic_allocation",
+        ):
             values = {**getattr(base, section).model_dump(), **sections.get(section, {})}
             section_overrides = overrides.pop(section, {}) or {}
             values.update(section_overrides)

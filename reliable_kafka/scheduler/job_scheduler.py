@@ -26,10 +26,12 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Protocol
 
+from reliable_kafka.scheduler.executor_allocation_client import SparkExecutorAllocationClient
+from reliable_kafka.scheduler.executor_allocation_manager import ExecutorAllocationManager
 from reliable_kafka.scheduler.job import Job, JobSet
 from reliable_kafka.scheduler.job_generator import JobGenerator, describe_batches
 from reliable_kafka.scheduler.listener_bus import StreamingListenerBus
@@ -102,6 +104,11 @@ class ReceiverTrackerLike(ReceivedBlockSource, Protocol):
 
     def active_receiver_ids(self) -> list[int]: ...
 
+    # What streaming dynamic allocation asks (executor_allocation_manager.ReceiverExecutors).
+    def receiver_executors(self) -> Mapping[int, str]: ...
+
+    def executors_with_unprocessed_blocks(self) -> Collection[str]: ...
+
 
 ReceiverTrackerFactory = Callable[[], ReceiverTrackerLike]
 
@@ -134,6 +141,7 @@ class JobScheduler:
         self._state = "initialized"  # -> started -> stopping -> stopped
         self._thread_state = _JobThreadState()
         self._slot_watch: SlotWatch | None = None
+        self.executor_allocation_manager: ExecutorAllocationManager | None = None
 
     @property
     def is_started(self) -> bool:
@@ -155,6 +163,7 @@ class JobScheduler:
         self.receiver_tracker = self._receiver_tracker_factory()
         self.receiver_tracker.start()
         self._start_slot_watch(self.receiver_tracker)
+        self._start_executor_allocation_manager(self.receiver_tracker)
         self.job_generator.start(self.receiver_tracker)
         logger.info("Started JobScheduler with %d job thread(s)", settings.jobs.concurrent_jobs)
 
@@ -173,6 +182,27 @@ class JobScheduler:
         )
         self._slot_watch.start()
 
+    def _start_executor_allocation_manager(self, tracker: ReceiverTrackerLike) -> None:
+        """Streaming dynamic allocation, as Spark starts it: after the receivers, as a listener
+        (its settings were checked by the context's start, executor_allocation_check)."""
+        settings = self.ssc.settings
+        if not settings.dynamic_allocation.enabled:
+            return
+        sc = self.ssc.sparkContext
+        manager = ExecutorAllocationManager(
+            SparkExecutorAllocationClient(sc),
+            tracker,
+            settings.dynamic_allocation,
+            batch_duration_ms=self.ssc.batch_duration_ms,
+            receivers=len(self.ssc.graph.get_receiver_input_streams()),
+            clock=self.clock,
+            post=self.listener_bus.post,
+            task_cpus=int(sc.getConf().get("spark.task.cpus", "1") or 1),
+        )
+        self.listener_bus.add_listener(manager)
+        manager.start()
+        self.executor_allocation_manager = manager
+
     def stop(self, graceful: bool) -> None:
         with self._lock:
             if self._state in ("initialized", "stopping", "stopped"):
@@ -189,6 +219,10 @@ class JobScheduler:
             self._announce_graceful_stop(bound)
         if self._slot_watch is not None:
             self._slot_watch.stop()
+        if self.executor_allocation_manager is not None:
+            # Before the receivers stop: no executor is removed while the last batches drain.
+            self.executor_allocation_manager.stop()
+            self.listener_bus.remove_listener(self.executor_allocation_manager)
         # First stop receiving, then stop generating (waiting, if graceful, for every received
         # block to be processed), then stop the job threads.
         if self.receiver_tracker is not None:

@@ -15,6 +15,7 @@ from reliable_kafka.scheduler.listener_events import (
     BatchInfo,
     OutputOperationInfo,
     ReceiverInfo,
+    ScalingDecision,
     StreamingListenerBatchCompleted,
     StreamingListenerBatchStarted,
     StreamingListenerBatchSubmitted,
@@ -24,6 +25,7 @@ from reliable_kafka.scheduler.listener_events import (
     StreamingListenerReceiverError,
     StreamingListenerReceiverStarted,
     StreamingListenerReceiverStopped,
+    StreamingListenerScalingDecision,
     StreamingListenerStreamingError,
     StreamingListenerStreamingStarted,
     StreamInputInfo,
@@ -33,6 +35,7 @@ __all__ = [
     "BatchInfo",
     "OutputOperationInfo",
     "ReceiverInfo",
+    "ScalingDecision",
     "StreamInputInfo",
     "StreamingListener",
     "StreamingListenerBatchCompleted",
@@ -44,6 +47,7 @@ __all__ = [
     "StreamingListenerReceiverError",
     "StreamingListenerReceiverStarted",
     "StreamingListenerReceiverStopped",
+    "StreamingListenerScalingDecision",
     "StreamingListenerStreamingError",
     "StreamingListenerStreamingStarted",
 ]
@@ -66,6 +70,9 @@ class StreamingListener:
 
     def onStreamingError(self, streamingError: StreamingListenerStreamingError) -> None:
         self.on_streaming_error(streamingError)
+
+    def onScalingDecision(self, scalingDecision: StreamingListenerScalingDecision) -> None:
+        self.on_scaling_decision(scalingDecision)
 
     def onBatchSubmitted(self, batchSubmitted: StreamingListenerBatchSubmitted) -> None:
         self.on_batch_submitted(batchSubmitted)
@@ -101,6 +108,9 @@ class StreamingListener:
         pass
 
     def on_streaming_error(self, event: StreamingListenerStreamingError) -> None:
+        pass
+
+    def on_scaling_decision(self, event: StreamingListenerScalingDecision) -> None:
         pass
 
     def on_batch_submitted(self, event: StreamingListenerBatchSubmitted) -> None:

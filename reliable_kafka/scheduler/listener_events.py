@@ -148,6 +148,40 @@ class ReceiverInfo:
     lastErrorTime = _alias("last_error_time_ms")
 
 
+# What a scaling decision of streaming dynamic allocation did (ScalingDecision.action).
+SCALE_UP = "up"
+SCALE_DOWN = "down"
+HOLD = "hold"
+
+
+@dataclass(frozen=True, slots=True)
+class ScalingDecision:
+    """One decision of streaming dynamic allocation (not in Spark, which only logs it): what the
+    scaling interval ending at ``time_ms`` measured and what was done.
+
+    ``ratio``: the load, as a fraction of the batch interval (None: nothing to measure, no batch
+    completed or waiting); ``basis`` says how it was measured, ``"processing time"`` (Spark's:
+    the average processing time of the batches completed in the interval over the batch
+    interval, ``batches`` of them) or ``"waiting batches"`` (ours: none completed while batches
+    waited; their number times the batch interval over the scaling interval). ``executors``: the
+    live executors when deciding (those being removed left out); ``target``: the executors
+    wanted after it; ``executor_id``: the one removed by a ``"down"``; ``reason``: why, in words.
+    """
+
+    time_ms: int
+    action: str
+    ratio: float | None
+    basis: str
+    batches: int
+    executors: int
+    target: int
+    executor_id: str | None = None
+    reason: str = ""
+
+    timeMs = _alias("time_ms")
+    executorId = _alias("executor_id")
+
+
 # ---------------------------------------------------------------- events
 
 
@@ -240,3 +274,11 @@ class StreamingListenerOutputOperationCompleted(StreamingListenerEvent):
     listener_method: ClassVar[str] = "onOutputOperationCompleted"
 
     outputOperationInfo = _alias("output_operation_info")
+
+
+@dataclass(frozen=True, slots=True)
+class StreamingListenerScalingDecision(StreamingListenerEvent):
+    """A decision of streaming dynamic allocation, one per scaling interval (not in Spark)."""
+
+    decision: ScalingDecision
+    listener_method: ClassVar[str] = "onScalingDecision"

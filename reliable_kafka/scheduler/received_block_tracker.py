@@ -195,6 +195,18 @@ class ReceivedBlockTracker:
         with self._lock:
             return list(self._queue(stream_id))
 
+    def unprocessed_blocks(self) -> list[ReceivedBlockInfo]:
+        """The blocks no completed batch has read yet: queued, or of a batch not completed."""
+        with self._lock:
+            queued = [info for queue in self._unallocated.values() for info in queue]
+            return queued + [
+                info
+                for time_ms, allocated in self._allocated.items()
+                if time_ms not in self._completed
+                for infos in allocated.stream_id_to_allocated_blocks.values()
+                for info in infos
+            ]
+
     def allocated_batch_times(self) -> list[int]:
         with self._lock:
             return sorted(self._allocated)

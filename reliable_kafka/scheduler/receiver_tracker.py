@@ -490,6 +490,31 @@ class ReceiverTracker:
         with self._lock:
             return sorted(self._controls)
 
+    def receiver_executors(self) -> dict[int, str]:
+        """Stream id -> the executor its receiver runs on, or is scheduled to start on (Spark's
+        ``allocatedExecutors``, plus the scheduled ones: dynamic allocation must not remove an
+        executor a receiver is about to start on)."""
+        with self._lock:
+            infos = list(self._tracking_infos.values())
+        executors = {}
+        for info in infos:
+            if info.state is ReceiverState.ACTIVE and info.running_executor is not None:
+                executors[info.receiver_id] = info.running_executor.executor_id
+            elif info.state is ReceiverState.SCHEDULED:
+                for location in info.scheduled_locations or ():
+                    if isinstance(location, ExecutorCacheTaskLocation):
+                        executors[info.receiver_id] = location.executor_id
+        return executors
+
+    def executors_with_unprocessed_blocks(self) -> set[str]:
+        """Executors holding a copy (first or second) of a block no completed batch has read."""
+        holders = set()
+        for info in self.received_block_tracker.unprocessed_blocks():
+            for location in (info.block_store_result.location, info.block_store_result.replica):
+                if location is not None:
+                    holders.add(location.executor_id)
+        return holders
+
     def launch_count(self, stream_id: int) -> int:
         """How many times the receiver of a stream was started (1 + restarts)."""
         return self._launcher.launch_count(stream_id)

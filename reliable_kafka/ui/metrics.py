@@ -15,7 +15,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from reliable_kafka.ui.lag import LagMonitor
-from reliable_kafka.ui.status_store import StreamingStatusStore
+from reliable_kafka.ui.status_store import StatusSnapshot, StreamingStatusStore
 from reliable_kafka.util import instruments
 from reliable_kafka.util.clock import wall_clock_ms
 from reliable_kafka.util.instruments import HistogramSnapshot
@@ -50,6 +50,9 @@ FAMILIES: tuple[str, ...] = (
     f"{PREFIX}_offset_commit_failures",
     f"{PREFIX}_block_store_bytes",
     f"{PREFIX}_blocks_served",
+    f"{PREFIX}_allocation_executors",
+    f"{PREFIX}_allocation_load_ratio",
+    f"{PREFIX}_allocation_decisions",
 )
 
 
@@ -136,6 +139,7 @@ class StreamingCollector(Collector):
             values = [str(r.stream_id), r.name, r.runs_as, r.executor_id, r.location]
             receivers.add_metric(values, 1 if r.active else 0)
         yield receivers
+        yield from _allocation_families(snapshot)
         yield from self._partition_families()
         # The driver's own data path plus what receivers on executors reported.
         totals = instruments.combined_snapshot()
@@ -195,6 +199,38 @@ class StreamingCollector(Collector):
         yield committed
         yield log_end
         yield lag
+
+
+def _allocation_families(snapshot: StatusSnapshot) -> Iterator[Any]:
+    """Streaming dynamic allocation, as of its last decision (no samples while it has none)."""
+    last = snapshot.scaling_decisions[-1] if snapshot.scaling_decisions else None
+    executors = GaugeMetricFamily(
+        f"{PREFIX}_allocation_executors",
+        "Streaming dynamic allocation's executors at its last decision: live (those being removed "
+        "left out) and target (wanted after the decision)",
+        labels=["kind"],
+    )
+    ratio = GaugeMetricFamily(
+        f"{PREFIX}_allocation_load_ratio",
+        "The load of the last scaling interval as a ratio to the batch interval (processing time, "
+        "or waiting batches when none completed)",
+        labels=["basis"],
+    )
+    if last is not None:
+        executors.add_metric(["live"], last.executors)
+        executors.add_metric(["target"], last.target)
+        if last.ratio is not None:
+            ratio.add_metric([last.basis], last.ratio)
+    yield executors
+    yield ratio
+    decisions = CounterMetricFamily(
+        f"{PREFIX}_allocation_decisions",
+        "Decisions of streaming dynamic allocation since start, by action (up, down, hold)",
+        labels=["action"],
+    )
+    for action, count in sorted(snapshot.scaling_actions.items()):
+        decisions.add_metric([action], count)
+    yield decisions
 
 
 def metrics_registry(

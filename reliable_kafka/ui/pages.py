@@ -4,7 +4,9 @@ Everything shown is escaped; nothing secret reaches these functions (Kafka clien
 in the lag monitor). Tables and charts carry ids that tests and scrapers can rely on:
 ``summary``, ``timeline-<metric>``/``histogram-<metric>`` for input-rate, scheduling-delay,
 processing-time and total-delay, ``receivers``, ``partitions``, ``active-batches``,
-``completed-batches``; on a batch page ``offset-ranges``, ``blocks`` and ``output-operations``.
+``completed-batches``, and with streaming dynamic allocation ``allocation-summary``,
+``timeline-executors``, ``timeline-target-executors`` and ``scaling-decisions``; on a batch page
+``offset-ranges``, ``blocks`` and ``output-operations``.
 """
 
 from __future__ import annotations
@@ -101,6 +103,7 @@ def streaming_page(snapshot: StatusSnapshot, lag: LagReport | None, receivers: P
         "</dl>",
         _streaming_error(snapshot),
         _charts(snapshot),
+        _allocation(snapshot),
         "<h3>Receivers</h3>",
         _receivers(snapshot),
         "<h3>Kafka partitions</h3>",
@@ -154,6 +157,45 @@ def _charts(snapshot: StatusSnapshot) -> str:
         f"<h3>Timelines (last {len(completed)} batches, {active} active, "
         f"{snapshot.batches_completed} completed)</h3>"
         f"<table class='charts'><tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+# The decisions the page lists; the timelines show every retained one.
+_LISTED_DECISIONS = 20
+
+
+def _allocation(snapshot: StatusSnapshot) -> str:
+    """Streaming dynamic allocation: executors over time (live and target, one point per scaling
+    interval) and its last decisions, newest first; nothing when it made none (off)."""
+    decisions = snapshot.scaling_decisions
+    if not decisions:
+        return ""
+    live = [(d.time_ms, float(d.executors)) for d in decisions]
+    target = [(d.time_ms, float(d.target)) for d in decisions]
+    last = decisions[-1]
+    rows = [
+        f"<tr data-time='{d.time_ms}' data-action='{escape(d.action)}'><td>{date_time(d.time_ms)}</td>"
+        f"<td class='action'>{escape(d.action)}</td>{_num(d.ratio, ' data-field=ratio')}"
+        f"<td>{escape(d.basis)}</td>{_num(d.executors)}{_num(d.target)}"
+        f"<td>{escape(d.executor_id or '-')}</td><td>{escape(d.reason)}</td></tr>"
+        for d in reversed(decisions[-_LISTED_DECISIONS:])
+    ]
+    counts = ", ".join(f"{count} {action}" for action, count in sorted(snapshot.scaling_actions.items()))
+    return (
+        "<h3>Executors (streaming dynamic allocation)</h3>"
+        f"<p id='allocation-summary'><span id='allocation-executors'>{last.executors}</span> executor(s), "
+        f"target <span id='allocation-target'>{last.target}</span>; decisions since start: "
+        f"{escape(counts)}</p>"
+        "<table class='charts'><tbody><tr>"
+        f"<td><b>Executors</b><br>{svg.timeline('timeline-executors', live, 'executors')}</td>"
+        f"<td><b>Target</b><br>{svg.timeline('timeline-target-executors', target, 'executors')}</td>"
+        "</tr></tbody></table>"
+        + _table(
+            "scaling-decisions",
+            ("Time", "Action", "Load Ratio", "Measured By", "Executors", "Target", "Removed", "Why"),
+            rows,
+            "no decisions",
+        )
     )
 
 

@@ -19,6 +19,7 @@ from reliable_kafka.scheduler.listener_events import (
     BatchInfo,
     OutputOperationInfo,
     ReceiverInfo,
+    ScalingDecision,
     StreamingListenerBatchCompleted,
     StreamingListenerBatchStarted,
     StreamingListenerBatchSubmitted,
@@ -27,6 +28,7 @@ from reliable_kafka.scheduler.listener_events import (
     StreamingListenerReceiverError,
     StreamingListenerReceiverStarted,
     StreamingListenerReceiverStopped,
+    StreamingListenerScalingDecision,
     StreamingListenerStreamingError,
     StreamingListenerStreamingStarted,
 )
@@ -35,6 +37,9 @@ from reliable_kafka.util.instruments import Histogram, HistogramSnapshot
 
 # Seconds: batch delays run from milliseconds (an idle stream) to minutes (a stream falling behind).
 DELAY_BUCKETS_S: tuple[float, ...] = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
+# Decisions of streaming dynamic allocation kept for the page: one per scaling interval (a minute
+# by default), so a day's worth.
+RETAINED_SCALING_DECISIONS = 1440
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +68,10 @@ class StatusSnapshot:
     last_streaming_error: tuple[int, str] | None = None
     # Wall-clock time of the snapshot: what the delay of a batch still waiting is measured to.
     taken_at_ms: int = 0
+    # Streaming dynamic allocation: the retained decisions (oldest first) and, since start, how
+    # many of each action ("up", "down", "hold").
+    scaling_decisions: tuple[ScalingDecision, ...] = ()
+    scaling_actions: dict[str, int] = dataclasses.field(default_factory=dict)
 
     # What was received and not yet processed. Committed offsets mark what is stored (block
     # store and WAL), so Kafka's lag reads 0 while these grow: an app falling behind shows here.
@@ -100,6 +109,8 @@ class StreamingStatusStore(StreamingListener):
         self._active: dict[int, BatchInfo] = {}
         self._receivers: dict[int, ReceiverInfo] = {}
         self._last_streaming_error: tuple[int, str] | None = None
+        self._scaling: deque[ScalingDecision] = deque(maxlen=RETAINED_SCALING_DECISIONS)
+        self._scaling_actions: dict[str, int] = {}
         self._batches_completed = 0
         self._records_received = 0
         self._records_per_stream: dict[int, int] = {}
@@ -127,6 +138,12 @@ class StreamingStatusStore(StreamingListener):
     def on_streaming_error(self, event: StreamingListenerStreamingError) -> None:
         with self._lock:
             self._last_streaming_error = (event.time_ms, event.message)
+
+    def on_scaling_decision(self, event: StreamingListenerScalingDecision) -> None:
+        decision = event.decision
+        with self._lock:
+            self._scaling.append(decision)
+            self._scaling_actions[decision.action] = self._scaling_actions.get(decision.action, 0) + 1
 
     def _set_receiver(self, info: ReceiverInfo) -> None:
         with self._lock:
@@ -201,6 +218,7 @@ class StreamingStatusStore(StreamingListener):
             receivers = sorted(self._receivers.values(), key=lambda r: r.stream_id)
             retained_records = dict(self._retained_records)
             last_streaming_error = self._last_streaming_error
+            scaling = (tuple(self._scaling), dict(self._scaling_actions))
             snapshot_totals = (
                 self._started_ms,
                 self._batches_completed,
@@ -228,4 +246,6 @@ class StreamingStatusStore(StreamingListener):
             total_delay=self._total.snapshot(),
             last_streaming_error=last_streaming_error,
             taken_at_ms=wall_clock_ms() if now_ms is None else now_ms,
+            scaling_decisions=scaling[0],
+            scaling_actions=scaling[1],
         )

@@ -28,6 +28,16 @@ path of its write-ahead log record, the executor of its second copy, its offset 
 With ``--hold-until FILE``, the first batch with a block of the first stream writes
 ``{"kind": "held", "batch": T}`` after its "begin" and reads its blocks only once FILE exists.
 
+With ``--sink-ms-per-record N`` each batch's tasks take N ms per record before the driver collects
+them (a slow sink that more executors make faster). With ``--allocation-events`` the listener
+also appends every completed batch and every decision of streaming dynamic allocation:
+
+    {"kind": "batch_done", "batch": T, "time": wall seconds, "processing_ms": P, "records": N}
+    {"kind": "scaling", "time_ms": T, "action": "up" | "down" | "hold", "ratio": R, "basis": B,
+     "executors": N, "target": N, "executor_id": E, "reason": ...}
+
+and, once a second, the live executors: ``{"kind": "executors", "time": wall seconds, "count": N}``.
+
 plus ``{"kind": "tracker", "host": H, "port": P}`` at start and ``{"kind": "job_error", ...}`` for
 a failed batch. Prints ``started`` once running; SIGTERM stops gracefully, then prints ``stopped``.
 """
@@ -53,6 +63,7 @@ from reliable_kafka.dstream.batch_rdd import BlockRDD
 from reliable_kafka.dstream.block_partition import BlockPartition
 from reliable_kafka.dstream.functions import time_ms_of
 from reliable_kafka.kafka.client.offset_range import offset_ranges_of_blocks
+from reliable_kafka.scheduler.executor_allocation_client import SparkExecutorAllocationClient
 from reliable_kafka.scheduler.listener import (
     StreamingListener,
     StreamingListenerReceiverError,
@@ -82,6 +93,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help="once: hold the first batch with a block of the first stream before it reads its blocks, "
         "until this file exists (the test's faults land while the batch waits)",
     )
+    parser.add_argument("--sink-ms-per-record", type=int, default=0)
+    parser.add_argument("--allocation-events", action="store_true")
     parser.add_argument(
         "--probe-fetch",
         action="store_true",
@@ -107,8 +120,9 @@ class Sink:
 
 
 class ReceiverEvents(StreamingListener):
-    def __init__(self, sink: Sink) -> None:
+    def __init__(self, sink: Sink, allocation_events: bool = False) -> None:
         self._sink = sink
+        self._allocation_events = allocation_events
 
     def _write(self, kind: str, info: Any) -> None:
         self._sink.write(
@@ -134,6 +148,24 @@ class ReceiverEvents(StreamingListener):
 
     def onStreamingError(self, streamingError: StreamingListenerStreamingError) -> None:
         self._sink.write({"kind": "streaming_error", "time": time.time(), "message": streamingError.message})
+
+    def onBatchCompleted(self, batchCompleted: Any) -> None:
+        if self._allocation_events:
+            info = batchCompleted.batch_info
+            self._sink.write(
+                {
+                    "kind": "batch_done",
+                    "batch": info.batch_time_ms,
+                    "time": time.time(),
+                    "processing_ms": info.processing_delay_ms,
+                    "scheduling_ms": info.scheduling_delay_ms,
+                    "records": info.num_records,
+                }
+            )
+
+    def onScalingDecision(self, scalingDecision: Any) -> None:
+        if self._allocation_events:
+            self._sink.write({"kind": "scaling", **dataclasses.asdict(scalingDecision.decision)})
 
     def onOutputOperationCompleted(self, outputOperationCompleted: Any) -> None:
         info = outputOperationCompleted.output_operation_info
@@ -186,6 +218,15 @@ def probe_fetch(
             **json.loads(result),
         }
     )
+
+
+def sample_executors(sc: SparkContext, sink: Sink, stop: threading.Event) -> None:
+    client = SparkExecutorAllocationClient(sc)
+    while not stop.wait(1.0):  # a sampling period, not a wait for an event
+        try:
+            sink.write({"kind": "executors", "time": time.time(), "count": len(client.executor_ids())})
+        except Exception:  # the SparkContext stopping
+            return
 
 
 def main(argv: list[str]) -> int:
@@ -272,6 +313,14 @@ def main(argv: list[str]) -> int:
                 sink.write({"kind": "held", "batch": batch_ms})
                 while not os.path.exists(args.hold_until):
                     threading.Event().wait(0.1)  # polls for the test's release file
+            if args.sink_ms_per_record:
+                pause_s = args.sink_ms_per_record / 1000
+
+                def slowly(record: Any) -> Any:
+                    time.sleep(pause_s)  # the sink's own work, per record
+                    return record
+
+                rdd = rdd.map(slowly)
             records = rdd.collect()
             parts = block_rdds.pop(batch_ms, [])
             if args.probe_fetch and not probed and records:
@@ -293,7 +342,7 @@ def main(argv: list[str]) -> int:
     holder: dict[str, Any] = {}
     ssc = StreamingContext.getOrCreate(args.checkpoint, setup)
     holder["ssc"] = ssc
-    ssc.addStreamingListener(ReceiverEvents(sink))
+    ssc.addStreamingListener(ReceiverEvents(sink, args.allocation_events))
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     ssc.start()
@@ -303,6 +352,10 @@ def main(argv: list[str]) -> int:
     if server is not None:
         host, port = server.address
         sink.write({"kind": "tracker", "host": host, "port": port, "app_id": sc.applicationId})
+    if args.allocation_events:
+        threading.Thread(
+            target=sample_executors, args=(sc, sink, stop), name="executor-sampler", daemon=True
+        ).start()
     print("started", flush=True)
     # Not awaitTermination: it raises a failed batch's error, and this app records those (above)
     # and goes on, as a Spark Streaming app that catches them would.

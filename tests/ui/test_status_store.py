@@ -15,12 +15,14 @@ from reliable_kafka.scheduler.listener import (
     BatchInfo,
     OutputOperationInfo,
     ReceiverInfo,
+    ScalingDecision,
     StreamingListenerBatchCompleted,
     StreamingListenerBatchStarted,
     StreamingListenerBatchSubmitted,
     StreamingListenerOutputOperationCompleted,
     StreamingListenerReceiverError,
     StreamingListenerReceiverStarted,
+    StreamingListenerScalingDecision,
     StreamingListenerStreamingError,
     StreamInputInfo,
 )
@@ -285,4 +287,48 @@ def test_receivers_say_whether_they_run_as_a_task_or_in_the_driver_process() -> 
     assert {(s.labels["runs_as"], s.labels["executor_id"]) for s in family.samples} == {
         ("task", "driver"),
         ("driver process", "driver"),
+    }
+
+
+def test_scaling_decisions_show_executors_over_time_and_reach_the_metrics() -> None:
+    store = StreamingStatusStore(batch_duration_ms=1000)
+    text = metrics.render(metrics.metrics_registry(store, None)).decode()
+    empty = {family.name: family.samples for family in text_string_to_metric_families(text)}
+    assert empty["reliable_kafka_allocation_executors"] == []  # off: listed, no samples
+    assert "allocation-summary" not in pages.streaming_page(store.snapshot(), None, NO_RECEIVERS)
+    for decision in (
+        ScalingDecision(4000, "up", 1.5, "processing time", 3, 2, 4, reason="requested 2 more"),
+        ScalingDecision(8000, "hold", None, "none", 0, 4, 4, reason="no batch completed or waiting"),
+        ScalingDecision(12000, "down", 0.1, "processing time", 4, 4, 3, "7", "removed one <executor>"),
+    ):
+        store.onScalingDecision(StreamingListenerScalingDecision(decision))
+    snapshot = store.snapshot()
+    assert [d.target for d in snapshot.scaling_decisions] == [4, 4, 3]
+    assert snapshot.scaling_actions == {"up": 1, "hold": 1, "down": 1}
+
+    page = pages.streaming_page(snapshot, None, NO_RECEIVERS)
+    assert (
+        "<span id='allocation-executors'>4</span> executor(s), target <span id='allocation-target'>3" in page
+    )
+    for chart in ("timeline-executors", "timeline-target-executors"):
+        section = page.split(f'id="{chart}"', 1)[1].split("</svg>", 1)[0]
+        assert section.count('class="point"') == 3, chart
+    rows = page.split("id='scaling-decisions'", 1)[1].split("</table>", 1)[0]
+    assert rows.index("data-time='12000'") < rows.index("data-time='4000'")  # newest first
+    assert "removed one &lt;executor&gt;" in rows and "<td class='num' data-field=ratio>1.50</td>" in rows
+
+    text = metrics.render(metrics.metrics_registry(store, None)).decode()
+    samples = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        if family.name.startswith("reliable_kafka_allocation_")
+        for sample in family.samples
+    }
+    assert samples == {
+        ("reliable_kafka_allocation_executors", (("kind", "live"),)): 4,
+        ("reliable_kafka_allocation_executors", (("kind", "target"),)): 3,
+        ("reliable_kafka_allocation_load_ratio", (("basis", "processing time"),)): 0.1,
+        ("reliable_kafka_allocation_decisions_total", (("action", "down"),)): 1,
+        ("reliable_kafka_allocation_decisions_total", (("action", "hold"),)): 1,
+        ("reliable_kafka_allocation_decisions_total", (("action", "up"),)): 1,
     }
