@@ -4,18 +4,17 @@ with their metadata columns in step."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from confluent_kafka import KafkaError
 
-from reliable_kafka.kafka.client.access_refusal import AccessRefusals, AccessRefusedError, ClientIdentity
+from reliable_kafka.kafka.client.access_refusal import AccessRefusedError
 from reliable_kafka.kafka.client.chunk_range_reader import ChunkRangeReader
 from reliable_kafka.kafka.client.offset_range import OffsetRange
 from reliable_kafka.kafka.client.packed_fetch import FetchedBatch, RecordMetadata
 from reliable_kafka.kafka.client.range_reader import LostOffsetsError
 from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
 from reliable_kafka.storage.block_format import pack_chunk
+from tests.support.range_fakes import ScriptedConsumer, alice_refusals, eof
 
 
 def fetched(offsets: list[int], *errors: KafkaError) -> FetchedBatch:
@@ -54,25 +53,13 @@ class ScriptedFetch:
         return []
 
 
-class ScriptedConsumer:
-    def assign(self, _partitions: Any) -> None:
-        pass
-
-    def unassign(self) -> None:
-        pass
-
-
 def reader(*batches: FetchedBatch) -> ChunkRangeReader:
-    refusals = AccessRefusals(ClientIdentity.of({"sasl.username": "alice"}))
+    refusals = alice_refusals()
     return ChunkRangeReader(ScriptedConsumer(), refusals, ScriptedFetch(*batches), TopicAndPartition("t", 0))  # type: ignore[arg-type]
 
 
 def offsets_read(chunks: ChunkRangeReader, wanted: OffsetRange, timeout_s: float = 5) -> list[int]:
     return [offset for chunk in chunks.read(wanted, timeout_s, 100) for offset in chunk[4]]
-
-
-def eof() -> KafkaError:
-    return KafkaError(KafkaError._PARTITION_EOF)
 
 
 def test_a_range_ending_at_the_log_end_is_complete_despite_the_eof_in_its_last_fetch() -> None:

@@ -4,17 +4,17 @@
 from __future__ import annotations
 
 import struct
-from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError
 
-from reliable_kafka.kafka.client.access_refusal import AccessRefusals, AccessRefusedError, ClientIdentity
+from reliable_kafka.kafka.client.access_refusal import AccessRefusedError
 from reliable_kafka.kafka.client.offset_range import OffsetRange
 from reliable_kafka.kafka.client.packed_fetch import FetchedColumns
 from reliable_kafka.kafka.client.packed_range_reader import PackedRangeReader
 from reliable_kafka.kafka.client.range_reader import LostOffsetsError
 from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
+from tests.support.range_fakes import ScriptedConsumer, alice_refusals, eof
 
 
 def fetched(offsets: list[int], *errors: KafkaError) -> FetchedColumns:
@@ -36,16 +36,8 @@ class ScriptedFetch:
         return []
 
 
-class ScriptedConsumer:
-    def assign(self, _partitions: Any) -> None:
-        pass
-
-    def unassign(self) -> None:
-        pass
-
-
 def reader(*batches: FetchedColumns) -> PackedRangeReader:
-    refusals = AccessRefusals(ClientIdentity.of({"sasl.username": "alice"}))
+    refusals = alice_refusals()
     return PackedRangeReader(ScriptedConsumer(), refusals, ScriptedFetch(*batches), TopicAndPartition("t", 0))  # type: ignore[arg-type]
 
 
@@ -54,10 +46,6 @@ def offsets_read(packed: PackedRangeReader, wanted: OffsetRange, timeout_s: floa
     for batch in packed.read(wanted, timeout_s, 100):
         kept += list(memoryview(batch.columns[6] or b"").cast("q"))[: batch.records]
     return kept
-
-
-def eof() -> KafkaError:
-    return KafkaError(KafkaError._PARTITION_EOF)
 
 
 def test_a_range_ending_at_the_log_end_is_complete_despite_the_eof_in_its_last_fetch() -> None:

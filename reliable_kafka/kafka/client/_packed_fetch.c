@@ -222,6 +222,25 @@ PyDoc_STRVAR(fetch_doc,
              "last offset, [(error code, error text bytes or None), ...]). The first three arguments are\n"
              "addresses: the rd_kafka_queue_t and librdkafka's two functions.");
 
+/* Raises the Python error for a failed consume or pack (fetch and fetch_with_metadata); 0 when
+ * neither failed. */
+static int raised_fetch_failure(const fetched_t *out, int status, int partition) {
+    if (out->consumed < 0) {
+        /* Only an invalid queue makes rd_kafka_consume_batch_queue fail. */
+        PyErr_SetString(PyExc_RuntimeError, "rd_kafka_consume_batch_queue failed");
+    } else if (status == FETCH_NO_MEMORY) {
+        PyErr_NoMemory();
+    } else if (status == FETCH_WRONG_PARTITION) {
+        PyErr_Format(PyExc_RuntimeError, "the queue of partition %d delivered a record of partition %d",
+                     partition, (int)out->seen_partition);
+    } else if (status == FETCH_NEGATIVE_OFFSET) {
+        PyErr_SetString(PyExc_RuntimeError, "a record without an offset");
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
 static PyObject *fetch(PyObject *self, PyObject *args) {
     unsigned long long queue, consume_address, destroy_address;
     int timeout_ms, partition;
@@ -252,17 +271,7 @@ static PyObject *fetch(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS
 
     PyObject *result = NULL;
-    if (out.consumed < 0) {
-        /* Only an invalid queue makes rd_kafka_consume_batch_queue fail. */
-        PyErr_SetString(PyExc_RuntimeError, "rd_kafka_consume_batch_queue failed");
-    } else if (status == FETCH_NO_MEMORY) {
-        PyErr_NoMemory();
-    } else if (status == FETCH_WRONG_PARTITION) {
-        PyErr_Format(PyExc_RuntimeError, "the queue of partition %d delivered a record of partition %d",
-                     partition, (int)out.seen_partition);
-    } else if (status == FETCH_NEGATIVE_OFFSET) {
-        PyErr_SetString(PyExc_RuntimeError, "a record without an offset");
-    } else {
+    if (!raised_fetch_failure(&out, status, partition)) {
         PyObject *errors = errors_of(messages, out.consumed);
         PyObject *data = out.records ? PyBytes_FromStringAndSize((const char *)out.data, (Py_ssize_t)out.size)
                                      : Py_NewRef(Py_None);
@@ -589,17 +598,8 @@ static PyObject *fetch_with_metadata(PyObject *self, PyObject *args) {
     Py_END_ALLOW_THREADS
 
     PyObject *result = NULL;
-    if (out.consumed < 0) {
-        /* Only an invalid queue makes rd_kafka_consume_batch_queue fail. */
-        PyErr_SetString(PyExc_RuntimeError, "rd_kafka_consume_batch_queue failed");
-        out.consumed = 0;
-    } else if (status == FETCH_NO_MEMORY) {
-        PyErr_NoMemory();
-    } else if (status == FETCH_WRONG_PARTITION) {
-        PyErr_Format(PyExc_RuntimeError, "the queue of partition %d delivered a record of partition %d",
-                     partition, (int)out.seen_partition);
-    } else if (status == FETCH_NEGATIVE_OFFSET) {
-        PyErr_SetString(PyExc_RuntimeError, "a record without an offset");
+    if (raised_fetch_failure(&out, status, partition)) {
+        out.consumed = out.consumed < 0 ? 0 : out.consumed;
     } else {
         /* The messages are alive until the end: their timestamps and headers are read here. */
         PyObject *errors = errors_of(messages, out.consumed);
