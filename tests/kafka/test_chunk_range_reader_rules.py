@@ -1,17 +1,16 @@
-"""``ChunkRangeReader.read`` against a scripted packed fetch: the loss and refusal rules of
-``range_messages`` for what librdkafka may hand it in one fetch, and chunks cut at the range's end
-with their metadata columns in step."""
+"""``ChunkRangeReader.read`` against a scripted packed fetch: what its fetches give the shared range
+loop (chunks cut at the range's end with their metadata columns in step, the range's end reached,
+no more asked than the range misses). The loop's loss and refusal rules are tested once, through
+``PackedRangeReader`` (test_packed_range_reader_rules.py)."""
 
 from __future__ import annotations
 
 import pytest
 from confluent_kafka import KafkaError
 
-from reliable_kafka.kafka.client.access_refusal import AccessRefusedError
 from reliable_kafka.kafka.client.chunk_range_reader import ChunkRangeReader
 from reliable_kafka.kafka.client.offset_range import OffsetRange
 from reliable_kafka.kafka.client.packed_fetch import FetchedBatch, RecordMetadata
-from reliable_kafka.kafka.client.range_reader import LostOffsetsError
 from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
 from reliable_kafka.storage.block_format import pack_chunk
 from tests.support.range_fakes import ScriptedConsumer, alice_refusals, eof
@@ -88,24 +87,6 @@ def test_a_fetch_asks_for_no_more_than_the_range_still_misses() -> None:
     scripted = reader(fetched([3, 4]), fetched([5]))
     assert offsets_read(scripted, OffsetRange("t", 0, 3, 6)) == [3, 4, 5]
     assert scripted._fetch.asked == [3, 1]  # type: ignore[attr-defined]
-
-
-def test_the_log_ending_inside_the_range_is_records_lost() -> None:
-    with pytest.raises(LostOffsetsError, match=r"records lost: t/0 \[4, 6\): the log ends before them"):
-        offsets_read(reader(fetched([3], eof())), OffsetRange("t", 0, 3, 6))
-
-
-def test_a_topic_acl_refusal_ends_the_read_with_the_refusal_not_records_lost() -> None:
-    refused = KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED, "Broker: Topic authorization failed")
-    with pytest.raises(
-        AccessRefusedError, match=r"Grant it: kafka-acls .* --operation Read --operation Describe"
-    ):
-        offsets_read(reader(fetched([3], refused)), OffsetRange("t", 0, 3, 6), timeout_s=60)
-
-
-def test_quiet_time_without_a_record_is_records_lost() -> None:
-    with pytest.raises(LostOffsetsError, match=r"t/0 \[3, 6\): no record from Kafka within 0 s"):
-        offsets_read(reader(), OffsetRange("t", 0, 3, 6), timeout_s=0)
 
 
 def test_a_reader_of_one_partition_refuses_another() -> None:
