@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import chain, repeat
 from typing import Any, Protocol, runtime_checkable
 
+from reliable_kafka.storage.block_format import rows_of_chunk
+
 
 @runtime_checkable
 class ColumnDecoder(Protocol):
@@ -30,20 +32,13 @@ class ColumnDecoder(Protocol):
         ...
 
 
-def rows_of(chunk: Sequence[Any]) -> Iterator[tuple[Any, ...]]:
-    """A chunk's records ``(key, value, topic, partition, offset[, timestamp, timestampType,
-    headers])``, in order."""
-    topic, partition, keys, values, offsets, *metadata = chunk
-    return zip(keys, values, repeat(topic), repeat(partition), offsets, *metadata)
-
-
 def decoded_chunks(
     chunks: Iterable[Sequence[Any]], decoder: Callable[[Any], Any], skip: object
 ) -> Iterator[Any]:
     """``decoder(record)`` of each record of ``chunks``, in order, leaving out what the decoder
     returns as ``skip``; one chunk at a time (each read when the one before it is used up)."""
     if not isinstance(decoder, ColumnDecoder):
-        return chain.from_iterable(decoded_rows(rows_of(chunk), decoder, skip) for chunk in chunks)
+        return chain.from_iterable(decoded_rows(rows_of_chunk(chunk), decoder, skip) for chunk in chunks)
     return chain.from_iterable(_from_columns(chunk, decoder, skip) for chunk in chunks)
 
 
@@ -53,7 +48,7 @@ def _from_columns(chunk: Sequence[Any], decoder: Any, skip: object) -> list[Any]
     except Exception:
         # A key or value the columns fail on: the decoder finds, names and handles it.
         items = None
-    return items if items is not None else decoded_rows(rows_of(chunk), decoder, skip)
+    return items if items is not None else decoded_rows(rows_of_chunk(chunk), decoder, skip)
 
 
 def decoded_rows(rows: Iterable[Any], decoder: Callable[[Any], Any], skip: object) -> list[Any]:

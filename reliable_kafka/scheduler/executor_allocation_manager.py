@@ -205,8 +205,8 @@ class ExecutorAllocationManager(StreamingListener):
         if len(live) <= self.min_executors:
             return _with(decision, reason=f"at minExecutors ({self.min_executors})")
         receivers = self._tracker.receiver_executors()
-        holding_blocks = set(self._tracker.executors_with_unprocessed_blocks())
-        removable = [e for e in live if e not in set(receivers.values()) and e not in holding_blocks]
+        kept = set(receivers.values()) | set(self._tracker.executors_with_unprocessed_blocks())
+        removable = [e for e in live if e not in kept]
         if not removable:
             return _with(decision, reason="every executor runs a receiver or holds blocks not yet processed")
         cores = self._client.executor_cores()

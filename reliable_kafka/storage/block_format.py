@@ -153,10 +153,12 @@ def _checked_chunks(body: tuple[Any, ...]) -> list[Chunk]:
     return list(body)
 
 
-def rows_of_chunk(chunk: Chunk) -> Iterator[tuple[Any, ...]]:
-    """A checked chunk's records ``(key, value, topic, partition, offset)``, in order."""
-    topic, partition, keys, values, offsets = chunk
-    return zip(keys, values, repeat(topic), repeat(partition), offsets)
+def rows_of_chunk(chunk: Sequence[Any]) -> Iterator[tuple[Any, ...]]:
+    """A checked chunk's records ``(key, value, topic, partition, offset)``, in order. A chunk
+    read for a ``messageHandler`` carries more columns after its five (each record's timestamp,
+    timestamp type, headers): its records carry them after their five fields."""
+    topic, partition, keys, values, offsets, *metadata = chunk
+    return zip(keys, values, repeat(topic), repeat(partition), offsets, *metadata)
 
 
 def _body(data: bytes | bytearray | memoryview) -> tuple[Any, ...]:

@@ -14,7 +14,6 @@ import pytest
 
 from reliable_kafka import KafkaMessageAndMetadata
 from reliable_kafka.dstream.batch_rdd import SKIP_RECORD
-from reliable_kafka.dstream.chunk_decoding import rows_of
 from reliable_kafka.kafka.client import packed_fetch, range_reader
 from reliable_kafka.kafka.client.chunk_range_reader import ChunkRangeReader
 from reliable_kafka.kafka.client.offset_range import OffsetRange
@@ -26,6 +25,7 @@ from reliable_kafka.kafka.direct.message_and_metadata import record_metadata
 from reliable_kafka.kafka.kafka_utils import KafkaRecordDecoder
 from reliable_kafka.kafka.receiver.decode_errors import RecordDecodeError
 from reliable_kafka.local import LocalCluster
+from reliable_kafka.storage.block_format import rows_of_chunk
 from tests.cluster_backends import unique_name
 from tests.e2e.helpers import delete_records, produce
 
@@ -87,10 +87,12 @@ def test_a_range_read_in_chunks_is_the_range_read_record_by_record(local_cluster
             expected = _message_rows(local_cluster, wanted)
             assert [row[4] for row in expected] == list(range(start, until))
             with_metadata = [
-                row for chunk in reader.read(wanted, 30, 8, with_metadata=True) for row in rows_of(chunk)
+                row
+                for chunk in reader.read(wanted, 30, 8, with_metadata=True)
+                for row in rows_of_chunk(chunk)
             ]
             assert with_metadata == expected, wanted
-            plain = [row for chunk in reader.read(wanted, 30, 8) for row in rows_of(chunk)]
+            plain = [row for chunk in reader.read(wanted, 30, 8) for row in rows_of_chunk(chunk)]
             assert plain == [row[:5] for row in expected], wanted
     finally:
         reader.close()
@@ -190,8 +192,10 @@ def test_packed_fetch_off_reads_the_same_chunks_from_messages(
         ChunkRangeReader, "open", classmethod(lambda _cls, *_args, **_kwargs: "off for this test")
     )
     by_messages = list(kafka_rdd.read_chunks(params, wanted, with_metadata=True))
-    assert [row for chunk in by_messages for row in rows_of(chunk)] == _message_rows(local_cluster, wanted)
-    assert [row for chunk in packed for row in rows_of(chunk)] == _message_rows(local_cluster, wanted)
+    assert [row for chunk in by_messages for row in rows_of_chunk(chunk)] == _message_rows(
+        local_cluster, wanted
+    )
+    assert [row for chunk in packed for row in rows_of_chunk(chunk)] == _message_rows(local_cluster, wanted)
     assert list(kafka_rdd.read_records(params, wanted)) == [
         row[:5] for row in _message_rows(local_cluster, wanted)
     ]
@@ -211,6 +215,8 @@ def test_an_extension_built_before_fetch_with_metadata_reads_a_handler_s_ranges_
     plain.close()
     wanted = OffsetRange(topic, 0, 1, 3)
     rows = [
-        row for chunk in kafka_rdd.read_chunks(params, wanted, with_metadata=True) for row in rows_of(chunk)
+        row
+        for chunk in kafka_rdd.read_chunks(params, wanted, with_metadata=True)
+        for row in rows_of_chunk(chunk)
     ]
     assert rows == _message_rows(local_cluster, wanted)

@@ -31,13 +31,14 @@ from pyspark import RDD, SparkContext
 from pyspark.rdd import PipelinedRDD
 
 from reliable_kafka.dstream.batch_rdd import SKIP_RECORD
-from reliable_kafka.dstream.chunk_decoding import decoded_chunks, rows_of
+from reliable_kafka.dstream.chunk_decoding import decoded_chunks
 from reliable_kafka.kafka.client.chunk_range_reader import ChunkColumns, ChunkRangeReader
 from reliable_kafka.kafka.client.offset_range import OffsetRange
 from reliable_kafka.kafka.client.range_reader import DEFAULT_REREAD_TIMEOUT_S, range_consumer, range_messages
 from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
 from reliable_kafka.kafka.direct.broker import Broker
 from reliable_kafka.kafka.direct.message_and_metadata import record_metadata
+from reliable_kafka.storage.block_format import rows_of_chunk
 from reliable_kafka.util.located_rdd import located_rdd
 
 
@@ -125,7 +126,7 @@ def read_records(
     """``(key, value, topic, partition, offset)`` of every record in ``offset_range``; with
     ``with_metadata``, followed by its ``timestamp, timestampType, headers``."""
     return chain.from_iterable(
-        map(rows_of, read_chunks(kafka_params, offset_range, with_metadata=with_metadata))
+        map(rows_of_chunk, read_chunks(kafka_params, offset_range, with_metadata=with_metadata))
     )
 
 
