@@ -38,6 +38,9 @@ _ON_SEVERAL_HOSTS_FILES = frozenset(
     {"tests/integration/test_local_spark_hosts.py", "tests/e2e/test_packed_venv_deploy.py"}
 )
 
+# A compose cluster's test: ``[docker-kafka-4-kafka]`` for the docker half's, ``[kafka-4-docker]``
+# for tests/integration/test_docker_clusters.py's (the broker parameter first there).
+_ON_DOCKER_IN_ID = re.compile(r"[\[-]docker[\]-]")
 _BROKER_IN_ID = re.compile(r"\[(?:[^\]]*-)?kafka-(3\.9|4|0\.9)(?:-[^\]]*)?\]")
 
 
@@ -107,7 +110,7 @@ def group_of(node_id: str) -> str | None:
     params = name[name.find("[") :] if "[" in name else ""
     if on_several_hosts(node_id):
         return SEVERAL_HOSTS
-    if params.startswith("[docker-"):
+    if _ON_DOCKER_IN_ID.search(params):
         return f"docker-kafka-{broker_in_node_id(node_id)}"
     if _has_module_fixture(test_file):
         return f"module {test_file}"

@@ -85,6 +85,9 @@ def test_a_rounds_outcomes_are_read_per_test_from_its_junit_report(tmp_path: Pat
         ("tests/integration/test_local_spark_hosts.py::t", "several hosts"),
         ("tests/kafka/test_x.py::t[spark-hosts-kafka-4]", "several hosts"),
         ("tests/integration/test_local_cluster.py::t[docker-kafka-3.9]", "docker-kafka-3.9"),
+        # The compose clusters' own tests name the cluster kind after the broker.
+        ("tests/integration/test_docker_clusters.py::t[kafka-4-docker]", "docker-kafka-4"),
+        ("tests/integration/test_docker_clusters.py::t[kafka-0.9-docker]", "docker-kafka-0.9"),
         ("tests/util/test_located_rdd.py::t[pyspark-4.3.0]", "module tests/util/test_located_rdd.py"),
         ("tests/wal/test_write_ahead_log.py::t", None),
     ],
