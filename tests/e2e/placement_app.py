@@ -23,6 +23,8 @@ from tests.support import wait_until
 PARTITIONS = 2
 RELAUNCH_BOUND_S = 30.0
 CHILD = "tests.e2e.cluster_child"
+# The same, as a file for spark-submit: it imports nothing from the tests.
+CHILD_FILE = Path(__file__).with_name("cluster_child.py")
 
 
 def read_output(path: Path) -> list[dict[str, Any]]:
@@ -43,6 +45,36 @@ def acked(producers: dict[str, RecordingProducer]) -> set[tuple[str, int, int]]:
     return {(topic, p, o) for topic, producer in producers.items() for (p, o) in producer.acked}
 
 
+def app_args(
+    cluster: LocalCluster,
+    output: Path,
+    topics: list[str],
+    *,
+    checkpoint: str,
+    wal: bool,
+    storage_level: str,
+    master: str,
+    conf: Sequence[str] = (),
+    probe_fetch: bool = False,
+    extra_args: Sequence[str] = (),
+) -> tuple[list[str], str]:
+    """The application's arguments (``conf``: ``KEY=VALUE`` entries for its SparkConf) and the
+    group it reads as: what :func:`start_app` runs here, and tests/yarn/ submits to YARN."""
+    group = unique_name("exec-group")
+    zk_quorum, timeouts = group_params(cluster)
+    args = [
+        *("--zk", zk_quorum, "--group", group, "--topics", ",".join(topics)),
+        *("--checkpoint", checkpoint, "--output", str(output)),
+        *("--wal", "on" if wal else "off", "--storage-level", storage_level),
+        *("--kafka-params", json.dumps({**timeouts, **cluster.client_config()})),
+        *(["--probe-fetch"] if probe_fetch else []),
+        *("--master", master),
+        *(arg for entry in conf for arg in ("--conf", entry)),
+        *extra_args,
+    ]
+    return args, group
+
+
 def start_app(
     cluster: LocalCluster,
     tmp_path: Path,
@@ -59,21 +91,20 @@ def start_app(
 ) -> tuple[ChildApp, Path, str]:
     """The application on ``spark`` (local-cluster by default), checkpointing to ``checkpoint``
     (a directory under ``tmp_path`` by default) with ``conf`` added to its SparkConf."""
-    group = unique_name("exec-group")
-    zk_quorum, timeouts = group_params(cluster)
     output = tmp_path / "output.jsonl"
     spark = spark or local_cluster_backend()
-    entries = [*spark.conf, *(f"{key}={value}" for key, value in (conf or {}).items())]
-    args = [
-        *("--zk", zk_quorum, "--group", group, "--topics", ",".join(topics)),
-        *("--checkpoint", checkpoint or str(tmp_path / "checkpoint"), "--output", str(output)),
-        *("--wal", "on" if wal else "off", "--storage-level", storage_level),
-        *("--kafka-params", json.dumps({**timeouts, **cluster.client_config()})),
-        *(["--probe-fetch"] if probe_fetch else []),
-        *("--master", spark.master),
-        *(arg for entry in entries for arg in ("--conf", entry)),
-        *extra_args,
-    ]
+    args, group = app_args(
+        cluster,
+        output,
+        topics,
+        checkpoint=checkpoint or str(tmp_path / "checkpoint"),
+        wal=wal,
+        storage_level=storage_level,
+        master=spark.master,
+        conf=[*spark.conf, *(f"{key}={value}" for key, value in (conf or {}).items())],
+        probe_fetch=probe_fetch,
+        extra_args=extra_args,
+    )
     child = ChildApp(0, args, tmp_path, module=CHILD)
     started.append(child)
     child.wait_started()

@@ -3,24 +3,32 @@ the application in a child process (tests/e2e/cluster_child.py) against the real
 
 ``local-cluster[2,2,1024]`` with ``spark.executor.cores=1`` and 512 MB executors: two workers of
 two cores host four one-core executors, which the master starts at once (a standalone
-application's executor limit is unbounded until it asks for a total). One receiver holds one of
-them. The replicated level with the write-ahead log off: an executor keeping the only other copy
-of a block not yet processed must not go.
+application's executor limit is unbounded until it asks for a total). Two receivers (one
+``createStream`` per topic) hold two of them; ``minExecutors`` is 3, which leaves one task slot for
+the batches.
+
+The replicated level with the write-ahead log off: each receiver keeps the second copy of its
+blocks in the other receiver's block store (the only place our block store keeps one: a Python
+process lives on an executor only inside a task, and the receivers' tasks are the long-running
+ones). So every copy of every block is on a receiver's executor, which is never removed: no block
+can be lost by a removal, asserted from the tracker's block locations.
 
 One run, both phases, each on short scaling intervals:
 
-1. Idle: nothing produced, every batch empty: executors are removed one per interval down to
-   ``minExecutors`` (2), never the receiver's (asserted from the receiver events and the
-   decisions the listener heard).
+1. Idle: nothing produced, every batch empty: an executor is removed, down to ``minExecutors``
+   (3), never a receiver's (asserted from the receiver events and the decisions the listener
+   heard).
 2. Surge: a slow sink (50 ms per record in the tasks) makes processing exceed the batch: more
    executors are asked for within two scaling intervals of the first slow batch (the surge ends
    there), and come.
 
-Nothing is lost: every acknowledged record is in the output.
+Nothing is lost: every acknowledged record is in the output, each block read had its second copy
+on the other receiver's executor, and no copy of any block was on an executor removed.
 """
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -43,12 +51,12 @@ from tests.support import wait_until
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 INTERVAL_MS = 4000
-MIN_EXECUTORS = 2
+MIN_EXECUTORS = 3  # two receivers and a task slot for the batches
 CLUSTER = SparkBackend(
     "local-cluster",
     "local-cluster[2,2,1024]",
-    # No locality wait: a block's holder is the receiver's executor, whose one core the receiver
-    # holds, so a batch task waiting for it there would wait the whole 3 s for nothing.
+    # No locality wait: a block's holders are the receivers' executors, whose one core each
+    # receiver holds, so a batch task waiting for one there would wait the whole 3 s for nothing.
     ["spark.executor.cores=1", "spark.executor.memory=512m", "spark.locality.wait=0"],
 )
 ALLOCATION = {
@@ -59,20 +67,23 @@ ALLOCATION = {
 }
 
 
-def decisions(output: Path, action: str | None = None) -> list[dict[str, Any]]:
+def decisions(output: Path, action: str | None = None, after_ms: float = 0) -> list[dict[str, Any]]:
+    """The decisions so far (of ``action``, taken after ``after_ms``): the first batches, slow
+    while Python workers start, may have asked for executors before the test's surge."""
     found = of_kind(read_output(output), "scaling")
-    return [d for d in found if action is None or d["action"] == action]
+    return [d for d in found if (action is None or d["action"] == action) and d["time_ms"] > after_ms]
 
 
 def test_executors_follow_the_load_never_the_receivers_and_nothing_is_lost(
     local_cluster: LocalCluster, tmp_path: Path, applications: list[ChildApp]
 ) -> None:
-    topic = unique_name("allocation")
-    local_cluster.create_topic(topic, partitions=PARTITIONS)
+    topic, peer_topic = unique_name("allocation"), unique_name("allocation-peer")
+    for name in (topic, peer_topic):
+        local_cluster.create_topic(name, partitions=PARTITIONS)
     child, output, _ = start_app(
         local_cluster,
         tmp_path,
-        [topic],
+        [topic, peer_topic],
         started=applications,
         wal=False,
         storage_level="MEMORY_AND_DISK_SER_2",
@@ -81,28 +92,32 @@ def test_executors_follow_the_load_never_the_receivers_and_nothing_is_lost(
         extra_args=("--sink-ms-per-record", "50", "--allocation-events"),
     )
 
-    # 1. Idle: down to the minimum, one executor per interval. The four executors register at
-    # their own pace on a loaded machine; the receiver's may be any of them.
+    # 1. Idle: down to the minimum. The four executors register at their own pace on a loaded
+    # machine; the receivers' may be any of them.
     wait_until(
         lambda: (
             child.check_alive()
             and bool(decisions(output, "down"))
             and decisions(output)[-1]["reason"] == f"at minExecutors ({MIN_EXECUTORS})"
+            and len(of_kind(read_output(output), "receiver_started")) == 2
         ),
         timeout_s=300,
         what="idle executors removed down to minExecutors",
     )
-    (receiver,) = of_kind(read_output(output), "receiver_started")
+    receivers = {r["stream"]: r["executor_id"] for r in of_kind(read_output(output), "receiver_started")}
+    assert len(receivers) == 2 and len(set(receivers.values())) == 2, receivers
     removed = [d["executor_id"] for d in decisions(output, "down")]
-    assert receiver["executor_id"] not in removed, (receiver, removed)
+    assert not set(receivers.values()) & set(removed), (receivers, removed)
     assert all(d["executors"] - 1 == d["target"] >= MIN_EXECUTORS for d in decisions(output, "down"))
 
-    # 2. Surge: batches slower than the batch interval; an executor asked for within two intervals.
-    # The surge ends there, so that the backlog the slow sink then drains stays small.
+    # 2. Surge, on the first topic only: batches slower than the batch interval; an executor asked
+    # for within two intervals. The surge ends there, so that the backlog the slow sink then
+    # drains stays small.
+    surge_ms = time.time() * 1000
     producers = start_producers(local_cluster, [topic])
     try:
         wait_until(
-            lambda: child.check_alive() and bool(decisions(output, "up")),
+            lambda: child.check_alive() and bool(decisions(output, "up", after_ms=surge_ms)),
             timeout_s=180,
             what="a scale-up decision",
         )
@@ -111,7 +126,7 @@ def test_executors_follow_the_load_never_the_receivers_and_nothing_is_lost(
             producer.finish()
     entries = read_output(output)
     (first, *_) = [b for b in of_kind(entries, "begin") if b["blocks"]]  # the surge's first batch
-    (up, *_) = decisions(output, "up")
+    (up, *_) = decisions(output, "up", after_ms=surge_ms)
     # Within two intervals of the first slow batch's start: the first may average it with idle
     # batches, or end before it does (then the batches waiting behind it count).
     assert up["time_ms"] / 1000 - first["time"] <= 2 * INTERVAL_MS / 1000 + 1, (up, first)
@@ -130,7 +145,19 @@ def test_executors_follow_the_load_never_the_receivers_and_nothing_is_lost(
     assert expected, "nothing was produced"
     # The sink was slow indeed: a batch of the surge took longer than the batch interval.
     assert max(b["processing_ms"] for b in of_kind(entries, "batch_done")) > 1000
-    # The receiver ran where it started throughout: its executor was never taken.
-    assert len(of_kind(entries, "receiver_started")) == 1, of_kind(entries, "receiver_started")
+    # The receivers ran where they started throughout: their executors were never taken.
+    assert len(of_kind(entries, "receiver_started")) == 2, of_kind(entries, "receiver_started")
     assert not of_kind(entries, "receiver_error"), of_kind(entries, "receiver_error")
-    assert all(d["executor_id"] != receiver["executor_id"] for d in decisions(output, "down"))
+    removed = [d["executor_id"] for d in decisions(output, "down")]
+    assert not set(receivers.values()) & set(removed), (receivers, removed)
+    # Replicated with the WAL off: each block read (the tracker's locations, as each batch began)
+    # was on its receiver's executor and had its second copy on the other receiver's; neither
+    # copy of any block was on an executor removed, during the run or since.
+    blocks = [block for entry in of_kind(entries, "begin") for block in entry["blocks"]]
+    assert blocks, "no block was read"
+    for block in blocks:
+        stream = int(block["id"].split("-")[1])
+        (peer,) = set(receivers) - {stream}
+        assert (block["executor"], block["replica"]) == (receivers[stream], receivers[peer]), receivers
+    holders = {b["executor"] for b in blocks} | {b["replica"] for b in blocks}
+    assert not holders & set(removed), (holders, removed)

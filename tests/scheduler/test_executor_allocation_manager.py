@@ -250,7 +250,7 @@ def test_no_receiver_executor_is_ever_removed() -> None:
 
 def test_no_executor_holding_unprocessed_blocks_is_removed() -> None:
     cluster = FakeCluster(["1", "2", "3", "4"])
-    tracker = FakeTracker({0: "1"}, holding={"3", "4"})  # e.g. second copies of _2 levels
+    tracker = FakeTracker({0: "1"}, holding={"3", "4"})  # copies of blocks not yet processed
     allocation = manager(cluster, tracker)
     complete_batches(allocation, 10)
     assert decide(allocation).executor_id == "2"

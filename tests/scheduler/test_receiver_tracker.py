@@ -497,6 +497,38 @@ def test_a_removed_blocks_second_copy_is_removed_by_the_receivers_on_the_executo
     assert controls[1].removed == [replicated.block_id.name]
 
 
+def test_executors_holding_either_copy_of_a_block_are_kept_until_its_batch_completes(
+    started: list,
+) -> None:
+    """What streaming dynamic allocation asks before removing an executor (its rule's other half,
+    the choice, is tests/scheduler/test_executor_allocation_manager.py's)."""
+    ssc = FakeStreamingContext(counter_streams(2), quick_settings(), clock=ManualClock(100_000))
+    tracker = ssc.receiver_tracker(skip_receiver_launch=True)
+    started.append(tracker)
+    tracker.start()
+
+    def kept(stream_id: int, executor: str, replica: str | None) -> ReceivedBlockInfo:
+        info = block_info(stream_id)
+        result = dataclasses.replace(
+            info.block_store_result,
+            location=BlockLocation("h1", executor, f"/blocks/{info.block_id.name}", 4040),
+            replica=None if replica is None else BlockLocation("h2", replica, "/copies", 4041),
+        )
+        return dataclasses.replace(info, block_store_result=result)
+
+    tracker.add_block(kept(0, "1", replica="2"))
+    tracker.add_block(kept(1, "2", replica=None))
+    assert tracker.executors_with_unprocessed_blocks() == {"1", "2"}  # queued
+    tracker.allocate_blocks_to_batch(101_000)
+    tracker.add_block(kept(0, "1", replica="3"))  # for the next batch
+    assert tracker.executors_with_unprocessed_blocks() == {"1", "2", "3"}  # in a batch not completed
+    tracker.on_batch_completed(101_000)
+    assert tracker.executors_with_unprocessed_blocks() == {"1", "3"}
+    tracker.allocate_blocks_to_batch(102_000)
+    tracker.on_batch_completed(102_000)
+    assert tracker.executors_with_unprocessed_blocks() == set()
+
+
 class SlowExecutorsRunner(DriverReceiverRunner):
     """As in executor placement, where asking for the executors is py4j round trips: held until
     released."""

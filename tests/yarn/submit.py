@@ -96,9 +96,12 @@ def submit(
     app: Path,
     app_args: list[str],
     work: Path,
-    conf: Mapping[str, str] = {},
+    conf: Mapping[str, str | None] = {},
 ) -> Submission:
-    settings = {**spark_yarn_conf(hdfs), **conf}
+    """``conf`` adds to :func:`spark_yarn_conf`'s settings; a key given None is left out (Spark's
+    default then)."""
+    merged = {**spark_yarn_conf(hdfs), **conf}
+    settings = {key: value for key, value in merged.items() if value is not None}
     if deploy_mode == "client":
         settings["spark.pyspark.driver.python"] = str(unpacked_driver_env(venv, work / "driver-env"))
         settings["spark.driver.host"] = "127.0.0.1"
