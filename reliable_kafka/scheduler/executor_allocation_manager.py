@@ -60,8 +60,9 @@ NO_LOAD = "none"
 class ReceiverExecutors(Protocol):
     """What the receiver tracker knows that decides which executors may go."""
 
-    def receiver_executors(self) -> Mapping[int, str]:
-        """Stream id -> the executor its receiver runs on, or is scheduled to start on."""
+    def receiver_executors(self) -> Mapping[int, Collection[str]]:
+        """Stream id -> the executors its receiver runs on or may start on; empty while that is
+        not known (scheduled anywhere, or launched and not yet registered)."""
         ...
 
     def executors_with_unprocessed_blocks(self) -> Collection[str]:
@@ -205,7 +206,19 @@ class ExecutorAllocationManager(StreamingListener):
         if len(live) <= self.min_executors:
             return _with(decision, reason=f"at minExecutors ({self.min_executors})")
         receivers = self._tracker.receiver_executors()
-        kept = set(receivers.values()) | set(self._tracker.executors_with_unprocessed_blocks())
+        # Spark removes any executor its running receivers are not on; one whose receiver is
+        # about to start there (launched before the executors registered, or being relaunched)
+        # would lose it, and with it the blocks that receiver had not yet stored. Nothing is
+        # removed until every receiver's executor is known.
+        unplaced = sorted(sid for sid, executors in receivers.items() if not executors)
+        if unplaced:
+            return _with(
+                decision,
+                reason=f"receiver(s) {', '.join(map(str, unplaced))} not yet running on a known "
+                "executor: none removed",
+            )
+        kept = {e for executors in receivers.values() for e in executors}
+        kept |= set(self._tracker.executors_with_unprocessed_blocks())
         removable = [e for e in live if e not in kept]
         if not removable:
             return _with(decision, reason="every executor runs a receiver or holds blocks not yet processed")

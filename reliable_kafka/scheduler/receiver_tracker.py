@@ -490,20 +490,25 @@ class ReceiverTracker:
         with self._lock:
             return sorted(self._controls)
 
-    def receiver_executors(self) -> dict[int, str]:
-        """Stream id -> the executor its receiver runs on, or is scheduled to start on (Spark's
-        ``allocatedExecutors``, plus the scheduled ones: dynamic allocation must not remove an
-        executor a receiver is about to start on)."""
+    def receiver_executors(self) -> dict[int, frozenset[str]]:
+        """Stream id -> the executors its receiver runs on (Spark's ``allocatedExecutors``) or
+        may start on (every executor of its schedule), for every stream not ended; empty while
+        that is not known: scheduled by host or anywhere, or launched and not yet registered.
+        Dynamic allocation must remove none of them."""
         with self._lock:
-            infos = list(self._tracking_infos.values())
-        executors = {}
+            infos = [info for sid, info in self._tracking_infos.items() if sid not in self._ended_streams]
+        executors: dict[int, frozenset[str]] = {}
         for info in infos:
             if info.state is ReceiverState.ACTIVE and info.running_executor is not None:
-                executors[info.receiver_id] = info.running_executor.executor_id
+                executors[info.receiver_id] = frozenset({info.running_executor.executor_id})
             elif info.state is ReceiverState.SCHEDULED:
-                for location in info.scheduled_locations or ():
-                    if isinstance(location, ExecutorCacheTaskLocation):
-                        executors[info.receiver_id] = location.executor_id
+                executors[info.receiver_id] = frozenset(
+                    location.executor_id
+                    for location in info.scheduled_locations or ()
+                    if isinstance(location, ExecutorCacheTaskLocation)
+                )
+            else:
+                executors[info.receiver_id] = frozenset()
         return executors
 
     def executors_with_unprocessed_blocks(self) -> set[str]:

@@ -5,7 +5,7 @@ calls the timer's callback itself: no clock runs, no timing)."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 import pytest
 
@@ -60,12 +60,20 @@ class FakeCluster:
 
 
 class FakeTracker:
-    def __init__(self, receivers: dict[int, str] | None = None, holding: set[str] | None = None) -> None:
+    """Receivers by stream id: on one executor, on any of several (scheduled there), or on one
+    not known yet (``None``)."""
+
+    def __init__(
+        self, receivers: dict[int, str | set[str] | None] | None = None, holding: set[str] | None = None
+    ) -> None:
         self.receivers = receivers or {}
         self.holding = holding or set()
 
-    def receiver_executors(self) -> Mapping[int, str]:
-        return dict(self.receivers)
+    def receiver_executors(self) -> Mapping[int, Collection[str]]:
+        return {
+            sid: set() if on is None else {on} if isinstance(on, str) else set(on)
+            for sid, on in self.receivers.items()
+        }
 
     def executors_with_unprocessed_blocks(self) -> set[str]:
         return set(self.holding)
@@ -246,6 +254,27 @@ def test_no_receiver_executor_is_ever_removed() -> None:
         "every executor runs a receiver or holds blocks not yet processed",
     )
     assert cluster.killed == ["1"]
+
+
+def test_no_executor_is_removed_while_a_receivers_executor_is_not_known() -> None:
+    """Launched before any executor registered (YARN), or being launched again: the receiver may
+    start on any executor, the idle-looking one too."""
+    cluster = FakeCluster(["1", "2", "3"], cores=2)
+    tracker = FakeTracker({0: "1", 1: None}, holding=set())
+    allocation = manager(cluster, tracker, min_executors=1)
+    complete_batches(allocation, 10)
+    decision = decide(allocation)
+    assert (decision.action, decision.reason) == (
+        HOLD,
+        "receiver(s) 1 not yet running on a known executor: none removed",
+    )
+    tracker.receivers[1] = {"2", "3"}  # scheduled on either: both stay
+    complete_batches(allocation, 10)
+    assert decide(allocation).reason == "every executor runs a receiver or holds blocks not yet processed"
+    tracker.receivers[1] = "2"  # registered on 2
+    complete_batches(allocation, 10)
+    assert decide(allocation).executor_id == "3"
+    assert cluster.killed == ["3"]
 
 
 def test_no_executor_holding_unprocessed_blocks_is_removed() -> None:
