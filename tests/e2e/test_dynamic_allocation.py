@@ -1,8 +1,9 @@
 """Streaming dynamic allocation on a real standalone cluster (``scheduler/executor_allocation_manager.py``),
 the application in a child process (tests/e2e/cluster_child.py) against the real local Kafka.
 
-``local-cluster[2,2,1024]`` with ``spark.executor.cores=1`` and 512 MB executors: two workers of
-two cores host four one-core executors, which the master starts at once (a standalone
+The several-hosts standalone cluster (``--spark hosts``, the default as root: two workers, each a
+host of its own) or ``local-cluster[2,2,1024]``, with ``spark.executor.cores=1`` and 512 MB
+executors: the two workers host four one-core executors, which the master starts at once (a standalone
 application's executor limit is unbounded until it asks for a total). Two receivers (one
 ``createStream`` per topic) hold two of them; ``minExecutors`` is 3, which leaves one task slot for
 the batches.
@@ -52,13 +53,28 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 INTERVAL_MS = 4000
 MIN_EXECUTORS = 3  # two receivers and a task slot for the batches
-CLUSTER = SparkBackend(
-    "local-cluster",
-    "local-cluster[2,2,1024]",
-    # No locality wait: a block's holders are the receivers' executors, whose one core each
-    # receiver holds, so a batch task waiting for one there would wait the whole 3 s for nothing.
-    ["spark.executor.cores=1", "spark.executor.memory=512m", "spark.locality.wait=0"],
-)
+# One-core executors of 512 MB: two per worker (local-cluster's two, or the two hosts' of the
+# several-hosts cluster, each of 1024 MB), four in all, which a standalone master starts at once.
+# No locality wait: a block's holders are the receivers' executors, whose one core each receiver
+# holds, so a batch task waiting for one there would wait the whole 3 s for nothing.
+EXECUTOR_CONF = ["spark.executor.cores=1", "spark.executor.memory=512m", "spark.locality.wait=0"]
+
+
+def allocation_cluster(spark_backend: SparkBackend) -> SparkBackend:
+    """The run's standalone cluster with one-core executors: on the several hosts, the
+    application waits for all four (so that the two receivers start on two of them, as
+    Spark schedules receivers over the executors registered at the start)."""
+    if spark_backend.hosts is None:
+        return SparkBackend("local-cluster", "local-cluster[2,2,1024]", EXECUTOR_CONF)
+    hosts_conf = [
+        "spark.cores.max=4",
+        "spark.driver.host=127.0.0.1",
+        "spark.scheduler.minRegisteredResourcesRatio=1.0",
+        "spark.scheduler.maxRegisteredResourcesWaitingTime=60s",
+    ]
+    return SparkBackend("hosts", spark_backend.master, EXECUTOR_CONF + hosts_conf, spark_backend.hosts)
+
+
 ALLOCATION = {
     "spark.streaming.dynamicAllocation.enabled": "true",
     "spark.streaming.dynamicAllocation.scalingInterval": f"{INTERVAL_MS}ms",
@@ -75,7 +91,7 @@ def decisions(output: Path, action: str | None = None, after_ms: float = 0) -> l
 
 
 def test_executors_follow_the_load_never_the_receivers_and_nothing_is_lost(
-    local_cluster: LocalCluster, tmp_path: Path, applications: list[ChildApp]
+    local_cluster: LocalCluster, tmp_path: Path, spark_backend: SparkBackend, applications: list[ChildApp]
 ) -> None:
     topic, peer_topic = unique_name("allocation"), unique_name("allocation-peer")
     for name in (topic, peer_topic):
@@ -87,7 +103,7 @@ def test_executors_follow_the_load_never_the_receivers_and_nothing_is_lost(
         started=applications,
         wal=False,
         storage_level="MEMORY_AND_DISK_SER_2",
-        spark=CLUSTER,
+        spark=allocation_cluster(spark_backend),
         conf=ALLOCATION,
         extra_args=("--sink-ms-per-record", "50", "--allocation-events"),
     )
