@@ -12,6 +12,11 @@ Containers are their own sessions (the NodeManagers start them with ``setsid``):
 ended the JVM would leave them running. :meth:`LocalYarn.stop` lets the NodeManagers kill their
 containers (SIGTERM to the JVM, whose shutdown hook stops the cluster), then kills whatever still
 runs in the cluster's directories, each by its pid.
+
+``LocalYarn(nodemanager_processes=True)`` starts the ResourceManager alone and runs each
+NodeManager as a process of its own on its own loopback address
+(:mod:`reliable_kafka.local.yarn_nodemanager`): MiniYARNCluster binds all of its NodeManagers to
+``localhost`` inside its JVM, where none can be lost alone.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 import urllib.error
 import urllib.request
 import zipfile
@@ -35,6 +41,7 @@ from reliable_kafka.local.distribution import MavenJars, cache_root, cached_mave
 from reliable_kafka.local.errors import ClusterStartError
 from reliable_kafka.local.hdfs import HADOOP_VERSION
 from reliable_kafka.local.java import JavaServer, ManagedServer, find_java
+from reliable_kafka.local.yarn_nodemanager import YarnNodeManager, processes_under
 
 YARN_JARS = MavenJars(
     label=f"Hadoop {HADOOP_VERSION} MiniYARNCluster",
@@ -70,6 +77,20 @@ log4j.appender.console.layout.ConversionPattern=%d{ISO8601} %p %c{1}: %m%n
 log4j.logger.org.apache.hadoop.yarn.server.resourcemanager.rmapp=INFO
 log4j.logger.org.apache.hadoop.yarn.server.resourcemanager.RMAuditLogger=INFO
 log4j.logger.org.apache.hadoop.yarn.server.nodemanager.containermanager.container=INFO
+log4j.logger.org.apache.hadoop.yarn.server.resourcemanager.rmnode=INFO
+"""
+# `yarn <command>` (Hadoop's bin/yarn, not shipped with the jars): the class it runs for each.
+YARN_COMMANDS = {
+    "application": "org.apache.hadoop.yarn.client.cli.ApplicationCLI",
+    "logs": "org.apache.hadoop.yarn.client.cli.LogsCLI",
+}
+# The CLI's own log lines on stderr, its answer alone on stdout.
+_CLI_LOG4J = """\
+log4j.rootLogger=WARN, console
+log4j.appender.console=org.apache.log4j.ConsoleAppender
+log4j.appender.console.target=System.err
+log4j.appender.console.layout=org.apache.log4j.PatternLayout
+log4j.appender.console.layout.ConversionPattern=%d{ISO8601} %p %c{1}: %m%n
 """
 
 
@@ -144,9 +165,16 @@ class LocalYarn(ManagedServer):
     ``default_fs`` (e.g. ``LocalHdfs.url``) becomes ``fs.defaultFS`` of the written configuration:
     Spark stages each application there. Without it, the local file system. ``conf`` sets more of
     the cluster's ``yarn-site.xml`` keys (e.g. ``yarn.nodemanager.sleep-delay-before-sigkill.ms``).
+
+    With ``nodemanager_processes`` the NodeManagers are not MiniYARNCluster's (in its JVM, all on
+    ``localhost``) but processes of their own, each on its own loopback address (127.0.0.11,
+    127.0.0.12, ...; :mod:`reliable_kafka.local.yarn_nodemanager`): a test can lose one as a
+    machine is lost (:meth:`YarnNodeManager.lose`), and containers on different NodeManagers are
+    on different hosts, as Spark sees them.
     """
 
     DEFAULT_START_TIMEOUT_S = 180.0
+    FIRST_NODEMANAGER_ADDRESS = 11
 
     def __init__(
         self,
@@ -156,6 +184,7 @@ class LocalYarn(ManagedServer):
         nodemanager_memory_mb: int = NODEMANAGER_MEMORY_MB,
         default_fs: str | None = None,
         conf: Mapping[str, str] | None = None,
+        nodemanager_processes: bool = False,
     ) -> None:
         super().__init__()
         self.work_dir = work_dir
@@ -163,7 +192,9 @@ class LocalYarn(ManagedServer):
         self.nodemanager_memory_mb = nodemanager_memory_mb
         self.default_fs = default_fs or "file:///"
         self.conf = dict(conf or {})
+        self.nodemanager_processes = nodemanager_processes
         self._details: dict[str, str] = {}
+        self._nodemanagers: list[YarnNodeManager] = []
 
     @property
     def conf_dir(self) -> Path:
@@ -180,6 +211,11 @@ class LocalYarn(ManagedServer):
         """``host:port`` of the ResourceManager's web UI and REST API."""
         return self._details["webapp"]
 
+    @property
+    def nodemanager_hosts(self) -> list[YarnNodeManager]:
+        """The NodeManagers that are processes of their own (none without ``nodemanager_processes``)."""
+        return list(self._nodemanagers)
+
     def client_env(self) -> dict[str, str]:
         """What ``spark-submit --master yarn`` needs in its environment to find this cluster."""
         return {"HADOOP_CONF_DIR": str(self.conf_dir), "YARN_CONF_DIR": str(self.conf_dir)}
@@ -187,15 +223,17 @@ class LocalYarn(ManagedServer):
     def start(self, timeout_s: float = DEFAULT_START_TIMEOUT_S) -> None:
         if self._server is not None and self._server.is_running():
             return
+        deadline = time.monotonic() + timeout_s
         self.work_dir.mkdir(parents=True, exist_ok=True)
         details = self.work_dir / "details.txt"
         details.unlink(missing_ok=True)
         log4j = self.work_dir / "log4j.properties"
         log4j.write_text(_LOG4J)
+        in_jvm = 0 if self.nodemanager_processes else self.nodemanagers
         args = [
             *("-confDir", str(self.conf_dir)),
             *("-details", str(details)),
-            *("-nodemanagers", str(self.nodemanagers)),
+            *("-nodemanagers", str(in_jvm)),
             *("-nodemanagerMemoryMb", str(self.nodemanager_memory_mb)),
             *("-nodemanagerVcores", str(NODEMANAGER_VCORES)),
             *("-defaultFs", self.default_fs),
@@ -219,23 +257,61 @@ class LocalYarn(ManagedServer):
             env=_nodemanager_env(),
         )
         self._server.start()
-        self._server.await_ready(
-            details.is_file,
-            "YARN",
-            f"register {self.nodemanagers} NodeManagers with its ResourceManager",
-            timeout_s,
+        doing = (
+            "start its ResourceManager"
+            if self.nodemanager_processes
+            else f"register {self.nodemanagers} NodeManagers with its ResourceManager"
         )
+        self._server.await_ready(details.is_file, "YARN", doing, timeout_s)
         self._details = dict(part.split("=", 1) for part in details.read_text().split())
+        if self.nodemanager_processes:
+            self._start_nodemanager_processes(deadline)
+
+    def _start_nodemanager_processes(self, deadline: float) -> None:
+        """Every NodeManager's JVM at once, then each one's registration, within the start's bound."""
+        classpath = f"{yarn_minicluster_libs()}/*"
+        self._nodemanagers = [
+            YarnNodeManager(
+                self.work_dir / f"nm-{index}",
+                f"127.0.0.{self.FIRST_NODEMANAGER_ADDRESS + index}",
+                cluster_conf_dir=self.conf_dir,
+                classpath=classpath,
+                memory_mb=self.nodemanager_memory_mb,
+                vcores=NODEMANAGER_VCORES,
+                env=_nodemanager_env(),
+                registered=self._node_running,
+            )
+            for index in range(self.nodemanagers)
+        ]
+        for nodemanager in self._nodemanagers:
+            nodemanager.launch()
+        for nodemanager in self._nodemanagers:
+            nodemanager.await_registered(max(1.0, deadline - time.monotonic()))
+
+    def _node_running(self, port: int) -> bool:
+        """Whether the ResourceManager lists the NodeManager of RPC ``port`` as RUNNING."""
+        running = [node.get("id", "") for node in self.nodes() if node.get("state") == "RUNNING"]
+        return any(node_id.endswith(f":{port}") for node_id in running)
+
+    def nodes(self) -> list[dict[str, Any]]:
+        """The NodeManagers the ResourceManager knows, in every state (``RUNNING``, ``LOST``, ...)."""
+        states = "NEW,RUNNING,UNHEALTHY,LOST,SHUTDOWN,DECOMMISSIONED"
+        answer = self.rest(f"/ws/v1/cluster/nodes?states={states}") or {}
+        return list((answer.get("nodes") or {}).get("node") or [])
 
     def stop(self) -> None:
         """SIGTERM (the NodeManagers kill their containers on the way out), then whatever is left."""
         try:
+            for nodemanager in self._nodemanagers:
+                nodemanager.stop()
             super().stop()
         finally:
             self._kill_leftovers()
 
     def kill(self) -> None:
         try:
+            for nodemanager in self._nodemanagers:
+                nodemanager.kill()
             super().kill()
         finally:
             self._kill_leftovers()
@@ -245,9 +321,40 @@ class LocalYarn(ManagedServer):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
 
+    def yarn(self, *args: str, timeout_s: float = 180.0) -> subprocess.CompletedProcess[str]:
+        """``yarn <args>`` against this cluster, e.g. ``yarn("application", "-kill", app_id)`` or
+        ``yarn("logs", "-applicationId", app_id)``: the class Hadoop's ``bin/yarn`` runs for the
+        command (:data:`YARN_COMMANDS`), from the minicluster's jars, with ``HADOOP_CONF_DIR``
+        first on its classpath as ``bin/yarn`` puts it. Its output, whatever its exit status."""
+        command, *rest = args
+        cli_log4j = self.work_dir / "cli-log4j.properties"
+        cli_log4j.write_text(_CLI_LOG4J)
+        java = [
+            find_java(),
+            "-Xmx256m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            f"-Dlog4j.configuration={cli_log4j.as_uri()}",
+            *("-cp", f"{self.conf_dir}{os.pathsep}{yarn_minicluster_libs()}/*"),
+            YARN_COMMANDS[command],
+            # bin/yarn hands ApplicationCLI its subcommand (application, applicationattempt, ...).
+            *([command] if command == "application" else []),
+            *rest,
+        ]
+        return subprocess.run(
+            java,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=timeout_s,
+            stdin=subprocess.DEVNULL,
+            env=_nodemanager_env(),
+        )
+
     def container_log_dirs(self) -> list[Path]:
         """Each NodeManager's ``yarn.nodemanager.log-dirs``: ``<application>/<container>/stdout|stderr``."""
-        return sorted(self.work_dir.glob("target/**/*-logDir-nm-*"))
+        in_jvm = sorted(self.work_dir.glob("target/**/*-logDir-nm-*"))
+        return in_jvm + [nodemanager.log_dir for nodemanager in self._nodemanagers]
 
     def container_logs(self, application_id: str) -> dict[str, Path]:
         """Container id -> its log directory, on every NodeManager."""
@@ -289,18 +396,5 @@ class LocalYarn(ManagedServer):
 
     def __repr__(self) -> str:
         where = self._details.get("resourcemanager", "not started")
-        return f"LocalYarn({where}, nodemanagers={self.nodemanagers}, fs.defaultFS={self.default_fs})"
-
-
-def processes_under(directory: Path) -> list[int]:
-    """Pids of this user's processes whose working directory is inside ``directory``: the containers
-    a NodeManager started there (each in a session of its own)."""
-    root = directory.resolve()
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        with contextlib.suppress(OSError):
-            if Path(os.readlink(entry / "cwd")).is_relative_to(root):
-                found.append(int(entry.name))
-    return found
+        nodemanagers = self._nodemanagers or self.nodemanagers
+        return f"LocalYarn({where}, nodemanagers={nodemanagers}, fs.defaultFS={self.default_fs})"

@@ -1,7 +1,7 @@
 """The README's application as a file for ``spark-submit``: the "Running on a cluster" recipe.
 
     spark-submit --archives env.tar.gz#environment --conf spark.pyspark.python=./environment/bin/python \\
-        ... deploy_app.py ZK GROUP TOPIC CHECKPOINT OUTPUT
+        ... deploy_app.py [--bootstrap-servers HOST:PORT] ZK GROUP TOPIC CHECKPOINT OUTPUT
 
 tests/e2e/test_packed_venv_deploy.py submits it to a standalone master whose executors have
 nothing installed but the packed virtualenv. It imports nothing from the tests: what a user's
@@ -13,6 +13,7 @@ record to OUTPUT, with what the task that tagged it saw: the interpreter (``sys.
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
 import os
@@ -41,8 +42,35 @@ def with_interpreter(records: Iterable[tuple[Any, str]]) -> Iterator[dict[str, A
         yield {"value": value, **seen}
 
 
+def parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="deploy_app.py")
+    parser.add_argument("--bootstrap-servers", help="with ZK '-': the group in Kafka's group coordinator")
+    for name in ("zk_quorum", "group", "topic", "checkpoint", "output"):
+        parser.add_argument(name)
+    return parser.parse_args(argv)
+
+
+def kafka_params(args: argparse.Namespace) -> tuple[str | None, dict[str, str]]:
+    """The ZooKeeper quorum (None: none) and the stream's Kafka params."""
+    params = {"auto.offset.reset": "smallest"}
+    if args.zk_quorum != "-":
+        return args.zk_quorum, params
+    if not args.bootstrap_servers:
+        raise SystemExit("deploy_app.py: ZK '-' needs --bootstrap-servers")
+    # A receiver whose executor dies without a word (its driver or its node lost) keeps its
+    # partitions in the group until its session times out: 6 s (the brokers' minimum), not 45.
+    return None, {
+        **params,
+        "bootstrap.servers": args.bootstrap_servers,
+        "session.timeout.ms": "6000",
+        "heartbeat.interval.ms": "500",
+    }
+
+
 def main(argv: list[str]) -> None:
-    zk_quorum, group, topic, checkpoint, output = argv
+    args = parse(argv)
+    zk_quorum, params = kafka_params(args)
+    group, topic, checkpoint, output = args.group, args.topic, args.checkpoint, args.output
     # The stream's start and stop lines on stderr (the driver's log): what an operator reads.
     logging.basicConfig(format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("reliable_kafka").setLevel(logging.INFO)
@@ -56,7 +84,7 @@ def main(argv: list[str]) -> None:
     def create_context() -> StreamingContext:
         ssc = StreamingContext(sc, 2)
         ssc.checkpoint(checkpoint)
-        lines = KafkaUtils.createStream(ssc, zk_quorum, group, {topic: 1}, {"auto.offset.reset": "smallest"})
+        lines = KafkaUtils.createStream(ssc, zk_quorum, group, {topic: 1}, params)
         lines.mapPartitions(with_interpreter).foreachRDD(lambda rdd: append(rdd.collect()))
         return ssc
 

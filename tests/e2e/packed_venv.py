@@ -35,6 +35,7 @@ REPO = Path(__file__).resolve().parents[2]
 NOT_SHIPPED = frozenset({"pyspark", "py4j"})
 # What `pip wheel` needs of the checkout (setup.cfg names the packages and package data).
 _SOURCES = ("setup.py", "setup.cfg", "README.md", "reliable_kafka", "wal")
+_PIP = (sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", "-q")
 
 
 @dataclass(frozen=True)
@@ -95,11 +96,9 @@ def _copy_distribution(distribution: importlib.metadata.Distribution, site_packa
             shutil.copy2(source, target)
 
 
-def build_packed_venv(work: Path, extras: tuple[str, ...] = ()) -> PackedVenv:
-    """``work/env.tar.gz``: a virtualenv with a wheel of this checkout and its dependencies (with
-    those of its ``extras``, e.g. ``hdfs`` for checkpoints on HDFS)."""
-    started = time.monotonic()
-    source, wheels, env = work / "source", work / "wheels", work / "env"
+def build_wheel(work: Path) -> Path:
+    """A wheel of this checkout (with its C extension) in ``work/wheels``."""
+    source, wheels = work / "source", work / "wheels"
     for name in _SOURCES:  # built from a copy: pip's in-tree build leaves build/ and egg-info
         path = REPO / name
         if path.is_dir():
@@ -107,19 +106,27 @@ def build_packed_venv(work: Path, extras: tuple[str, ...] = ()) -> PackedVenv:
         else:
             source.mkdir(parents=True, exist_ok=True)
             shutil.copy2(path, source / name)
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", "-q"]
     subprocess.run(
-        [*pip, "wheel", "--no-deps", "--no-build-isolation", "--wheel-dir", str(wheels), str(source)],
+        [*_PIP, "wheel", "--no-deps", "--no-build-isolation", "--wheel-dir", str(wheels), str(source)],
         check=True,
     )
     (wheel,) = wheels.glob("reliable_kafka-*.whl")
+    return wheel
+
+
+def build_packed_venv(work: Path, extras: tuple[str, ...] = ()) -> PackedVenv:
+    """``work/env.tar.gz``: a virtualenv with a wheel of this checkout and its dependencies (with
+    those of its ``extras``, e.g. ``hdfs`` for checkpoints on HDFS)."""
+    started = time.monotonic()
+    env = work / "env"
+    wheel = build_wheel(work)
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
     (site_packages,) = env.glob("lib/python*/site-packages")
     distributions = runtime_distributions(wheel_requirements(wheel), extras)
     for distribution in distributions:
         _copy_distribution(distribution, site_packages)
     subprocess.run(
-        [*pip, "--python", str(env / "bin" / "python"), "install", "--no-deps", "--no-index", str(wheel)],
+        [*_PIP, "--python", str(env / "bin" / "python"), "install", "--no-deps", "--no-index", str(wheel)],
         check=True,
     )
     archive = work / "env.tar.gz"
@@ -130,3 +137,19 @@ def build_packed_venv(work: Path, extras: tuple[str, ...] = ()) -> PackedVenv:
         tuple(d.metadata["Name"] for d in distributions),
         time.monotonic() - started,
     )
+
+
+def image_site_packages(work: Path, extras: tuple[str, ...] = ("hdfs",)) -> Path:
+    """``work/site-packages``: what ``pip install --target site-packages 'reliable-kafka[hdfs]'
+    pyspark`` lays out, offline: a wheel of this checkout, its dependencies and pyspark with py4j
+    (in an image, Spark is pyspark's jars), copied from this interpreter's. The build context of
+    docker/images/app/Dockerfile."""
+    wheel = build_wheel(work)
+    target = work / "site-packages"
+    target.mkdir(parents=True, exist_ok=True)
+    spark = [importlib.metadata.distribution(name) for name in sorted(NOT_SHIPPED)]
+    for distribution in [*runtime_distributions(wheel_requirements(wheel), extras), *spark]:
+        _copy_distribution(distribution, target)
+    install = [*_PIP, "install", "--no-deps", "--no-index", "--target", str(target), str(wheel)]
+    subprocess.run(install, check=True)
+    return target

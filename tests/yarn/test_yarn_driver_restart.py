@@ -1,16 +1,19 @@
 """Cluster mode on YARN: the application master (the driver) dies, YARN starts attempt 2, and
 ``StreamingContext.getOrCreate`` recovers from the checkpoint on HDFS.
 
-The application is tests/e2e/deploy_app.py (the README's shape: ``getOrCreate``, ``createStream``
-with its group in ZooKeeper, the write-ahead log on), submitted with ``spark.yarn.maxAppAttempts=2``.
+The application is tests/e2e/deploy_app.py (the README's shape: ``getOrCreate``, ``createStream``,
+the write-ahead log on), submitted with ``spark.yarn.maxAppAttempts=2``. One broker per offset
+store: on Kafka 3.9 the group and its offsets are in ZooKeeper, on Kafka 4 (no ZooKeeper) in
+Kafka's group coordinator (``--kafka 3.9,4`` runs both; the default run, 3.9 only).
 Mid-stream, with records just produced and not yet all output, every process of the application
 master's container is SIGKILLed: what a lost driver node does to it. YARN fails attempt 1 (and kills
 its executors), starts attempt 2, whose driver logs the recovered checkpoint; the records produced
 after the kill arrive once each, the ones before it at most twice (the batches the dead driver had
 not finished run again, and a block stored but not yet committed is read again), nothing is lost,
-and the group's offsets in ZooKeeper end at the log end. Then ``yarn application -kill`` (the
-ResourceManager's REST call for it) SIGTERMs attempt 2's driver, which stops gracefully
-(``stopGracefullyOnShutdown``) within the NodeManagers' SIGKILL delay, raised for it (see conftest).
+and the group's offsets (in ZooKeeper, or in Kafka) end at the log end. Then ``yarn application
+-kill`` (``LocalYarn.yarn``: the class ``bin/yarn`` runs) SIGTERMs attempt 2's driver, which stops
+gracefully (``stopGracefullyOnShutdown``) within the NodeManagers' SIGKILL delay, raised for it
+(see conftest).
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ from tests.support import wait_until
 from tests.yarn.conftest import SIGKILL_DELAY_MS
 from tests.yarn.submit import application_of, container_text, kill_application, read_rows, submit
 
-pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.yarn, pytest.mark.brokers("3.9")]
+pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.yarn, pytest.mark.brokers("3.9", "4")]
 
 APP = Path(__file__).parents[1] / "e2e" / "deploy_app.py"
 PARTITIONS = 2
@@ -70,6 +73,11 @@ def test_driver_killed_yarn_starts_attempt_two(
     def seen() -> Counter[str]:
         return Counter(row["value"] for row in read_rows(output))
 
+    # The group in ZooKeeper where the cluster has one (3.9), else in Kafka's group coordinator (4).
+    if local_cluster.has_zookeeper:
+        group_in = [local_cluster.zookeeper_connect]
+    else:
+        group_in = ["--bootstrap-servers", local_cluster.bootstrap_servers, "-"]
     send(values("before", BEFORE))
     submission = submit(
         local_yarn,
@@ -78,7 +86,7 @@ def test_driver_killed_yarn_starts_attempt_two(
         name=topic,
         deploy_mode="cluster",
         app=APP,
-        app_args=[local_cluster.zookeeper_connect, group, topic, checkpoint, str(output)],
+        app_args=[*group_in, group, topic, checkpoint, str(output)],
         work=tmp_path,
         conf={
             "spark.yarn.maxAppAttempts": "2",
@@ -152,6 +160,8 @@ def test_driver_killed_yarn_starts_attempt_two(
         # and ends within its bound (gracefulStopTimeout + stopTimeout: 40 s here), before YARN's
         # SIGKILL. (A driver behind the clock leaves the batches still queued then to a restart.)
         kill_began = time.monotonic()
+        killing = local_yarn.yarn("application", "-kill", app_id)
+        assert killing.returncode == 0, killing.stdout + killing.stderr
         assert kill_application(local_yarn, app_id)["state"] == "KILLED"
 
         def driver_output() -> str:
@@ -166,7 +176,8 @@ def test_driver_killed_yarn_starts_attempt_two(
         stopped_in = time.monotonic() - kill_began
         assert "Invoking stop(stopGracefully=True) from shutdown hook" in driver_output()
         print(
-            f"driver restart on YARN: attempt 2 registered {attempt_two_in:.1f} s after the kill, "
+            f"driver restart on YARN (kafka {local_cluster.kafka}): attempt 2 registered "
+            f"{attempt_two_in:.1f} s after the kill, "
             f"records flowing again after {flowing_in:.1f} s; {len(duplicates)} records twice "
             f"of {len(produced)}; attempts {states}; killed, stopped gracefully in {stopped_in:.1f} s"
         )
