@@ -382,3 +382,49 @@ def test_the_newest_confluent_kafka_the_registry_serves_is_a_verified_one() -> N
     assert newest[:2] in packed_fetch.VERIFIED_VERSIONS, (
         f"confluent-kafka {'.'.join(map(str, newest))} is not in VERIFIED_VERSIONS"
     )
+
+
+# Reads a partition the topic does not have through a client with an error callback, in a
+# process of its own: librdkafka puts its "Unknown partition" error on the partition's queue (as
+# after a broker restart whose first metadata lacks the partition).
+_UNKNOWN_PARTITION_READER = """
+import sys, time
+from confluent_kafka import OFFSET_BEGINNING
+from reliable_kafka.kafka.client.shared_client import PackedReader, SharedFetchClient
+from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
+
+bootstrap, topic = sys.argv[1:]
+client = SharedFetchClient.create({"bootstrap.servers": bootstrap, "group.id": "unknown-partition"}, "test")
+tp = TopicAndPartition(topic, 7)
+reader = client.attach(tp)
+assert isinstance(reader, PackedReader), reader
+client.assign({tp: OFFSET_BEGINNING})
+errors = []
+deadline = time.monotonic() + 60
+while not errors and time.monotonic() < deadline:
+    errors = [e for e in reader.fetch(10, 0.2).errors if e.code() != -191]
+reader.close()
+client.close()
+print(errors)
+"""
+
+
+def test_an_error_on_the_partition_queue_runs_no_error_callback_on_the_reading_thread(
+    local_cluster: LocalCluster,
+) -> None:
+    """librdkafka's batch consume ran the client's error_cb for it on the reader's thread, where
+    confluent-kafka's callback asserts it is inside one of its own calls: the process aborted
+    (seen when a broker restart's metadata briefly lacked the receiver's partitions)."""
+    topic = unique_name("packed-fetch-unknown")
+    local_cluster.create_topic(topic, 1)
+    env = {**os.environ, SWITCH_ENV: ""}
+    result = subprocess.run(
+        [sys.executable, "-c", _UNKNOWN_PARTITION_READER, local_cluster.bootstrap_servers, topic],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Unknown partition" in result.stdout, result.stdout

@@ -5,12 +5,12 @@
  * builds a Message object (and a bytes object per key, value and topic) for each one, and the
  * thread then reads the columns back out of those objects and packs them with msgpack.
  * Here one call takes up to max_messages records of the partition's own librdkafka queue
- * (rd_kafka_consume_batch_queue) and writes them straight into the chunk layout of
+ * (rd_kafka_queue_poll, see consume_events) and writes them straight into the chunk layout of
  * reliable_kafka/storage/block_format.py, byte for byte what pack_chunk() writes for the same
  * records; the GIL is held only to build the one bytes object of the result.
  *
- * Nothing is linked: packed_fetch.py passes the addresses of the two librdkafka functions of
- * the library confluent-kafka loaded, and the queue handle. rd_kafka_message_t is librdkafka's
+ * Nothing is linked: packed_fetch.py passes the addresses of the librdkafka functions of the
+ * library confluent-kafka loaded (bind_events, and per call), and the queue handle. rd_kafka_message_t is librdkafka's
  * public struct, whose layout has not changed since 0.9 (rdkafka.h).
  */
 #define PY_SSIZE_T_CLEAN
@@ -34,6 +34,105 @@ typedef struct {
 typedef Py_ssize_t (*consume_batch_queue_fn)(void *rkqu, int timeout_ms, rd_kafka_message_t **messages,
                                              size_t size);
 typedef void (*message_destroy_fn)(rd_kafka_message_t *message);
+
+/* ---- the partition queue, read through librdkafka's event API -----------------------------
+ *
+ * rd_kafka_consume_batch_queue serves the queue's non-message ops itself, and an error op
+ * (rd_kafka_toppar_enq_error: "Local: Unknown partition" while a restarted broker's metadata
+ * lacks the partition) calls the client's error_cb right there, on the reading thread.
+ * confluent-kafka's error_cb may only run inside one of its own calls (CallState_get asserts
+ * cs != NULL): called from here it aborted the process. rd_kafka_queue_poll instead hands
+ * every error back as an event, so nothing of the application runs on these threads; each
+ * error becomes a message of our own (_private NULL) among the records, in queue order. */
+
+#define EVENT_FETCH 0x2 /* RD_KAFKA_EVENT_FETCH */
+#define EVENT_ERROR 0x8 /* RD_KAFKA_EVENT_ERROR */
+
+typedef void *(*queue_poll_fn)(void *rkqu, int timeout_ms);
+typedef int (*event_type_fn)(const void *event);
+typedef const rd_kafka_message_t *(*event_message_next_fn)(void *event);
+typedef int (*event_error_fn)(void *event);
+typedef const char *(*event_error_string_fn)(void *event);
+typedef void (*event_destroy_fn)(void *event);
+
+static struct {
+    queue_poll_fn queue_poll;
+    event_type_fn event_type;
+    event_message_next_fn event_message_next;
+    event_error_fn event_error;
+    event_error_string_fn event_error_string;
+    event_destroy_fn event_destroy;
+    message_destroy_fn message_destroy;
+} events;
+
+/* An error event as a message: err, and its text (or NULL) as payload. NULL without memory. */
+static rd_kafka_message_t *error_message(void *event) {
+    rd_kafka_message_t *m = calloc(1, sizeof(*m));
+    if (m == NULL) return NULL;
+    m->err = events.event_error(event);
+    m->partition = -1;
+    m->offset = -1;
+    const char *text = events.event_error_string(event);
+    if (text != NULL && (m->payload = strdup(text)) != NULL) m->len = strlen(text);
+    return m;
+}
+
+/* rd_kafka_consume_batch_queue's contract, through events: up to size messages, waiting up to
+ * timeout_ms for the first (not for a whole batch). Records and errors in queue order. */
+static Py_ssize_t consume_events(void *queue, int timeout_ms, rd_kafka_message_t **messages, size_t size) {
+    size_t n = 0;
+    while (n < size) {
+        void *event = events.queue_poll(queue, n == 0 ? timeout_ms : 0);
+        if (event == NULL) break;
+        int type = events.event_type(event);
+        const rd_kafka_message_t *m = type == EVENT_FETCH ? events.event_message_next(event) : NULL;
+        if (m != NULL) {
+            messages[n++] = (rd_kafka_message_t *)m; /* freed with its event by message_destroy */
+            continue;
+        }
+        rd_kafka_message_t *error = type == EVENT_ERROR && events.event_error(event) ? error_message(event) : NULL;
+        events.event_destroy(event);
+        if (error != NULL) messages[n++] = error;
+    }
+    return (Py_ssize_t)n;
+}
+
+/* Frees a message of consume_events: librdkafka's, or an error of our own. */
+static void release_message(rd_kafka_message_t *m) {
+    if (m->_private != NULL) {
+        events.message_destroy(m);
+    } else {
+        free(m->payload);
+        free(m);
+    }
+}
+
+PyDoc_STRVAR(bind_events_doc,
+             "bind_events(queue_poll, event_type, event_message_next, event_error, event_error_string,\n"
+             "            event_destroy, message_destroy)\n"
+             "--\n\n"
+             "Takes the addresses of librdkafka's event functions; returns the addresses of the consume\n"
+             "and destroy functions to hand fetch, fetch_columns and fetch_with_metadata.");
+
+static PyObject *bind_events(PyObject *self, PyObject *args) {
+    unsigned long long a[7];
+    if (!PyArg_ParseTuple(args, "KKKKKKK", &a[0], &a[1], &a[2], &a[3], &a[4], &a[5], &a[6])) return NULL;
+    for (int i = 0; i < 7; i++) {
+        if (!a[i]) {
+            PyErr_SetString(PyExc_ValueError, "null function address");
+            return NULL;
+        }
+    }
+    events.queue_poll = (queue_poll_fn)(uintptr_t)a[0];
+    events.event_type = (event_type_fn)(uintptr_t)a[1];
+    events.event_message_next = (event_message_next_fn)(uintptr_t)a[2];
+    events.event_error = (event_error_fn)(uintptr_t)a[3];
+    events.event_error_string = (event_error_string_fn)(uintptr_t)a[4];
+    events.event_destroy = (event_destroy_fn)(uintptr_t)a[5];
+    events.message_destroy = (message_destroy_fn)(uintptr_t)a[6];
+    return Py_BuildValue("(KK)", (unsigned long long)(uintptr_t)consume_events,
+                         (unsigned long long)(uintptr_t)release_message);
+}
 
 /* A consume batch bigger than this is a caller's mistake, not a batch size. */
 #define MAX_BATCH 1000000
@@ -216,18 +315,18 @@ static int valid_fetch_arguments(int addresses_given, int partition, int timeout
 }
 
 PyDoc_STRVAR(fetch_doc,
-             "fetch(queue, consume_batch_queue, message_destroy, timeout_ms, max_messages, topic, partition)\n"
+             "fetch(queue, consume, destroy, timeout_ms, max_messages, topic, partition)\n"
              "--\n\n"
              "Up to max_messages of a partition queue, as (chunk bytes or None, records, first offset,\n"
              "last offset, [(error code, error text bytes or None), ...]). The first three arguments are\n"
-             "addresses: the rd_kafka_queue_t and librdkafka's two functions.");
+             "addresses: the rd_kafka_queue_t and the consume and destroy functions bind_events returned.");
 
 /* Raises the Python error for a failed consume or pack (fetch and fetch_with_metadata); 0 when
  * neither failed. */
 static int raised_fetch_failure(const fetched_t *out, int status, int partition) {
     if (out->consumed < 0) {
-        /* Only an invalid queue makes rd_kafka_consume_batch_queue fail. */
-        PyErr_SetString(PyExc_RuntimeError, "rd_kafka_consume_batch_queue failed");
+        /* A consume function that failed (consume_events never does). */
+        PyErr_SetString(PyExc_RuntimeError, "consuming the partition queue failed");
     } else if (status == FETCH_NO_MEMORY) {
         PyErr_NoMemory();
     } else if (status == FETCH_WRONG_PARTITION) {
@@ -408,8 +507,8 @@ static PyObject *allocate(const measured_t *m, unsigned char *buffers[N_BUFFERS]
 }
 
 /* Up to max_messages of the queue: what it holds now or, when it holds nothing, the first message
- * within timeout_ms with whatever came queued behind it. librdkafka's batch consume waits for a
- * whole batch or the timeout, so the wait asks for one message; the rest of its fetch response
+ * within timeout_ms with whatever came queued behind it. A batch consume may wait for a whole
+ * batch or the timeout (librdkafka's did), so the wait asks for one message; the rest of its fetch response
  * (librdkafka queues a response's messages at once) is taken without waiting, so that a reader
  * that keeps up with its partition does not get every other batch as a single record. Runs
  * without the GIL. */
@@ -425,7 +524,7 @@ static Py_ssize_t take_queued(consume_batch_queue_fn consume, void *queue, int t
 
 PyDoc_STRVAR(
     fetch_columns_doc,
-    "fetch_columns(queue, consume_batch_queue, message_destroy, message_timestamp, timeout_ms, max_messages,\n"
+    "fetch_columns(queue, consume, destroy, message_timestamp, timeout_ms, max_messages,\n"
     "              partition)\n"
     "--\n\n"
     "Up to max_messages of a partition queue (what it holds now or, when it holds nothing, the first\n"
@@ -463,8 +562,8 @@ static PyObject *fetch_columns(PyObject *self, PyObject *args) {
 
     PyObject *result = NULL, *columns = NULL;
     if (measured.consumed < 0) {
-        /* Only an invalid queue makes rd_kafka_consume_batch_queue fail. */
-        PyErr_SetString(PyExc_RuntimeError, "rd_kafka_consume_batch_queue failed");
+        /* A consume function that failed (consume_events never does). */
+        PyErr_SetString(PyExc_RuntimeError, "consuming the partition queue failed");
         measured.consumed = 0;
     } else if (status == FETCH_WRONG_PARTITION) {
         PyErr_Format(PyExc_RuntimeError, "the queue of partition %d delivered a record of partition %d",
@@ -562,14 +661,14 @@ static PyObject *metadata_of(rd_kafka_message_t **messages, Py_ssize_t n, messag
 
 PyDoc_STRVAR(
     fetch_with_metadata_doc,
-    "fetch_with_metadata(queue, consume_batch_queue, message_destroy, message_timestamp, message_headers,\n"
+    "fetch_with_metadata(queue, consume, destroy, message_timestamp, message_headers,\n"
     "                    header_get_all, timeout_ms, max_messages, topic, partition)\n"
     "--\n\n"
     "As fetch, with the records' metadata after the errors: (chunk bytes or None, records, first offset,\n"
     "last offset, errors, ([timestamp ms or None, ...], [timestamp type, ...], [[(header name str,\n"
     "value bytes or None), ...], ...])), timestamp types as Kafka's (-1 none, 0 CreateTime,\n"
-    "1 LogAppendTime). The first six arguments are addresses: the rd_kafka_queue_t and librdkafka's\n"
-    "five functions.");
+    "1 LogAppendTime). The first six arguments are addresses: the rd_kafka_queue_t, the consume and\n"
+    "destroy functions bind_events returned, and librdkafka's three metadata functions.");
 
 static PyObject *fetch_with_metadata(PyObject *self, PyObject *args) {
     unsigned long long queue, consume_address, destroy_address, timestamp_address, headers_address,
@@ -624,6 +723,7 @@ static PyObject *fetch_with_metadata(PyObject *self, PyObject *args) {
 }
 
 static PyMethodDef methods[] = {
+    {"bind_events", bind_events, METH_VARARGS, bind_events_doc},
     {"fetch", fetch, METH_VARARGS, fetch_doc},
     {"fetch_columns", fetch_columns, METH_VARARGS, fetch_columns_doc},
     {"fetch_with_metadata", fetch_with_metadata, METH_VARARGS, fetch_with_metadata_doc},

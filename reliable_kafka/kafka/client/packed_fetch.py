@@ -56,10 +56,11 @@ from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
 from reliable_kafka.storage.block_format import PackedChunk
 
 try:
+    from reliable_kafka.kafka.client._packed_fetch import bind_events as _c_bind_events
     from reliable_kafka.kafka.client._packed_fetch import fetch as _c_fetch
     from reliable_kafka.kafka.client._packed_fetch import fetch_columns as _c_fetch_columns
 except ImportError as _exc:  # built optionally (setup.py): no compiler, no extension
-    _c_fetch = _c_fetch_columns = None
+    _c_bind_events = _c_fetch = _c_fetch_columns = None
     _NOT_BUILT = f"the C extension was not built: {_exc}"
 
 try:
@@ -136,8 +137,9 @@ COLUMN_BUFFERS = (
 class _Librdkafka:
     path: str
     lib: ctypes.CDLL
-    consume_batch_queue: int
-    message_destroy: int
+    # The extension's consume and destroy functions over librdkafka's event API (bind_events).
+    consume: int
+    destroy: int
     message_timestamp: int
     message_headers: int
     header_get_all: int
@@ -300,11 +302,29 @@ def _find_librdkafka() -> _Librdkafka | str:
     ):
         function = getattr(lib, name)
         function.restype, function.argtypes = restype, argtypes
+    assert _c_bind_events is not None
+    # Not rd_kafka_consume_batch_queue: it runs the client's error_cb on the reading thread for
+    # an error in the partition queue, and confluent-kafka's aborts the process outside its own
+    # calls (see consume_events in _packed_fetch.c).
+    consume, destroy = _c_bind_events(
+        *(
+            _address_of(lib, name)
+            for name in (
+                "rd_kafka_queue_poll",
+                "rd_kafka_event_type",
+                "rd_kafka_event_message_next",
+                "rd_kafka_event_error",
+                "rd_kafka_event_error_string",
+                "rd_kafka_event_destroy",
+                "rd_kafka_message_destroy",
+            )
+        )
+    )
     return _Librdkafka(
         path,
         lib,
-        _address_of(lib, "rd_kafka_consume_batch_queue"),
-        _address_of(lib, "rd_kafka_message_destroy"),
+        consume,
+        destroy,
         _address_of(lib, "rd_kafka_message_timestamp"),
         _address_of(lib, "rd_kafka_message_headers"),
         _address_of(lib, "rd_kafka_header_get_all"),
@@ -346,14 +366,12 @@ class PackedFetch:
         assert _c_fetch is not None and _c_fetch_columns is not None
         self._consumer = consumer
         self._librdkafka = librdkafka
-        self._fetch = functools.partial(
-            _c_fetch, queue, librdkafka.consume_batch_queue, librdkafka.message_destroy
-        )
+        self._fetch = functools.partial(_c_fetch, queue, librdkafka.consume, librdkafka.destroy)
         self._fetch_columns = functools.partial(
             _c_fetch_columns,
             queue,
-            librdkafka.consume_batch_queue,
-            librdkafka.message_destroy,
+            librdkafka.consume,
+            librdkafka.destroy,
             librdkafka.message_timestamp,
         )
         self._fetch_with_metadata = (
@@ -362,8 +380,8 @@ class PackedFetch:
             else functools.partial(
                 _c_fetch_with_metadata,
                 queue,
-                librdkafka.consume_batch_queue,
-                librdkafka.message_destroy,
+                librdkafka.consume,
+                librdkafka.destroy,
                 librdkafka.message_timestamp,
                 librdkafka.message_headers,
                 librdkafka.header_get_all,
@@ -393,7 +411,7 @@ class PackedFetch:
     def fetch(self, max_messages: int, timeout_s: float) -> FetchedBatch:
         """Takes up to ``max_messages`` of what the queue holds now; when it holds nothing, waits
         up to ``timeout_s`` for the first record and takes that one (the rest, at once, on the
-        next call). librdkafka's batch consume waits for a *whole* batch or the timeout: a
+        next call). librdkafka's batch consume (read before) waits for a *whole* batch or the timeout: a
         partition with less than a batch left, as each one at the end of its fetch turn, sat out
         the whole poll timeout (0.2 s) every time."""
         batch = self._take(max_messages, 0)
