@@ -37,6 +37,23 @@ def test_wordcount_example_counts_every_word(kafka_version: str) -> None:
     assert f"Kafka {kafka_version}." in result.stdout
     assert f"{committed_offsets_line(kafka_version != '4', 'words')} 0=" in result.stdout
     assert "Time: " in result.stdout  # pprint's banner
+    # Each batch's blocks (one receiver, one place, a few kB) are read by one task, not one per block.
+    batches = [
+        (int(words), int(tasks))
+        for words, tasks in re.findall(
+            r"(\d+) words in this batch \(input read by (\d+) tasks?\)", result.stdout
+        )
+    ]
+    tasks_of_batches_with_words = [tasks for words, tasks in batches if words > 0]
+    assert tasks_of_batches_with_words and set(tasks_of_batches_with_words) == {1}, batches
+    summary = re.search(
+        r"processing time p50 (\d+) ms, p99 (\d+) ms, max (\d+) ms \(interval 1000 ms\); "
+        r"scheduling delay max (\d+) ms",
+        result.stdout,
+    )
+    assert summary is not None, result.stdout[-3000:]
+    p50, p99, longest, _ = (int(group) for group in summary.groups())
+    assert p50 <= p99 <= longest
 
 
 def committed_offsets_line(in_zookeeper: bool, topic: str) -> str:
