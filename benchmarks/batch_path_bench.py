@@ -116,6 +116,8 @@ def line(step: str, seconds_per_m: float, baseline_per_m: float | None = None) -
 def in_process(descriptor: bytes, records: int, repeat: int) -> list[tuple[str, float, float | None]]:
     default, with_handler = KafkaRecordDecoder(), KafkaRecordDecoder(messageHandler=handler)
     partition = BlockPartition.decode(descriptor)
+    # What a batch task gets: its blocks (here the one) in one descriptor.
+    task_descriptor = BlockPartition.encode_blocks([partition])
     data = partition.read()
     rows = decode_block(data)
     assert len(rows) == records
@@ -126,10 +128,10 @@ def in_process(descriptor: bytes, records: int, repeat: int) -> list[tuple[str, 
         ("decoder (messageHandler)", best(repeat, lambda: list(map(with_handler, rows))), None),
     ]
     for name, decoder in (("default", default), ("messageHandler", with_handler), ("none", None)):
-        now = best(repeat, lambda d=decoder: count(_ReadBlocks(d)(0, [descriptor])))
+        now = best(repeat, lambda d=decoder: count(_ReadBlocks(d)(0, [task_descriptor])))
         before = best(repeat, lambda d=decoder: count(ReferenceReadBlocks(d)(0, [descriptor])))
         figures.append((f"read chain + count ({name})", now, before))
-    assert count(_ReadBlocks(default)(0, [descriptor])) == records
+    assert count(_ReadBlocks(default)(0, [task_descriptor])) == records
     return [
         (step, per_million(s, records), None if b is None else per_million(b, records))
         for step, s, b in figures
@@ -226,7 +228,7 @@ def spark_steps(sc: Any, descriptors: list[bytes], records: int, repeat: int) ->
         if reference:
             # The same source RDD, with the baseline's function in place of the read chain.
             return located_rdd(sc, located).mapPartitionsWithIndex(ReferenceReadBlocks(decoder)).count()
-        return BlockRDD(sc, partitions, decoder=decoder).count()
+        return BlockRDD(sc, [[p] for p in partitions], decoder=decoder).count()
 
     lines = []
     task_cost, read_cost = measure(repeat, tasks, read)

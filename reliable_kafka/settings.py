@@ -133,6 +133,16 @@ class ReceiverSettings(_Section):
     store_max_attempts: int = Field(
         4, ge=1, description="attempts to store a block before the receiver stops"
     )
+    block_rdd_max_partition_bytes: int = Field(
+        128 << 20,
+        ge=0,
+        description=(
+            "spark.streaming.blockRDD.maxPartitionBytes (not in Spark): a batch's consecutive "
+            "blocks kept in the same place are read by one task, up to this many bytes (fewer "
+            "when the batch is large enough to give every core of the context a share of it); "
+            "0 = one partition per block, as in Spark"
+        ),
+    )
     reliable_without_wal: bool = Field(
         False,
         description=(
@@ -310,6 +320,7 @@ _SPARK_KEYS: dict[str, tuple[str, str, Any]] = {
     "spark.streaming.blockQueueSize": ("receiver", "block_queue_size", int),
     "spark.streaming.receiver.maxBufferedBytes": ("receiver", "max_buffered_bytes", parse_bytes),
     "spark.streaming.receiver.maxRate": ("receiver", "max_rate", int),
+    "spark.streaming.blockRDD.maxPartitionBytes": ("receiver", "block_rdd_max_partition_bytes", parse_bytes),
     "spark.streaming.receiver.blockStoreTimeout": (
         "receiver",
         "block_store_timeout_s",

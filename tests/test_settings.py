@@ -29,6 +29,8 @@ def test_defaults_are_sparks() -> None:
     assert settings.wal.max_failures == 3
     assert settings.wal.driver_allow_batching is True
     assert settings.jobs.concurrent_jobs == 1
+    # Ours: a batch's blocks kept in one place are read by one task up to 128 MiB.
+    assert settings.receiver.block_rdd_max_partition_bytes == 128 << 20
     assert settings.backpressure.enabled is False
     assert (settings.backpressure.pid_proportional, settings.backpressure.pid_integral) == (1.0, 0.2)
     assert (settings.backpressure.pid_derived, settings.backpressure.pid_min_rate) == (0.0, 100.0)
@@ -43,9 +45,11 @@ def test_spark_conf_keys_are_read() -> None:
             "spark.streaming.receiver.maxRestartDelay": "30s",
             "spark.streaming.concurrentJobs": "3",
             "spark.streaming.backpressure.pid.minRate": "10",
+            "spark.streaming.blockRDD.maxPartitionBytes": "16m",
             "spark.app.name": "ignored",
         }
     )
+    assert settings.receiver.block_rdd_max_partition_bytes == 16 << 20
     assert settings.receiver.block_interval_ms == 50
     assert settings.wal.enable is True
     assert settings.receiver.block_store_timeout_s == 60

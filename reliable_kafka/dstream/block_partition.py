@@ -1,9 +1,11 @@
-"""One partition of a batch of received blocks (``BlockPartition``): what it needs to produce its
-block, and the chain a task reads the block through.
+"""One block of a batch of received blocks (``BlockPartition``, Spark's ``BlockRDDPartition``):
+what it needs to produce its block, and the chain a task reads the block through. A partition of
+the batch RDD holds one or more of them, consecutive blocks kept in the same place
+(:mod:`~reliable_kafka.dstream.block_grouping`), read one after the other, each through its own chain.
 
-A partition carries the block's bytes (driver placement: taken from the driver's block store when
-the batch is built), or where to find them: the executor keeping the block (executor placement;
-the partition prefers that executor) and the block's write-ahead log handle. A task reads, in
+A block carries its bytes (driver placement: taken from the driver's block store when the batch
+is built), or where to find them: the executor keeping the block (executor placement; the
+partition prefers that executor's host) and the block's write-ahead log handle. A task reads, in
 order: its own bytes; the block's file when it runs on the host keeping it; a fetch from the block
 server of the receiver that stored it; the same two for the block's second copy (levels with
 replication 2: kept by a peer receiver, on another host where there is one); the write-ahead log;
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import posixpath
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
 from typing import Any
@@ -92,6 +94,23 @@ class BlockPartition:
         return [where.host for where in (self.location, self.replica) if where is not None]
 
     def encode(self) -> bytes:
+        return msgpack.packb(self._fields(), use_bin_type=True)
+
+    @classmethod
+    def decode(cls, raw: bytes) -> BlockPartition:
+        return cls._from_fields(msgpack.unpackb(raw, raw=False))
+
+    @staticmethod
+    def encode_blocks(blocks: Sequence[BlockPartition]) -> bytes:
+        """What a task of a batch RDD gets: its blocks, in order, in one msgpack array (the
+        blocks' fields, not each block's encoding: bytes shipped with a block are copied once)."""
+        return msgpack.packb([block._fields() for block in blocks], use_bin_type=True)
+
+    @classmethod
+    def decode_blocks(cls, raw: bytes) -> list[BlockPartition]:
+        return [cls._from_fields(fields) for fields in msgpack.unpackb(raw, raw=False)]
+
+    def _fields(self) -> dict[str, Any]:
         handle, location = self.wal_record_handle, self.location
         fields: dict[str, Any] = {
             "block_id": self.block_id,
@@ -107,11 +126,10 @@ class BlockPartition:
             fields["wal_directory"] = self.wal_directory.to_dict()
         if self.replica is not None:
             fields["replica"] = self.replica.to_dict()
-        return msgpack.packb(fields, use_bin_type=True)
+        return fields
 
     @classmethod
-    def decode(cls, raw: bytes) -> BlockPartition:
-        d = msgpack.unpackb(raw, raw=False)
+    def _from_fields(cls, d: dict[str, Any]) -> BlockPartition:
         handle, location = d["wal"], d["location"]
         return cls(
             d["block_id"],
@@ -127,11 +145,11 @@ class BlockPartition:
 
     @staticmethod
     def decoded_blocks(
-        descriptors: Iterable[bytes], decoder: Callable[[Any], Any], skip: object
+        blocks: Iterable[BlockPartition], decoder: Callable[[Any], Any], skip: object
     ) -> Iterator[Any]:
-        """The records of each descriptor's block through ``decoder``, in order, as one iterator
-        (each block read when the one before it is used up)."""
-        return chain.from_iterable(BlockPartition.decode(raw).decoded(decoder, skip) for raw in descriptors)
+        """The records of each block through ``decoder``, in order, as one iterator (each block
+        read when the one before it is used up)."""
+        return chain.from_iterable(block.decoded(decoder, skip) for block in blocks)
 
     def decoded(self, decoder: Callable[[Any], Any], skip: object) -> Iterator[Any]:
         """The block read (:meth:`read`), then its records through ``decoder`` (:func:`decoded_records`)."""

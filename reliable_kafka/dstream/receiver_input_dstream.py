@@ -2,8 +2,9 @@
 
 The receiver tracker starts the receiver that :meth:`ReceiverInputDStream.get_receiver` returns
 and allocates its blocks to batches; :meth:`compute` turns the blocks of one batch into a
-:class:`~reliable_kafka.dstream.batch_rdd.BlockRDD` (one partition per block, read from the block
-manager or the write-ahead log, decoded on the executors).
+:class:`~reliable_kafka.dstream.batch_rdd.BlockRDD` (a partition per run of blocks kept in the
+same place, or per block with ``spark.streaming.blockRDD.maxPartitionBytes=0``; each block read
+from the block manager or the write-ahead log, decoded on the executors).
 """
 
 from __future__ import annotations
@@ -81,7 +82,9 @@ class ReceiverInputDStream(InputDStream):
         # (none without the log): a stateful stream restored from a state checkpoint recomputes
         # the batches after it from them, as Spark's recovered input streams do.
         block_infos: list[ReceivedBlockInfo] = tracker.get_blocks_of_batch_and_stream(valid_time_ms, self.id)
-        tls = self._ssc.settings.receiver.tls()
+        receiver_settings = self._ssc.settings.receiver
+        tls = receiver_settings.tls()
+        max_partition_bytes = receiver_settings.block_rdd_max_partition_bytes
         return create_block_rdd(
             self._sc,
             block_infos,
@@ -93,6 +96,9 @@ class ReceiverInputDStream(InputDStream):
             recovery_source=self.block_recovery_source,
             wal_directory=RemoteDirectory.configured(self._ssc.checkpoint_dir),
             offset_ranges=self.offset_ranges_of,
+            max_partition_bytes=max_partition_bytes,
+            # A py4j call: only when it sizes partitions.
+            parallelism=self._sc.defaultParallelism if max_partition_bytes and block_infos else 1,
         )
 
     def offset_ranges_of(self, block_infos: Sequence[ReceivedBlockInfo]) -> list[Any]:

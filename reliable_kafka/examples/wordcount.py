@@ -17,17 +17,21 @@ in as its user ``alice`` with ``--mechanism`` (``SSL``: her client certificate; 
 It produces lines of words for ``--duration`` seconds while a Spark streaming job counts them, as pyspark's
 ``kafka_wordcount.py`` did: ``createStream -> flatMap(split) -> map((w, 1)) -> reduceByKey -> pprint``,
 with the receiver write-ahead log and checkpointing on. After every batch it prints the batch's
-time (what the job counted: the data received up to it) beside the clock time of the print, and the offsets
+time (what the job counted: the data received up to it) beside the clock time of the print, how
+many tasks read the batch's input, and the offsets
 the receiver committed (``/consumers/<group>/offsets/<topic>/<partition>`` in ZooKeeper, or the
 group's offsets in Kafka). Then it
 waits for the receiver to have stored everything, stops gracefully and checks that the words
-counted are the words produced: exit status 0 if so, 1 if not.
+counted are the words produced: exit status 0 if so, 1 if not. Its last lines also give the
+batches' processing time (p50, p99 and max over the batches with records) and their largest
+scheduling delay, from the streaming listener's batch-completed events: whether the job kept up.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import math
 import operator
 import os
 import sys
@@ -56,6 +60,7 @@ from reliable_kafka.kafka.offsets.store import REFUSED
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.local.cluster import create_topic_in_zookeeper
 from reliable_kafka.local.secured import MECHANISMS
+from reliable_kafka.scheduler.listener import StreamingListener, StreamingListenerBatchCompleted
 from reliable_kafka.util.kafka_errors import kafka_error_of
 from reliable_kafka.util.kazoo_log import kazoo_client, stop_kazoo
 from reliable_kafka.util.librdkafka_log import with_logger
@@ -221,19 +226,69 @@ class WordTally:
         self._offsets = offsets
         self._lock = threading.Lock()
         self.total = 0
+        # Tasks that read each batch's input, by batch time (note_input runs first in a batch).
+        self._input_tasks: dict[datetime, int] = {}
+
+    def note_input(self, time: datetime, rdd: RDD[tuple[bytes | None, str]]) -> None:
+        # Partitions are known on the driver: no Spark job.
+        with self._lock:
+            self._input_tasks[time] = rdd.getNumPartitions()
 
     def add_batch(self, time: datetime, rdd: RDD[tuple[str, int]]) -> None:
         batch_total = sum(count for _, count in rdd.collect())
         with self._lock:
             self.total += batch_total
             total = self.total
+            tasks = self._input_tasks.pop(time, None)
+        read_by = "" if tasks is None else f" (input read by {tasks} task{'' if tasks == 1 else 's'})"
         # The batch time names the data (received up to then); the clock says when it got printed,
         # which is later by the batch's processing and any backlog of batches ahead of it.
         print(
             f"batch {time:%H:%M:%S} (printed at {datetime.now():%H:%M:%S}): {batch_total} words in this "
-            f"batch, {total} so far; {self._offsets.describe()}"
+            f"batch{read_by}, {total} so far; {self._offsets.describe()}"
         )
         print(flush=True)
+
+
+class BatchTimes(StreamingListener):
+    """Each completed batch's processing time and scheduling delay, from the listener's events
+    (what Spark's streaming tab shows): the job keeps up while batches take less than their
+    interval, and then the scheduling delay stays bounded."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._processing_ms: list[int] = []
+        self._max_scheduling_delay_ms = 0
+        self._batches = 0
+
+    def on_batch_completed(self, event: StreamingListenerBatchCompleted) -> None:
+        info = event.batch_info
+        processing, scheduling = info.processing_delay_ms, info.scheduling_delay_ms
+        with self._lock:
+            self._batches += 1
+            if scheduling is not None:
+                self._max_scheduling_delay_ms = max(self._max_scheduling_delay_ms, scheduling)
+            # Batches with records: the empty ones after the producer stops would pull p50 down.
+            if processing is not None and info.num_records > 0:
+                self._processing_ms.append(processing)
+
+    def summary(self, interval_s: float) -> str:
+        with self._lock:
+            processing = sorted(self._processing_ms)
+            batches, max_delay = self._batches, self._max_scheduling_delay_ms
+        if not processing:
+            return f"batches: {batches}, none with records"
+        return (
+            f"batches: {batches}, {len(processing)} with records; processing time p50 "
+            f"{percentile(processing, 50)} ms, p99 {percentile(processing, 99)} ms, max {processing[-1]} ms "
+            f"(interval {interval_s * 1000:.0f} ms); scheduling delay max {max_delay} ms"
+        )
+
+
+def percentile(ordered: list[int], p: int) -> int:
+    """The inclusive ``p``-th percentile of sorted values (nearest rank)."""
+    rank = max(1, math.ceil(p / 100 * len(ordered)))
+    return ordered[rank - 1]
 
 
 def build_stream(
@@ -247,7 +302,7 @@ def build_stream(
 ) -> None:
     """``zookeeper_params``: the group's ZooKeeper login (``zookeeper.sasl.*``), for the receiver
     only: ``client_config`` also goes to the producer, whose librdkafka knows no such keys."""
-    lines = KafkaUtils.createStream(
+    messages = KafkaUtils.createStream(
         ssc,
         zookeeper_connect,
         GROUP,
@@ -255,7 +310,9 @@ def build_stream(
         # Without a committed offset, read the topic from its start: the producer may be ahead of
         # the receiver's first rebalance.
         {"auto.offset.reset": "smallest", **client_config, **(zookeeper_params or {})},
-    ).map(lambda kv: kv[1])
+    )
+    messages.foreachRDD(tally.note_input)
+    lines = messages.map(lambda kv: kv[1])
     counts = lines.flatMap(lambda line: line.split(" ")).map(lambda word: (word, 1)).reduceByKey(operator.add)
     counts.cache()  # pprint and the tally read the same batch; compute it once
     counts.pprint()
@@ -474,7 +531,9 @@ def count_words(
     sc.setLogLevel("ERROR")
     try:
         tally = WordTally(offsets)
+        batch_times = BatchTimes()
         ssc = StreamingContext(sc, args.batch_duration)
+        ssc.addStreamingListener(batch_times)
         ssc.checkpoint(args.checkpoint or str(work_dir / "checkpoint"))
         build_stream(
             ssc, zookeeper_connect, client_config, args.topic, tally, zookeeper_params=zookeeper_params
@@ -491,6 +550,7 @@ def count_words(
             f"produced {producer.words_acked} words in {producer.lines_acked} lines; "
             f"counted {tally.total} words; {offsets.describe()}"
         )
+        print(batch_times.summary(args.batch_duration), flush=True)
         return stored and not producer.errors and tally.total == producer.words_acked
     finally:
         sc.stop()

@@ -101,13 +101,13 @@ class BlockManagerBasedBlockHandler(ReceivedBlockHandler):
         data, num_records = serialize_block(block)
         if self.replicator is None or self._pool is None:
             put_or_raise(self.block_store, block_id, data, self.storage_level)
-            return ReceivedBlockStoreResult(block_id, num_records)
+            return ReceivedBlockStoreResult(block_id, num_records, num_bytes=len(data))
         # Both copies before the report: the caller commits offsets once this returns. A local
         # failure raises at once; the retry under the same id finds the peer's copy and keeps it.
         replica = self._pool.submit(self.replicator.replicate, block_id, data, self.storage_level)
         put_or_raise(self.block_store, block_id, data, self.storage_level)
         # Bounded without a timeout here: each peer the replicator tries has its call timeout.
-        return ReceivedBlockStoreResult(block_id, num_records, replica=replica.result())
+        return ReceivedBlockStoreResult(block_id, num_records, replica=replica.result(), num_bytes=len(data))
 
     def cleanup_old_blocks(self, thresh_time_ms: int) -> None:
         self.block_store.remove_blocks_older_than(thresh_time_ms)

@@ -58,17 +58,23 @@ class BlockLocation:
 @dataclass(frozen=True, slots=True)
 class ReceivedBlockStoreResult:
     """Where a block was stored: its id, its record count if known, its WAL handle if any, the
-    executor keeping it (executor placement; None when the driver keeps it) and, for a level with
-    replication 2, the peer executor keeping its second copy."""
+    executor keeping it (executor placement; None when the driver keeps it), for a level with
+    replication 2, the peer executor keeping its second copy, and its size in the block format
+    (None from versions before it was reported: the batch then gives the block a task of its own)."""
 
     block_id: StreamBlockId
     num_records: int | None
     wal_record_handle: RecordHandle | None = None
     location: BlockLocation | None = None
     replica: BlockLocation | None = None
+    num_bytes: int | None = None
 
     def __post_init__(self) -> None:
         _check_num_records("ReceivedBlockStoreResult", self.num_records)
+        if self.num_bytes is not None and self.num_bytes < 0:
+            raise ValueError(
+                f"ReceivedBlockStoreResult: num_bytes must be >= 0 or None, got {self.num_bytes}"
+            )
 
     def to_dict(self) -> dict[str, Any]:
         d = {
@@ -80,6 +86,8 @@ class ReceivedBlockStoreResult:
         # Only when there is one: records of unreplicated blocks stay as older versions read them.
         if self.replica is not None:
             d["replica"] = self.replica.to_dict()
+        if self.num_bytes is not None:
+            d["num_bytes"] = self.num_bytes
         return d
 
     @classmethod
@@ -90,12 +98,15 @@ class ReceivedBlockStoreResult:
         location = _field(d, "location", (dict, type(None)), owner) if "location" in d else None
         # Absent from records of unreplicated blocks and of versions before replication.
         replica = _field(d, "replica", (dict, type(None)), owner) if "replica" in d else None
+        # Absent from versions before block sizes were reported.
+        num_bytes = _field(d, "num_bytes", (int, type(None)), owner) if "num_bytes" in d else None
         return cls(
             block_id=StreamBlockId.parse(_field(d, "block_id", (str,), owner)),
             num_records=_field(d, "num_records", (int, type(None)), owner),
             wal_record_handle=None if handle is None else RecordHandle.from_dict(handle),
             location=None if location is None else BlockLocation.from_dict(location),
             replica=None if replica is None else BlockLocation.from_dict(replica),
+            num_bytes=num_bytes,
         )
 
 

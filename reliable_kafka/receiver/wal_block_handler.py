@@ -126,7 +126,7 @@ class WriteAheadLogBasedBlockHandler(ReceivedBlockHandler):
                 f"storing block {block_id} timed out after {self.block_store_timeout_s} s "
                 f"waiting for the {waiting_for}"
             )
-        return ReceivedBlockStoreResult(block_id, num_records, in_log.result())
+        return ReceivedBlockStoreResult(block_id, num_records, in_log.result(), num_bytes=len(data))
 
     def cleanup_old_blocks(self, thresh_time_ms: int) -> None:
         self.write_ahead_log.clean(thresh_time_ms, wait_for_completion=False)

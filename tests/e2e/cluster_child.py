@@ -12,8 +12,8 @@ workers. Each batch appends JSON lines to ``--output`` (fsync'ed):
 
 ``--zk ""``: no ZooKeeper; the kafka params' ``bootstrap.servers`` reach the group coordinator.
 
-``driver_bytes`` counts the batch partitions that carry block bytes from the driver (0 in executor
-placement). Listener events are appended as they come:
+``driver_bytes`` counts the batch's blocks whose bytes come from the driver (0 in executor
+placement); ``partitions`` counts its blocks. Listener events are appended as they come:
 
     {"kind": "receiver_started" | "receiver_stopped" | "receiver_error", "stream": S,
      "executor_id": E, "host": H, "time": wall seconds, "message": ...}

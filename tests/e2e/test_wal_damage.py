@@ -198,7 +198,7 @@ def test_records_kafka_no_longer_has_fail_the_batch_with_the_lost_ranges(
     missing = RecordHandle(str(tmp_path / "log-1-2"), 0, 10)
     # Offsets 3..9 were never written: as good as removed by retention for this read.
     source = recovery_source(params, [OffsetRange(topic, 0, 0, 3), OffsetRange(topic, 0, 3, 10)])
-    rdd = BlockRDD(spark_context, [BlockPartition("input-0-1", None, missing, recovery=source)])
+    rdd = BlockRDD(spark_context, [[BlockPartition("input-0-1", None, missing, recovery=source)]])
     with pytest.raises(Exception, match=rf"{topic}/0 \[3, 10\)"):
         rdd.collect()
     # The same read on the executor side, without Spark: the error type and message.

@@ -38,6 +38,23 @@ def test_wordcount_example_counts_every_word_and_prints_no_warning(kafka_version
     announced = [line for line in console if "Stopping gracefully with " in line]
     assert len(announced) <= 1, announced
     assert [line for line in console if line not in announced] == []
+    # Each batch's blocks (one receiver, one place, a few kB) are read by one task, not one per block.
+    batches = [
+        (int(words), int(tasks))
+        for words, tasks in re.findall(
+            r"(\d+) words in this batch \(input read by (\d+) tasks?\)", result.stdout
+        )
+    ]
+    tasks_of_batches_with_words = [tasks for words, tasks in batches if words > 0]
+    assert tasks_of_batches_with_words and set(tasks_of_batches_with_words) == {1}, batches
+    summary = re.search(
+        r"processing time p50 (\d+) ms, p99 (\d+) ms, max (\d+) ms \(interval 1000 ms\); "
+        r"scheduling delay max (\d+) ms",
+        result.stdout,
+    )
+    assert summary is not None, result.stdout[-3000:]
+    p50, p99, longest, _ = (int(group) for group in summary.groups())
+    assert p50 <= p99 <= longest
 
 
 def committed_offsets_line(in_zookeeper: bool, topic: str) -> str:

@@ -26,6 +26,7 @@ def over_the_wire(d: dict) -> dict:
     [
         ReceivedBlockStoreResult(StreamBlockId(1, 42), 10),
         ReceivedBlockStoreResult(StreamBlockId(1, 43), None, RecordHandle("/ckpt/log-1-2", 0, 99)),
+        ReceivedBlockStoreResult(StreamBlockId(1, 44), 10, num_bytes=1234),
     ],
 )
 def test_block_info_round_trips_through_msgpack(result: ReceivedBlockStoreResult) -> None:
@@ -53,6 +54,8 @@ def test_malformed_block_info_is_rejected_with_the_field_named(change: dict, mes
 def test_negative_record_counts_are_refused() -> None:
     with pytest.raises(ValueError, match="num_records"):
         ReceivedBlockStoreResult(StreamBlockId(1, 1), -1)
+    with pytest.raises(ValueError, match="num_bytes"):
+        ReceivedBlockStoreResult(StreamBlockId(1, 1), 1, num_bytes=-1)
 
 
 def test_fakes_and_the_supervisor_control_satisfy_the_protocols() -> None:

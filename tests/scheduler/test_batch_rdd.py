@@ -4,6 +4,7 @@ from the WAL")."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from pathlib import Path
@@ -91,6 +92,54 @@ def test_mixed_when_some_are(spark_context: SparkContext, tmp_path: Path) -> Non
     assert rdd.glom().collect() == BLOCKS
 
 
+def test_blocks_kept_in_one_place_are_read_by_one_task_each_through_its_own_chain(
+    spark_context: SparkContext, tmp_path: Path
+) -> None:
+    """Grouped (spark.streaming.blockRDD.maxPartitionBytes): one partition, the blocks' records in
+    block order, each block read where it is: two from the block manager, one from the WAL."""
+    block_manager = BlockManager()
+    infos = store_blocks(tmp_path, block_manager, BLOCKS)
+    block_manager.remove(infos[1].block_id)
+
+    rdd = create_block_rdd(
+        spark_context,
+        infos,
+        block_manager,
+        receiver_wal_enabled=True,
+        offset_ranges=offset_ranges_of_blocks,
+        max_partition_bytes=128 << 20,
+        parallelism=2,
+    )
+
+    assert rdd.getNumPartitions() == 1
+    assert (rdd.num_from_block_manager, rdd.num_from_write_ahead_log) == (2, 1)
+    assert rdd.block_ids == [info.block_id.name for info in infos]
+    assert rdd.glom().collect() == [ALL_RECORDS]
+    assert rdd.offsetRanges() == [OffsetRange("events", 0, 0, 9), OffsetRange("events", 1, 0, 3)]
+
+
+def test_grouped_partitions_stop_at_the_size_bound(spark_context: SparkContext, tmp_path: Path) -> None:
+    """A bound of the largest block and a bit makes a partition per block again, records
+    unchanged; blocks logged by a version that reported no sizes are sized by their WAL records."""
+    reported = store_blocks(tmp_path, BlockManager(), BLOCKS)
+    sizes = [info.block_store_result.num_bytes for info in reported]
+    assert sizes == [info.block_store_result.wal_record_handle.length for info in reported]
+    largest = max(sizes)
+    infos = [
+        dataclasses.replace(
+            info, block_store_result=dataclasses.replace(info.block_store_result, num_bytes=None)
+        )
+        for info in reported
+    ]
+
+    rdd = create_block_rdd(
+        spark_context, infos, BlockManager(), receiver_wal_enabled=True, max_partition_bytes=largest + 1
+    )
+
+    assert rdd.getNumPartitions() == 3
+    assert rdd.glom().collect() == BLOCKS
+
+
 def test_recovered_blocks_are_read_from_the_wal(spark_context: SparkContext, tmp_path: Path) -> None:
     clock = ManualClock(1_000_000)
     settings = WriteAheadLogSettings(enable=True, fsync=False)
@@ -141,7 +190,7 @@ def test_decoding_runs_on_the_executors(spark_context: SparkContext, tmp_path: P
 
 
 def test_the_batch_rdd_is_an_ordinary_pipelined_rdd(spark_context: SparkContext) -> None:
-    rdd = BlockRDD(spark_context, [BlockPartition("input-0-1", encode_block([1, 2, 3]))])
+    rdd = BlockRDD(spark_context, [[BlockPartition("input-0-1", encode_block([1, 2, 3]))]])
     assert isinstance(rdd, PipelinedRDD)
     assert rdd.map(lambda x: x * 10).filter(lambda x: x > 10).collect() == [20, 30]
     assert rdd.offsetRanges() == []
@@ -166,6 +215,10 @@ def test_partitions_ship_as_msgpack_with_handles_not_data() -> None:
         "tls_ca": None,
     }
     assert BlockPartition.decode(raw) == partition
+    # A task's descriptor: its blocks' fields in one array.
+    together = BlockPartition.encode_blocks([partition, partition])
+    assert msgpack.unpackb(together) == [msgpack.unpackb(raw)] * 2
+    assert BlockPartition.decode_blocks(together) == [partition, partition]
     with pytest.raises(ValueError, match="no data, executor or write-ahead log handle"):
         BlockPartition("input-0-8")
 

@@ -123,6 +123,6 @@ def test_utf8_column_is_utf8_decoder_over_the_column() -> None:
 
 
 def test_the_read_chain_reads_then_decodes() -> None:
-    descriptor = BlockPartition("input-0-1", MIXED).encode()
+    descriptor = BlockPartition.encode_blocks([BlockPartition("input-0-1", MIXED)])
     assert list(_ReadBlocks(None)(0, [descriptor])) == decode_block(MIXED)
     assert list(_ReadBlocks(KafkaRecordDecoder())(0, [descriptor])) == one_by_one(MIXED, KafkaRecordDecoder())

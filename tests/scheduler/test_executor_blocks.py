@@ -97,12 +97,51 @@ def test_in_executor_placement_the_driver_ships_no_block_bytes(spark_context, tm
     assert rdd.block_ids == [BLOCK.name]
 
 
+def test_a_batch_task_reads_the_blocks_kept_on_one_host_and_prefers_that_host(
+    spark_context, store: ExecutorBlockStore
+) -> None:
+    """Consecutive blocks kept on one host are one partition preferring it; the receiver moved to
+    another host, its blocks there are the next partition, preferring that one."""
+    blocks = {StreamBlockId(0, n): encode_block([n * 10, n * 10 + 1]) for n in range(1, 5)}
+    hosts = ["host-a", "host-a", "host-b", "host-b"]
+    infos = []
+    for (block_id, data), host in zip(blocks.items(), hosts, strict=True):
+        store.put(block_id, data, StorageLevel.MEMORY_AND_DISK_SER)
+        # Both "hosts" are this machine: each block's file is readable wherever the task runs.
+        location = BlockLocation(host, "1", store.path_of(block_id), None)
+        result = ReceivedBlockStoreResult(block_id, 2, None, location, num_bytes=len(data))
+        infos.append(ReceivedBlockInfo(0, 2, None, result))
+
+    rdd = create_block_rdd(spark_context, infos, None, max_partition_bytes=128 << 20, parallelism=4)
+
+    assert rdd.getNumPartitions() == 2
+    assert preferred_locations(rdd) == [["host-a"], ["host-b"]]
+    assert rdd.glom().collect() == [[10, 11, 20, 21], [30, 31, 40, 41]]
+    one_each = create_block_rdd(spark_context, infos, None, max_partition_bytes=0)
+    assert preferred_locations(one_each) == [["host-a"], ["host-a"], ["host-b"], ["host-b"]]
+
+
+def preferred_locations(rdd) -> list[list[str]]:
+    """What Spark's scheduler sees for each partition of the batch RDD's source."""
+    source = rdd._prev_jrdd.rdd()
+    partitions = source.partitions()
+    found = []
+    for index in range(len(partitions)):
+        locations = source.preferredLocations(partitions[index])
+        found.append([str(locations.apply(i)) for i in range(locations.size())])
+    return found
+
+
 def test_block_locations_survive_the_metadata_log_and_old_records_have_none() -> None:
     location = BlockLocation("h", "2", "/p", 4040)
     result = ReceivedBlockStoreResult(BLOCK, 3, None, location)
     assert ReceivedBlockStoreResult.from_dict(msgpack.unpackb(msgpack.packb(result.to_dict()))) == result
     old = {"block_id": BLOCK.name, "num_records": 3, "wal_record_handle": None}
     assert ReceivedBlockStoreResult.from_dict(old).location is None
+    assert ReceivedBlockStoreResult.from_dict(old).num_bytes is None
+    sized = ReceivedBlockStoreResult(BLOCK, 3, None, location, num_bytes=len(DATA))
+    assert ReceivedBlockStoreResult.from_dict(msgpack.unpackb(msgpack.packb(sized.to_dict()))) == sized
+    assert "num_bytes" not in result.to_dict()  # unsized records stay as older versions read them
 
 
 def test_a_receiver_task_description_is_plain_data_and_hides_its_secret() -> None:
