@@ -18,7 +18,7 @@ from tests.cluster_backends import unique_name
 from tests.e2e.helpers import group_params
 from tests.e2e.kill_harness import ChildApp, RecordingProducer
 from tests.spark_backends import SparkBackend, local_cluster_backend
-from tests.support import wait_until
+from tests.support import read_json_lines, wait_until
 
 PARTITIONS = 2
 RELAUNCH_BOUND_S = 30.0
@@ -28,9 +28,7 @@ CHILD_FILE = Path(__file__).with_name("cluster_child.py")
 
 
 def read_output(path: Path) -> list[dict[str, Any]]:
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return read_json_lines(path)
 
 
 def of_kind(entries: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:

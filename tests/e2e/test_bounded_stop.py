@@ -12,7 +12,6 @@ topic and group of their own.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import queue
 import re
@@ -30,7 +29,7 @@ import pytest
 from reliable_kafka.local import LocalCluster
 from tests.e2e.console import noise
 from tests.e2e.processes import cmdline, describe, session_processes
-from tests.support import wait_until
+from tests.support import read_json_lines, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -75,8 +74,7 @@ class Child:
         return time.monotonic() - started
 
     def entries(self) -> list[dict[str, Any]]:
-        lines = self.output.read_text().splitlines() if self.output.exists() else []
-        return [json.loads(line) for line in lines]
+        return read_json_lines(self.output)
 
     def log(self) -> str:
         return self.stderr.read_text(errors="replace")[-12_000:]

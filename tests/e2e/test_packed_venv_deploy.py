@@ -11,7 +11,6 @@ shape; it fixes the tracker, block server and status page ports, and SIGTERM sto
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -34,7 +33,7 @@ from tests.conftest import selected_spark
 from tests.e2e.helpers import committed_offsets, log_end_offsets, produce
 from tests.e2e.packed_venv import PackedVenv, build_packed_venv
 from tests.e2e.processes import descendants, describe, session_processes
-from tests.support import wait_until
+from tests.support import read_json_lines, wait_until
 from tests.support.spark_jvm_archive import suite_properties_file
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.brokers("3.9")]
@@ -89,9 +88,7 @@ def listening_ports() -> set[tuple[str, int]]:
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
-    """The complete lines so far (the application may be halfway through writing one)."""
-    text = path.read_text() if path.exists() else ""
-    return [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines() if line.strip()]
+    return read_json_lines(path)
 
 
 def scrape(port: int) -> dict[str, float]:

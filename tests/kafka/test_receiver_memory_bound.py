@@ -23,7 +23,7 @@ from confluent_kafka import Producer
 from reliable_kafka.kafka.client.shared_client import receiver_memory_bound
 from reliable_kafka.local import LocalCluster
 from tests.cluster_backends import unique_name
-from tests.support import wait_until
+from tests.support import read_json_lines, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -74,9 +74,7 @@ class Child:
                     self.samples.append((int(words[1]), int(words[3]), words[5] == "1"))
 
     def ranges(self) -> list[tuple[str, int, int, int]]:
-        if not self.out.exists():
-            return []
-        return [tuple(r) for line in self.out.read_text().splitlines() for r in json.loads(line)]
+        return [tuple(r) for rows in read_json_lines(self.out) for r in rows]
 
     def received(self) -> int:
         return sum(until - start for _, _, start, until in self.ranges())

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import signal
 import subprocess
@@ -23,7 +22,7 @@ from reliable_kafka.util.clock import ManualClock
 from tests.streaming.conftest import ManualRun
 from tests.streaming.fakes import FakeReceiverInputStream, FakeReceiverTracker
 from tests.streaming.test_checkpoint import CHECKPOINT
-from tests.support import wait_until
+from tests.support import read_json_lines, wait_until
 
 SMALL_BATCH_S = 0.1
 
@@ -300,8 +299,7 @@ def test_sigterm_stops_gracefully_processing_every_record_received(tmp_path: Pat
     try:
 
         def entries() -> list[dict[str, int]]:
-            lines = output.read_text().splitlines() if output.exists() else []
-            return [json.loads(line) for line in lines]
+            return read_json_lines(output)
 
         wait_until(
             lambda: sum(e.get("count", 0) for e in entries()) > 0, timeout_s=120, what="a non-empty batch"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import ManualClock, wait_for_event, wait_until
+from tests.support import ManualClock, read_json_lines, wait_for_event, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -31,6 +31,16 @@ def test_wait_until_names_what_it_waited_for_when_it_gives_up() -> None:
 def test_wait_for_event_names_the_event_when_it_gives_up() -> None:
     with pytest.raises(AssertionError, match="waiting for a set event"):
         wait_for_event(threading.Event(), timeout_s=0.01, what="a set event")
+
+
+def test_json_lines_leave_out_the_line_being_written(tmp_path: Path) -> None:
+    output = tmp_path / "output.jsonl"
+    assert read_json_lines(output) == []
+    output.write_text('{"kind": "a"}\n\n{"kind": ')
+    assert read_json_lines(output) == [{"kind": "a"}]
+    with output.open("a") as appending:
+        appending.write('"b"}\n')
+    assert read_json_lines(output) == [{"kind": "a"}, {"kind": "b"}]
 
 
 def test_the_manual_clock_serves_both_seams() -> None:

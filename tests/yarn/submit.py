@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import getpass
-import json
 import os
 import re
 import signal
@@ -31,7 +30,7 @@ from reliable_kafka.local.hdfs import LocalHdfs
 from reliable_kafka.local.spark_hosts import spark_home
 from reliable_kafka.local.yarn import LocalYarn, java_home
 from tests.e2e.packed_venv import PackedVenv
-from tests.support import wait_until
+from tests.support import read_json_lines, wait_until
 from tests.support.spark_jvm_archive import suite_properties_file
 
 REPO = Path(__file__).resolve().parents[2]
@@ -166,9 +165,7 @@ def kill_application(yarn: LocalYarn, application_id: str, timeout_s: float = 12
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
-    """The complete JSON lines so far (the application may be halfway through writing one)."""
-    text = path.read_text() if path.exists() else ""
-    return [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines() if line.strip()]
+    return read_json_lines(path)
 
 
 def container_text(yarn: LocalYarn, application_id: str, file: str) -> dict[str, str]:
