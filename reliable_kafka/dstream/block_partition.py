@@ -30,7 +30,7 @@ from typing import Any
 
 import msgpack
 
-from reliable_kafka.dstream.block_recovery import BlockRecoveryError, recover_block
+from reliable_kafka.storage.block_recovery import BlockRecoveryError, recover_block
 from reliable_kafka.dstream.chunk_decoding import decoded_chunks, decoded_rows
 from reliable_kafka.receiver.tracker_endpoint import BlockLocation
 from reliable_kafka.rpc.tls import client_context

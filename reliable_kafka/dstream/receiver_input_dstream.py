@@ -114,7 +114,7 @@ class ReceiverInputDStream(InputDStream):
 
     def block_recovery_source(self, info: ReceivedBlockInfo) -> dict[str, Any] | None:
         """Where a block read from the write-ahead log can be read again if its record is
-        unreadable (see ``dstream.block_recovery``); None: nowhere, the batch fails."""
+        unreadable (see ``storage.block_recovery``); None: nowhere, the batch fails."""
         return None
 
     def release_rdd(self, time_ms: int, rdd: RDD[Any]) -> None:

@@ -33,11 +33,9 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
@@ -60,9 +58,11 @@ from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
 from reliable_kafka.kafka.direct.kafka_cluster import KafkaCluster
 from reliable_kafka.kafka.direct.offset_commit import GroupStore, open_group_store
 from reliable_kafka.kafka.offsets.store import log_refusals
-from reliable_kafka.sql.arrow_records import read_batches
 from reliable_kafka.sql.options import EARLIEST, LATEST, KafkaSourceOptions
 from reliable_kafka.sql.source_offsets import PartitionOffsets, admitted, from_json, to_json
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 logger = logging.getLogger(__name__)
 
@@ -216,6 +216,12 @@ class ReliableKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailable
     # -- the executors' side -----------------------------------------------------------------
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        # Imported here: the driver's side (a fresh Python process per query, which Spark starts
+        # before the first batch) needs neither pyarrow nor the fetch path.
+        from pyspark.sql.pandas.types import to_arrow_schema  # noqa: PLC0415
+
+        from reliable_kafka.sql.arrow_records import read_batches  # noqa: PLC0415
+
         wanted = OffsetRange.from_metadata(partition.value)
         yield from read_batches(
             self._options.reader_params(),

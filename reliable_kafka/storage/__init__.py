@@ -1,4 +1,6 @@
-"""Where received blocks live: storage levels, block ids, the block format and the block manager."""
+"""Where received blocks live: storage levels, block ids, the block format and the block manager;
+and where a batch gets a block again when its write-ahead log record cannot be read
+(``block_recovery``)."""
 
 from reliable_kafka.storage.block_format import (
     BLOCK_MAGIC,

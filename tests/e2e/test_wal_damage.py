@@ -17,7 +17,7 @@ from pyspark import SparkContext
 from reliable_kafka import KafkaUtils, StreamingContext
 from reliable_kafka.dstream.batch_rdd import BlockRDD
 from reliable_kafka.dstream.block_partition import BlockPartition
-from reliable_kafka.dstream.block_recovery import BlockRecoveryError
+from reliable_kafka.storage.block_recovery import BlockRecoveryError
 from reliable_kafka.kafka.client.offset_range import OffsetRange, block_metadata
 from reliable_kafka.kafka.receiver.block_reread import recovery_source
 from reliable_kafka.local import LocalCluster

@@ -6,11 +6,13 @@ from __future__ import annotations
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
+import pyspark
 from pyspark import SparkContext
 
 from reliable_kafka import StreamingContext
-from reliable_kafka.util.worker_daemon import PREIMPORTED
+from reliable_kafka.util.worker_daemon import PREIMPORTED, without_installed_pyspark_zip
 from reliable_kafka.util.worker_python import DAEMON_MODULE, DAEMON_MODULE_KEY
 from tests.util.worker_probe import worker_state
 
@@ -25,11 +27,15 @@ def test_a_streaming_context_on_a_local_master_starts_workers_with_the_task_code
     key = f"RELIABLE_KAFKA_TEST_DAEMON_{uuid.uuid4().hex}"
     spark_context.environment[key] = "1"
     try:
-        [(parent, imported)] = spark_context.parallelize([0], 1).mapPartitions(worker_state).collect()
+        [(parent, imported, pyspark_file)] = (
+            spark_context.parallelize([0], 1).mapPartitions(worker_state).collect()
+        )
     finally:
         del spark_context.environment[key]
     assert f"-m {DAEMON_MODULE} " in f"{parent} "
     assert imported == list(PREIMPORTED)
+    # The installed pyspark's compiled modules, not the zip Spark puts first on the workers' path.
+    assert pyspark_file == pyspark.__file__, pyspark_file
 
 
 def test_the_daemon_module_imports_quietly_and_survives_a_module_it_cannot_import() -> None:
@@ -46,3 +52,18 @@ def test_the_daemon_module_imports_quietly_and_survives_a_module_it_cannot_impor
     assert done.stdout == ""
     assert "could not import reliable_kafka.no_such_module" in done.stderr
     assert done.stderr.endswith(f"['reliable_kafka.no_such_module']|{list(PREIMPORTED)!r}")
+
+
+def test_only_the_zip_of_an_installed_pyspark_the_path_reaches_is_left_out(tmp_path: Path) -> None:
+    site = tmp_path / "site-packages"
+    (site / "pyspark" / "python" / "lib").mkdir(parents=True)
+    (site / "pyspark" / "__init__.py").write_text("")
+    installed_zip = str(site / "pyspark" / "python" / "lib" / "pyspark.zip")
+    py4j = str(site / "pyspark" / "python" / "lib" / "py4j-0.10.9.9-src.zip")
+    distribution_zip = str(tmp_path / "spark-4.3.0" / "python" / "lib" / "pyspark.zip")
+    path = ["/app", installed_zip, py4j, "/usr/lib/python3.11", str(site)]
+    assert without_installed_pyspark_zip(path) == ["/app", py4j, "/usr/lib/python3.11", str(site)]
+    # The installed package is not on the path: its zip is the only pyspark there is.
+    assert without_installed_pyspark_zip(path[:-1]) == path[:-1]
+    # A Spark distribution's zip (SPARK_HOME) has no installed package around it.
+    assert without_installed_pyspark_zip([distribution_zip, str(site)]) == [distribution_zip, str(site)]

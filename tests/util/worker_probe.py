@@ -8,10 +8,10 @@ import sys
 from collections.abc import Iterable, Iterator
 
 
-def worker_state(_items: Iterable[object]) -> Iterator[tuple[str, list[str]]]:
-    """The command line of the process the worker was forked from, and which of this package's
-    task modules the worker had imported when the task started."""
+def worker_state(_items: Iterable[object]) -> Iterator[tuple[str, list[str], str]]:
+    """The command line of the process the worker was forked from, which of this package's task
+    modules the worker had imported when the task started, and where its pyspark came from."""
     with open(f"/proc/{os.getppid()}/cmdline", "rb") as f:
         parent = f.read().replace(b"\0", b" ").decode()
     wanted = ("reliable_kafka.receiver.receiver_task", "reliable_kafka.dstream.batch_rdd")
-    yield parent, [name for name in wanted if name in sys.modules]
+    yield parent, [name for name in wanted if name in sys.modules], sys.modules["pyspark"].__file__ or ""

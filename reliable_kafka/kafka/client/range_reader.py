@@ -15,7 +15,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from reliable_kafka.dstream.block_recovery import BlockRecoveryError
+from reliable_kafka.storage.block_recovery import BlockRecoveryError
 from reliable_kafka.kafka.client.access_refusal import AccessRefusals, refusal_error
 from reliable_kafka.kafka.client.error_log import ClientErrorLog
 from reliable_kafka.kafka.client.offset_range import OffsetRange

@@ -2,7 +2,7 @@
 or its segment gone): every block knows its exact offset ranges, so the records are still in
 the partitions' logs unless retention removed them.
 
-Registered as the ``kafka`` kind of :mod:`reliable_kafka.dstream.block_recovery`; the recovery
+Registered as the ``kafka`` kind of :mod:`reliable_kafka.storage.block_recovery`; the recovery
 source the Kafka input stream attaches to a block is :func:`recovery_source`. Runs on the
 executors, reading through :mod:`reliable_kafka.kafka.client.range_reader`.
 """
@@ -13,7 +13,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from reliable_kafka.dstream.block_recovery import register_block_recovery
+from reliable_kafka.storage.block_recovery import register_block_recovery
 from reliable_kafka.kafka.client.offset_range import OffsetRange
 from reliable_kafka.kafka.client.range_reader import (
     DEFAULT_REREAD_TIMEOUT_S,
