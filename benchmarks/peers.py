@@ -79,9 +79,10 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -155,6 +156,10 @@ class Run:
     records: int
     cpu_s: float | None = None  # the whole application's; None where not measurable
     problems: tuple[str, ...] = ()
+    # The queries' (a, b, i, j) split of ``seconds``: from start() to the first batch's trigger,
+    # and the batches' own time (Spark's triggerExecution, summed).
+    first_batch_s: float | None = None
+    batches_s: float | None = None
 
     @property
     def rate(self) -> float:
@@ -258,6 +263,32 @@ def ratio_lines(summaries: Sequence[Summary]) -> list[str]:
             lines.append(_pair_ratio(by_reader[ours], by_reader[peer]))
     if "s" in by_reader and "d" in by_reader:
         lines.append(_tls_ratio(by_reader["s"], by_reader["d"]))
+    return lines
+
+
+def batch_rate_lines(runs: Sequence[Run]) -> list[str]:
+    """(i) over (a), (j) over (b) within their batches (warm medians, cold with one repeat), and
+    each query's start: what a long-running query sees, and what each new query pays once."""
+
+    def medians(reader: str) -> tuple[float, float] | None:
+        mine = sorted((r for r in runs if r.reader == reader and r.batches_s), key=lambda r: r.repeat)
+        if not mine or any(r.problems for r in mine) or mine[0].first_batch_s is None:
+            return None
+        chosen = mine[1:] or mine
+        return (
+            statistics.median(r.records / (r.batches_s or 1) for r in chosen),
+            statistics.median(r.first_batch_s or 0.0 for r in chosen),
+        )
+
+    lines = []
+    for ours, peer in SQL_PAIRS:
+        mine, other = medians(ours), medians(peer)
+        if mine is None or other is None:
+            continue
+        lines.append(
+            f"({ours}) / ({peer}) in batches: records/s {mine[0] / other[0]:.2f} "
+            f"({mine[0]:,.0f} / {other[0]:,.0f}); first batch after {mine[1]:.1f} s / {other[1]:.1f} s"
+        )
     return lines
 
 
@@ -408,6 +439,7 @@ def structured_streaming(
         writer = values.writeStream.format("noop")
     meter = CpuMeter(driver_jvm_pid())
     meter.start()
+    started_at = time.time()
     query = writer.trigger(availableNow=True).option("checkpointLocation", str(checkpoint)).start()
     finished = query.awaitTermination(_WAIT_S)
     cpu = meter.stop()
@@ -426,7 +458,28 @@ def structured_streaming(
         problems.append(f"the query ended at offsets {end}, the topic's end is {expected}")
     if arrow_udf and sum(lengths) != args.messages * args.size:
         problems.append(f"len(value) summed to {sum(lengths):,}, {args.messages * args.size:,} produced")
-    return Run(reader, 0, cpu.wall_s, args.messages, whole_application(cpu), tuple(problems))
+    first_batch_s, batches_s = query_split(progress, started_at)
+    return Run(
+        reader,
+        0,
+        cpu.wall_s,
+        args.messages,
+        whole_application(cpu),
+        tuple(problems),
+        first_batch_s,
+        batches_s,
+    )
+
+
+def query_split(progress: Sequence[Mapping[str, Any]], started_at: float) -> tuple[float | None, float]:
+    """From ``start()`` (``started_at``, epoch seconds) to the first batch's trigger, and the
+    batches' own seconds (each progress's triggerExecution). A Python data source's query spends
+    the first part starting the Python process of its driver-side reader."""
+    batches_s = sum(p["durationMs"].get("triggerExecution", 0) for p in progress) / 1000
+    if not progress:
+        return None, batches_s
+    first = datetime.fromisoformat(progress[0]["timestamp"].replace("Z", "+00:00")).timestamp()
+    return max(0.0, first - started_at), batches_s
 
 
 def consumer_performance(cluster: LocalCluster, topic: str, args: argparse.Namespace, repeat: int) -> Run:
@@ -616,7 +669,7 @@ def run_in_turn(
                 run = receiver_run(sc, login, topic, args, checkpoint, repeat, wal=True)
             else:
                 run = read_once(reader, repeat, spark, sc, cluster, topic, args, checkpoint)
-            run = Run(reader, repeat, run.seconds, run.records, run.cpu_s, run.problems)
+            run = replace(run, repeat=repeat)
             runs.append(run)
             print_run(run)
     return runs, latency_runs(spark, sc, cluster, args, work) if args.latency_seconds > 0 else []
@@ -698,6 +751,11 @@ def jvm_direct(
 def print_run(run: Run, note: str = "") -> None:
     verdict = "; ".join(run.problems) if run.problems else "delivery ok"
     cpu = "" if run.cpu_s is None else f", {run.cpu_s:.1f} CPU s"
+    if run.first_batch_s is not None and run.batches_s:
+        note = (
+            f"; first batch {run.first_batch_s:.1f} s after start(), batches {run.batches_s:.1f} s "
+            f"({run.records / run.batches_s:,.0f} records/s){note}"
+        )
     print(
         f"repeat {run.repeat} ({run.reader}) {READERS[run.reader]:<27} {run.rate:>12,.0f} records/s "
         f"({run.seconds:.1f} s{cpu}); {verdict}{note}",
@@ -752,6 +810,9 @@ def main(argv: Sequence[str]) -> int:
     print("\n".join(table_lines(summaries)))
     print("ratios of ours to the peers, and (s) to (d) (warm medians; cold with --repeat 1):")
     print("\n".join(ratio_lines(summaries)) or "(none: ours or the peers were not run)")
+    if in_batches := batch_rate_lines(runs):
+        print("the queries within their batches, and from start() to the first batch (medians):")
+        print("\n".join(in_batches))
     if latencies:
         print(
             f"latency at {args.latency_rate:,} msg/s for {args.latency_seconds:g} s "

@@ -125,3 +125,31 @@ def test_the_tls_ratio_is_secured_over_plain_createstream() -> None:
     assert peers.ratio_lines(peers.summarize(runs)) == ["(s) / (d) records/s 0.25 CPU/M 1.50"]
     row = next(line for line in peers.table_lines(peers.summarize(runs)) if line.startswith("(s)"))
     assert "createStream, WAL on, TLS" in row
+
+
+def test_a_query_splits_into_its_start_and_its_batches() -> None:
+    progress = [
+        {"timestamp": "2026-11-29T22:00:02.500Z", "durationMs": {"triggerExecution": 2000}},
+        {"timestamp": "2026-11-29T22:00:04.600Z", "durationMs": {"triggerExecution": 500}},
+    ]
+    started_at = peers.datetime.fromisoformat("2026-11-29T22:00:00+00:00").timestamp()
+    assert peers.query_split(progress, started_at) == (2.5, 2.5)
+    assert peers.query_split([], started_at) == (None, 0.0)
+
+
+def test_in_batch_rates_and_starts_of_the_same_query_on_both_sources() -> None:
+    runs = [
+        Run(reader, repeat, seconds, 1_000_000, None, (), first, batches)
+        for reader, repeat, seconds, first, batches in (
+            ("a", 0, 9.0, 1.0, 8.0),
+            ("a", 1, 5.0, 0.5, 4.0),
+            ("i", 0, 9.0, 4.0, 5.0),
+            ("i", 1, 5.0, 3.0, 2.0),
+        )
+    ]
+    # Warm runs only (the cold one is left out when there are warm ones).
+    assert peers.batch_rate_lines(runs) == [
+        "(i) / (a) in batches: records/s 2.00 (500,000 / 250,000); first batch after 3.0 s / 0.5 s"
+    ]
+    # A pair without the split (or with a failed delivery) prints nothing.
+    assert peers.batch_rate_lines([Run("i", 0, 1.0, 10), Run("a", 0, 1.0, 10)]) == []
