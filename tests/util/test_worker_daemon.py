@@ -27,7 +27,7 @@ def test_a_streaming_context_on_a_local_master_starts_workers_with_the_task_code
     key = f"RELIABLE_KAFKA_TEST_DAEMON_{uuid.uuid4().hex}"
     spark_context.environment[key] = "1"
     try:
-        [(parent, imported, pyspark_file)] = (
+        [(parent, imported, pyspark_file, frozen)] = (
             spark_context.parallelize([0], 1).mapPartitions(worker_state).collect()
         )
     finally:
@@ -36,6 +36,8 @@ def test_a_streaming_context_on_a_local_master_starts_workers_with_the_task_code
     assert imported == list(PREIMPORTED)
     # The installed pyspark's compiled modules, not the zip Spark puts first on the workers' path.
     assert pyspark_file == pyspark.__file__, pyspark_file
+    # The daemon froze what it imported: the collector after each task leaves it alone.
+    assert frozen > 10_000, frozen
 
 
 def test_the_daemon_module_imports_quietly_and_survives_a_module_it_cannot_import() -> None:
