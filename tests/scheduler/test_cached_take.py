@@ -3,6 +3,7 @@ batch no Python worker lost (pyspark's take leaves one with unread input, which 
 
 from __future__ import annotations
 
+import operator
 import os
 from pathlib import Path
 from typing import Any
@@ -10,8 +11,11 @@ from typing import Any
 import pytest
 from pyspark import RDD, SparkContext
 
+from reliable_kafka.context import StreamingContext
 from reliable_kafka.dstream.cached_take import take_first
+from reliable_kafka.util.clock import ManualClock
 from reliable_kafka.util.raw_bytes_rdd import raw_bytes_rdd
+from tests.support import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -65,21 +69,41 @@ def _python_workers() -> set[int]:
     return {pid for pid in parents if depth(pid) == 3}
 
 
-def test_pprint_of_a_cached_batch_loses_no_python_worker(spark_context: SparkContext) -> None:
+def test_pprint_of_a_cached_stream_loses_no_python_worker(spark_context: SparkContext, capsys: Any) -> None:
     sc = spark_context
-    # Partitions longer than the take: pyspark's take would leave input unread.
-    counts = sc.parallelize([f"w{i % 40}" for i in range(400)], 4).map(lambda w: (w, 1))
-    counts = counts.reduceByKey(lambda a, b: a + b, 2).cache()
+    ssc = StreamingContext(sc, 1, clock=ManualClock(0))
     try:
-        counts.count()  # computed and cached by workers that read all their input
+        # The README's word count: its counts cached, printed, then collected. Each partition
+        # holds more than pprint's 11 records: pyspark's take would leave input unread.
+        words = [sc.parallelize([f"w{i % 40}" for i in range(400)], 4) for _ in range(3)]
+        counts = ssc.queueStream(words).map(lambda w: (w, 1)).reduceByKey(operator.add, 2)
+        counts.cache()
+        counts.pprint()
+        totals: list[int] = []
+        counts.foreachRDD(lambda rdd: totals.append(sum(n for _, n in rdd.collect())))
+        ssc.start()
+        _advance(ssc, 1)  # the first batch starts the workers its tasks need at once
         # Every idle worker used just now: none is old enough for Spark's idle-worker reaper.
         sc.parallelize(range(16), 16).map(lambda x: x).collect()
         workers = _python_workers()
-        assert workers
-        for _ in range(3):
-            assert len(take_first(counts, 11)) == 11
-        # A Python task after them: a worker that exited is gone by its end, one forked is there.
-        sc.parallelize([1], 1).map(lambda x: x).collect()
-        assert _python_workers() == workers
+        _advance(ssc, 2)
+        assert totals == [400, 400, 400]
+        assert capsys.readouterr().out.count("...") == 3  # each batch printed, more than 10 records
+        assert workers <= _python_workers(), "a Python worker exited"
     finally:
-        counts.unpersist()
+        ssc.stop(stopSparkContext=False)
+
+
+def _advance(ssc: StreamingContext, batches: int) -> None:
+    """Move the manual clock over the next ``batches`` boundaries; return once they ran."""
+    clock = ssc.clock
+    assert isinstance(clock, ManualClock)
+    generator = ssc.scheduler.job_generator
+    for _ in range(batches):
+        target = clock.get_time_ms() + ssc.batch_duration_ms
+        clock.set_time(target)
+        wait_until(
+            lambda t=target: (generator.last_processed_batch_ms or 0) >= t,
+            timeout_s=120,
+            what=f"batch {target} to be processed",
+        )
