@@ -4,8 +4,9 @@ pyspark's ``RDD.take`` runs a Python function over each partition it scans. Over
 that function runs in a Python worker of its own (a cached RDD does not pipeline into the next
 function), and it stops reading its partition once it has its records. pyspark does not reuse a
 worker that left input unread: it exits, and a later task forks a new one from the daemon, which
-imports ``pyspark.worker`` and the modules of its task's function again (0.2-0.8 s per batch on a
-2-core machine running the README's word count, whose counts are cached and printed).
+imports ``pyspark.worker`` and the modules of its task's function again (about 0.6 s of CPU per
+new worker on a 2-core machine: once per batch of the README's word count, whose counts are
+cached and printed, before this).
 
 Over a cached RDD, Spark's own ``RDD.take`` (in the JVM) gives the same records: it scans the
 partitions in the same order, reads them from the cache (computing a partition first, where that
