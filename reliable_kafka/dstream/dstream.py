@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from pyspark import RDD, StorageLevel
 from pyspark.rdd import portable_hash
 
+from reliable_kafka.dstream.cached_take import take_first
 from reliable_kafka.dstream.functions import (
     batch_datetime,
     creation_site,
@@ -525,7 +526,9 @@ class DStream:
         """Print the first ``num`` elements of every batch, under pyspark's time banner."""
 
         def take_and_print(time: datetime, rdd: RDD[Any]) -> None:
-            taken = rdd.take(num + 1)
+            # A cached batch is read from the cache by the JVM: pyspark's take would lose the
+            # Python worker that stops reading it, and the next batch would fork another.
+            taken = take_first(rdd, num + 1)
             print("-------------------------------------------")
             print(f"Time: {time}")
             print("-------------------------------------------")

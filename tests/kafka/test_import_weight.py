@@ -3,6 +3,7 @@ settings (pydantic)."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -40,3 +41,29 @@ def test_the_package_still_exports_every_name_it_lists() -> None:
 
     for name in kafka.__all__:
         assert getattr(kafka, name) is not None, name
+
+
+def test_a_batch_tasks_decoder_imports_no_kafka_utils_into_a_fresh_worker() -> None:
+    """A Python worker forked from the worker daemon (which imported the batch read chain) and
+    handed a batch task imported ``KafkaUtils`` with it, the direct stream and the receiver's
+    driver side (73 modules, 0.3-0.5 s), to unpickle the task's decoder: once per new worker."""
+    from pyspark import cloudpickle
+
+    from reliable_kafka.dstream.batch_rdd import _ReadBlocks
+    from reliable_kafka.kafka.kafka_utils import KafkaRecordDecoder
+
+    task_function = cloudpickle.dumps(_ReadBlocks(KafkaRecordDecoder(decode_errors="skip")))
+    code = (
+        "import json, sys\n"
+        "from pyspark import cloudpickle\n"
+        "from reliable_kafka.util.worker_daemon import preimport\n"
+        "preimport()\n"
+        "before = set(sys.modules)\n"
+        "cloudpickle.loads(sys.stdin.buffer.read())\n"
+        "print(json.dumps(sorted(m for m in set(sys.modules) - before if m.startswith('reliable_kafka'))))\n"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], input=task_function, check=True, capture_output=True
+    ).stdout.decode()
+    driver_side = ("kafka_utils", "kafka_input_dstream", "direct_kafka_input_dstream", "streaming_context")
+    assert not [m for m in json.loads(loaded) if m.rsplit(".", 1)[-1] in driver_side], loaded
