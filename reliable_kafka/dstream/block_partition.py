@@ -30,11 +30,11 @@ from typing import Any
 
 import msgpack
 
-from reliable_kafka.storage.block_recovery import BlockRecoveryError, recover_block
 from reliable_kafka.dstream.chunk_decoding import decoded_chunks, decoded_rows
 from reliable_kafka.receiver.tracker_endpoint import BlockLocation
 from reliable_kafka.rpc.tls import client_context
 from reliable_kafka.storage.block_format import decode_block, decode_chunks
+from reliable_kafka.storage.block_recovery import BlockRecoveryError, recover_block
 from reliable_kafka.storage.block_server import fetch_block
 from reliable_kafka.storage.executor_block_store import read_block_file
 from reliable_kafka.util import instruments

@@ -17,7 +17,6 @@ from pyspark import SparkContext
 from reliable_kafka import KafkaUtils, StreamingContext
 from reliable_kafka.dstream.batch_rdd import BlockRDD
 from reliable_kafka.dstream.block_partition import BlockPartition
-from reliable_kafka.storage.block_recovery import BlockRecoveryError
 from reliable_kafka.kafka.client.offset_range import OffsetRange, block_metadata
 from reliable_kafka.kafka.receiver.block_reread import recovery_source
 from reliable_kafka.local import LocalCluster
@@ -26,6 +25,7 @@ from reliable_kafka.receiver.wal_block_handler import receiver_log_directory
 from reliable_kafka.scheduler.received_block_tracker import ReceivedBlockTracker
 from reliable_kafka.storage.block_format import encode_chunks, pack_chunk
 from reliable_kafka.storage.block_id import StreamBlockId
+from reliable_kafka.storage.block_recovery import BlockRecoveryError
 from tests.cluster_backends import unique_name
 from tests.e2e.conftest import e2e_settings
 from tests.kafka.harness import produce

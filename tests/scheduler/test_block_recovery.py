@@ -13,9 +13,9 @@ import msgpack
 import pytest
 
 from reliable_kafka.dstream.block_partition import BlockNotFoundError, BlockPartition
-from reliable_kafka.storage.block_recovery import BlockRecoveryError, recover_block, register_block_recovery
 from reliable_kafka.receiver.tracker_endpoint import BlockLocation
 from reliable_kafka.storage.block_format import decode_block, encode_block
+from reliable_kafka.storage.block_recovery import BlockRecoveryError, recover_block, register_block_recovery
 from reliable_kafka.util import instruments
 from wal import FileBasedWriteAheadLog, RecordHandle, WriteAheadLogError
 

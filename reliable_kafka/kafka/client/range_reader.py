@@ -15,7 +15,6 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from reliable_kafka.storage.block_recovery import BlockRecoveryError
 from reliable_kafka.kafka.client.access_refusal import AccessRefusals, refusal_error
 from reliable_kafka.kafka.client.error_log import ClientErrorLog
 from reliable_kafka.kafka.client.offset_range import OffsetRange
@@ -23,6 +22,7 @@ from reliable_kafka.kafka.client.params import KafkaParams, parse_kafka_params
 from reliable_kafka.kafka.client.zk.broker_discovery import discover_bootstrap_servers, legacy_protocol_config
 from reliable_kafka.kafka.client.zk.client import close_zookeeper, connect_zookeeper
 from reliable_kafka.storage.block_format import PackedChunk, pack_chunk
+from reliable_kafka.storage.block_recovery import BlockRecoveryError
 from reliable_kafka.util.librdkafka_log import LibrdkafkaLog
 
 logger = logging.getLogger(__name__)

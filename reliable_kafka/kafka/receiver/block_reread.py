@@ -13,7 +13,6 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from reliable_kafka.storage.block_recovery import register_block_recovery
 from reliable_kafka.kafka.client.offset_range import OffsetRange
 from reliable_kafka.kafka.client.range_reader import (
     DEFAULT_REREAD_TIMEOUT_S,
@@ -22,6 +21,7 @@ from reliable_kafka.kafka.client.range_reader import (
     read_range,
 )
 from reliable_kafka.storage.block_format import PackedChunk, encode_chunks
+from reliable_kafka.storage.block_recovery import register_block_recovery
 
 logger = logging.getLogger(__name__)
 
