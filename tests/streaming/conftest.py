@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -61,6 +62,24 @@ class ManualRun:
             )
             # A failed job completes its batch; surface its error here rather than as a wrong result.
             self.ssc.awaitTerminationOrTimeout(0)
+
+    def stop_gracefully(self) -> None:
+        """``ssc.stop(stopGraceFully=True)`` on this thread (the one that may restore SIGTERM's
+        handler). A graceful stop lets the generation timer run to its next tick, which a manual
+        clock reaches only when moved: moved there once the timer is stopping, as time would move
+        on. Without it the stop waited out its whole bound (30 s at one-second batches)."""
+        timer = self.ssc.scheduler.job_generator.timer
+        batch = self.ssc.batch_duration_ms
+
+        def move_to_the_last_tick() -> None:
+            wait_until(timer._stopped.is_set, timeout_s=120, what="the generation timer to stop")
+            self.clock.set_time((self.clock.get_time_ms() // batch + 1) * batch)
+
+        mover = threading.Thread(target=move_to_the_last_tick, name="test-clock-mover", daemon=True)
+        mover.start()
+        self.ssc.stop(stopSparkContext=False, stopGraceFully=True)
+        mover.join(timeout=120)
+        assert not mover.is_alive(), "the graceful stop ended without its last tick"
 
 
 @pytest.fixture
