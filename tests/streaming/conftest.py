@@ -37,6 +37,13 @@ class ManualRun:
         self.tracker = tracker
         self.outputs: dict[int, list[list[Any]]] = {}
 
+    def queue_of_one_partition_each(self, batches: list[list[Any]]) -> Any:
+        """``queueStream`` of these batches as RDDs of one partition each. A queued list is
+        parallelized into the session's four partitions, most of them empty, and every operation
+        then ran a task for each: a window's for each partition of each of its batches."""
+        sc = self.ssc.sparkContext
+        return self.ssc.queueStream([sc.parallelize(batch, 1) for batch in batches])
+
     def collect(self, stream: Any, sort: bool = True) -> list[list[Any]]:
         """Every batch's records of ``stream``, one list per batch (Spark's TestOutputStream)."""
         batches: list[list[Any]] = []
