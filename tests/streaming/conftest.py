@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -36,6 +37,13 @@ class ManualRun:
         self.tracker = tracker
         self.outputs: dict[int, list[list[Any]]] = {}
 
+    def queue_of_one_partition_each(self, batches: list[list[Any]]) -> Any:
+        """``queueStream`` of these batches as RDDs of one partition each. A queued list is
+        parallelized into the session's four partitions, most of them empty, and every operation
+        then ran a task for each: a window's for each partition of each of its batches."""
+        sc = self.ssc.sparkContext
+        return self.ssc.queueStream([sc.parallelize(batch, 1) for batch in batches])
+
     def collect(self, stream: Any, sort: bool = True) -> list[list[Any]]:
         """Every batch's records of ``stream``, one list per batch (Spark's TestOutputStream)."""
         batches: list[list[Any]] = []
@@ -61,6 +69,24 @@ class ManualRun:
             )
             # A failed job completes its batch; surface its error here rather than as a wrong result.
             self.ssc.awaitTerminationOrTimeout(0)
+
+    def stop_gracefully(self) -> None:
+        """``ssc.stop(stopGraceFully=True)`` on this thread (the one that may restore SIGTERM's
+        handler). A graceful stop lets the generation timer run to its next tick, which a manual
+        clock reaches only when moved: moved there once the timer is stopping, as time would move
+        on. Without it the stop waited out its whole bound (30 s at one-second batches)."""
+        timer = self.ssc.scheduler.job_generator.timer
+        batch = self.ssc.batch_duration_ms
+
+        def move_to_the_last_tick() -> None:
+            wait_until(timer._stopped.is_set, timeout_s=120, what="the generation timer to stop")
+            self.clock.set_time((self.clock.get_time_ms() // batch + 1) * batch)
+
+        mover = threading.Thread(target=move_to_the_last_tick, name="test-clock-mover", daemon=True)
+        mover.start()
+        self.ssc.stop(stopSparkContext=False, stopGraceFully=True)
+        mover.join(timeout=120)
+        assert not mover.is_alive(), "the graceful stop ended without its last tick"
 
 
 @pytest.fixture

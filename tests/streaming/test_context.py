@@ -254,7 +254,7 @@ def test_sigterm_without_graceful_shutdown_goes_to_the_applications_own_handler(
         said = [r.getMessage() for r in caplog.records if "application's own handler" in r.getMessage()]
         assert len(said) == 1, said
         assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []
-        run.ssc.stop(stopSparkContext=False, stopGraceFully=True)
+        run.stop_gracefully()
     finally:
         signal.signal(signal.SIGTERM, original)
 

@@ -17,7 +17,7 @@ PAIRS = [[("a", 1), ("b", 2), ("a", 3)], [("b", 4)], []]
 
 def test_element_wise_operations(make_run) -> None:
     run: ManualRun = make_run()
-    stream = run.ssc.queueStream(BATCHES)
+    stream = run.queue_of_one_partition_each(BATCHES)
     mapped = run.collect(stream.map(lambda x: x * 10))
     flat = run.collect(stream.flatMap(lambda x: [x, -x]))
     filtered = run.collect(stream.filter(lambda x: x % 2 == 0))
@@ -38,7 +38,7 @@ def test_element_wise_operations(make_run) -> None:
 
 def test_count_reduce_and_count_by_value(make_run) -> None:
     run: ManualRun = make_run()
-    stream = run.ssc.queueStream(BATCHES)
+    stream = run.queue_of_one_partition_each(BATCHES)
     counted = run.collect(stream.count())
     reduced = run.collect(stream.reduce(operator.add))
     by_value = run.collect(stream.countByValue())
@@ -52,7 +52,7 @@ def test_count_reduce_and_count_by_value(make_run) -> None:
 
 def test_key_value_operations(make_run) -> None:
     run: ManualRun = make_run()
-    stream = run.ssc.queueStream(PAIRS)
+    stream = run.queue_of_one_partition_each(PAIRS)
     mapped_values = run.collect(stream.mapValues(lambda v: v + 100))
     flat_values = run.collect(stream.flatMapValues(lambda v: range(v)))
     reduced = run.collect(stream.reduceByKey(operator.add))
@@ -74,8 +74,8 @@ def test_key_value_operations(make_run) -> None:
 
 def test_joins_and_cogroup(make_run) -> None:
     run: ManualRun = make_run()
-    left = run.ssc.queueStream([[("a", 1), ("b", 2)], [("c", 3)]])
-    right = run.ssc.queueStream([[("a", "x"), ("z", "y")], []])
+    left = run.queue_of_one_partition_each([[("a", 1), ("b", 2)], [("c", 3)]])
+    right = run.queue_of_one_partition_each([[("a", "x"), ("z", "y")], []])
     joined = run.collect(left.join(right))
     left_outer = run.collect(left.leftOuterJoin(right))
     right_outer = run.collect(left.rightOuterJoin(right))

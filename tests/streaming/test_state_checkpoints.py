@@ -29,6 +29,10 @@ from tests.streaming.fakes import processed
 from tests.support import wait_until
 
 BATCH_MS = 1000
+# The state's partitions: two still spread its keys over several partitions and snapshot files;
+# the session's default of four made each batch run half as many tasks again (a batch ~1.7 times
+# as long on a loaded machine).
+STATE_PARTITIONS = 2
 
 
 def words_of_batch(index: int) -> list[str]:
@@ -89,7 +93,7 @@ Build = Callable[[StreamingContext], DStream]
 def state_app(update: Callable[[list[int], int | None], int | None] = running_total) -> Build:
     def build(ssc: StreamingContext) -> DStream:
         pairs = TimedInputDStream(ssc, words_of_batch).map(lambda w: (w, 1))
-        return pairs.updateStateByKey(update).checkpoint(2)
+        return pairs.updateStateByKey(update, numPartitions=STATE_PARTITIONS).checkpoint(2)
 
     return build
 
@@ -97,7 +101,8 @@ def state_app(update: Callable[[list[int], int | None], int | None] = running_to
 def window_app(ssc: StreamingContext) -> DStream:
     pairs = TimedInputDStream(ssc, words_of_batch).map(lambda w: (w, 1))
     # Window of 6 slides: reduced incrementally (inverse reduce), checkpointed every 2 batches.
-    return pairs.reduceByKeyAndWindow(operator.add, operator.sub, 6, 1).checkpoint(2)
+    window = pairs.reduceByKeyAndWindow(operator.add, operator.sub, 6, 1, numPartitions=STATE_PARTITIONS)
+    return window.checkpoint(2)
 
 
 _APPS: dict[str, Build] = {"updateStateByKey": state_app(), "window_inverse": window_app}
@@ -145,19 +150,19 @@ def uninterrupted(sc: SparkContext, build: Build, until_ms: int) -> dict[int, li
     return app.outputs
 
 
-# The longest run a test compares with. A batch's output is a function of the batches up to it, so
-# one uninterrupted run per application serves every test of it, each taking the times it needs:
-# half the batches this file would otherwise run (each a few Spark jobs).
-_HORIZON_MS = 16_000
+# The longest run a test compares with, per application. A batch's output is a function of the
+# batches up to it, so one uninterrupted run per application serves every test of it, each taking
+# the times it needs: half the batches this file would otherwise run (each a few Spark jobs).
+_HORIZON_MS = {"updateStateByKey": 14_000, "window_inverse": 12_000}
 _UNINTERRUPTED: dict[str, dict[int, list[Any]]] = {}
 
 
 def expected_outputs(sc: SparkContext, name: str, until_ms: int) -> dict[int, list[Any]]:
     """What the application ``name`` (an id of :data:`_APPS`) outputs up to ``until_ms``, run
     uninterrupted."""
-    assert until_ms <= _HORIZON_MS
+    assert until_ms <= _HORIZON_MS[name]
     if name not in _UNINTERRUPTED:
-        _UNINTERRUPTED[name] = uninterrupted(sc, _APPS[name], _HORIZON_MS)
+        _UNINTERRUPTED[name] = uninterrupted(sc, _APPS[name], _HORIZON_MS[name])
     return {t: v for t, v in _UNINTERRUPTED[name].items() if t <= until_ms}
 
 
@@ -165,42 +170,82 @@ def snapshot_dirs(checkpoint: Path) -> list[str]:
     return sorted(p.name for p in (checkpoint / STATE_DIR).iterdir())
 
 
+def damage(checkpoint: Path, snapshot_dir: str, how: str) -> Path:
+    target = sorted((checkpoint / STATE_DIR / snapshot_dir).iterdir())[0]
+    data = target.read_bytes()
+    if how == "truncate":
+        target.write_bytes(data[: len(data) // 2])
+    elif how == "flip":
+        middle = len(data) // 2
+        target.write_bytes(data[:middle] + bytes([data[middle] ^ 0xFF]) + data[middle + 1 :])
+    else:
+        target.unlink()
+    return target
+
+
+@pytest.fixture(scope="module")
+def crashed_at_9_s(sc: SparkContext, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """The checkpoint of a driver of the application ``name`` (an id of :data:`_APPS`) that died
+    after its 9 s batch, state written at 6 s and 8 s: made once per application, its outputs up
+    to then checked against the uninterrupted run's; each test restarts from a copy of its own."""
+    made: dict[str, Path] = {}
+
+    def of(name: str) -> Path:
+        if name not in made:
+            checkpoint = tmp_path_factory.mktemp(f"crashed-at-9-s-{name}") / "checkpoint"
+            first = start_app(sc, checkpoint, _APPS[name])
+            first.advance_to(9_000)  # state written at 8 s; batch 9 s completed after it
+            first.crash()
+            recorded = read_checkpoint(checkpoint)
+            assert recorded is not None
+            assert [s.time_ms for s in recorded.state_streams[0].snapshots] == [6_000, 8_000]
+            assert first.outputs == expected_outputs(sc, name, 9_000)
+            made[name] = checkpoint
+        return made[name]
+
+    return of
+
+
+def copy_of(checkpoint: Path, tmp_path: Path) -> Path:
+    copy = tmp_path / "checkpoint"
+    shutil.copytree(checkpoint, copy)
+    return copy
+
+
 @pytest.mark.parametrize("name", list(_APPS))
 def test_a_restarted_driver_continues_from_the_state_checkpoint(
-    sc: SparkContext, tmp_path: Path, name: str
+    sc: SparkContext, tmp_path: Path, crashed_at_9_s: Callable[[str], Path], name: str
 ) -> None:
-    build = _APPS[name]
-    expected = expected_outputs(sc, name, 16_000)
-    checkpoint = tmp_path / "checkpoint"
-    first = start_app(sc, checkpoint, build)
-    first.advance_to(9_000)  # state written at 8 s; batch 9 s completed after it
-    first.crash()
-    recorded = read_checkpoint(checkpoint)
-    assert recorded is not None
-    assert [s.time_ms for s in recorded.state_streams[0].snapshots] == [6_000, 8_000]
-
-    second = start_app(sc, checkpoint, build, now_ms=9_000)
-    second.advance_to(16_000)
+    """And the state checkpoints it no longer needs go, the dead driver's too; files are owner-only."""
+    expected = expected_outputs(sc, name, 12_000)
+    checkpoint = copy_of(crashed_at_9_s(name), tmp_path)
+    second = start_app(sc, checkpoint, _APPS[name], now_ms=9_000)
+    # To 12 s: the window's batches 4 to 6, from before the crash, leave it after the restart.
+    second.advance_to(12_000)
     second.crash()
-
-    assert first.outputs == {t: v for t, v in expected.items() if t <= 9_000}
     assert second.outputs == {t: v for t, v in expected.items() if t > 9_000}
+
+    # The two newest snapshots stay (the older is the fallback); the four before them went, the
+    # dead driver's 6 s and 8 s with them.
+    assert snapshot_dirs(checkpoint) == ["0-10000", "0-12000"]
+    state = checkpoint / STATE_DIR
+    for path in [state, *state.rglob("*")]:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        assert mode == (0o700 if path.is_dir() else 0o600), (path, oct(mode))
+    assert not [p for p in state.rglob(".*")], "temporary files left"
 
 
 def test_a_restart_recomputes_the_batches_after_the_snapshot_and_those_it_was_down_for(
-    sc: SparkContext, tmp_path: Path
+    sc: SparkContext, tmp_path: Path, crashed_at_9_s: Callable[[str], Path]
 ) -> None:
-    build = _APPS["updateStateByKey"]
     expected = expected_outputs(sc, "updateStateByKey", 14_000)
-    checkpoint = tmp_path / "checkpoint"
-    first = start_app(sc, checkpoint, build)
-    first.advance_to(7_000)  # snapshot at 6 s; 7 s only in the input
-    first.crash()
-    # Down for three batches: 8, 9 and 10 s run (late) on restart, from the state of 6 s and input of 7 s.
-    second = start_app(sc, checkpoint, build, now_ms=10_500)
+    # Snapshot at 8 s; 9 s only in the input. Down for three batches: 10, 11 and 12 s run (late)
+    # on restart, from the state of 8 s and the input of 9 s.
+    checkpoint = copy_of(crashed_at_9_s("updateStateByKey"), tmp_path)
+    second = start_app(sc, checkpoint, _APPS["updateStateByKey"], now_ms=12_500)
     second.advance_to(14_000)
     second.crash()
-    assert second.outputs == {t: v for t, v in expected.items() if t > 7_000}
+    assert second.outputs == {t: v for t, v in expected.items() if t > 9_000}
 
 
 @pytest.mark.parametrize("name", list(_APPS))
@@ -219,71 +264,26 @@ def test_a_driver_dead_before_its_first_state_checkpoint_is_recomputed_from_the_
     assert second.outputs == {t: v for t, v in expected.items() if t > 1_000}
 
 
-def test_old_state_checkpoints_go_and_files_are_owner_only(sc: SparkContext, tmp_path: Path) -> None:
-    checkpoint = tmp_path / "checkpoint"
-    app = start_app(sc, checkpoint, state_app())
-    app.advance_to(12_000)
-    app.crash()
-    # The two newest snapshots stay (the older is the fallback); the four before them went.
-    assert snapshot_dirs(checkpoint) == ["0-10000", "0-12000"]
-    state = checkpoint / STATE_DIR
-    for path in [state, *state.rglob("*")]:
-        mode = stat.S_IMODE(path.stat().st_mode)
-        assert mode == (0o700 if path.is_dir() else 0o600), (path, oct(mode))
-    assert not [p for p in state.rglob(".*")], "temporary files left"
-
-
-def damage(checkpoint: Path, snapshot_dir: str, how: str) -> Path:
-    target = sorted((checkpoint / STATE_DIR / snapshot_dir).iterdir())[0]
-    data = target.read_bytes()
-    if how == "truncate":
-        target.write_bytes(data[: len(data) // 2])
-    elif how == "flip":
-        middle = len(data) // 2
-        target.write_bytes(data[:middle] + bytes([data[middle] ^ 0xFF]) + data[middle + 1 :])
-    else:
-        target.unlink()
-    return target
-
-
-@pytest.fixture(scope="module")
-def crashed_at_9_s(sc: SparkContext, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The checkpoint of a driver of the state application that died after its 9 s batch (state
-    snapshots of 6 s and 8 s): made once, each damage test damages a copy of its own."""
-    checkpoint = tmp_path_factory.mktemp("crashed-at-9-s") / "checkpoint"
-    first = start_app(sc, checkpoint, _APPS["updateStateByKey"])
-    first.advance_to(9_000)
-    first.crash()
-    assert expected_outputs(sc, "updateStateByKey", 9_000) == first.outputs
-    return checkpoint
-
-
-def copy_of(checkpoint: Path, tmp_path: Path) -> Path:
-    copy = tmp_path / "checkpoint"
-    shutil.copytree(checkpoint, copy)
-    return copy
-
-
 @pytest.mark.parametrize("how", ["truncate", "flip", "delete"])
 def test_a_damaged_snapshot_falls_back_to_the_one_before(
-    sc: SparkContext, tmp_path: Path, crashed_at_9_s: Path, how: str
+    sc: SparkContext, tmp_path: Path, crashed_at_9_s: Callable[[str], Path], how: str
 ) -> None:
-    build = _APPS["updateStateByKey"]
-    expected = expected_outputs(sc, "updateStateByKey", 12_000)
-    checkpoint = copy_of(crashed_at_9_s, tmp_path)
+    expected = expected_outputs(sc, "updateStateByKey", 10_000)
+    checkpoint = copy_of(crashed_at_9_s("updateStateByKey"), tmp_path)
     damage(checkpoint, "0-8000", how)
 
-    second = start_app(sc, checkpoint, build, now_ms=9_000)
+    second = start_app(sc, checkpoint, _APPS["updateStateByKey"], now_ms=9_000)
     assert second.ssc.graph.checkpointed_streams()[0].restored_state_time_ms == 6_000
-    second.advance_to(12_000)
+    # One batch shows it: its output is the whole state, recomputed from 6 s through 7, 8 and 9 s.
+    second.advance_to(10_000)
     second.crash()
     assert second.outputs == {t: v for t, v in expected.items() if t > 9_000}
 
 
 def test_no_intact_snapshot_is_refused_naming_the_file(
-    sc: SparkContext, tmp_path: Path, crashed_at_9_s: Path
+    sc: SparkContext, tmp_path: Path, crashed_at_9_s: Callable[[str], Path]
 ) -> None:
-    checkpoint = copy_of(crashed_at_9_s, tmp_path)
+    checkpoint = copy_of(crashed_at_9_s("updateStateByKey"), tmp_path)
     newer = damage(checkpoint, "0-8000", "truncate")
     older = damage(checkpoint, "0-6000", "flip")
     with pytest.raises(CheckpointError) as raised:
@@ -293,15 +293,14 @@ def test_no_intact_snapshot_is_refused_naming_the_file(
     assert f"0-6000/{older.name}" in message and "SHA-256" in message
 
 
-def test_a_checkpoint_of_another_state_function_is_refused(sc: SparkContext, tmp_path: Path) -> None:
-    checkpoint = tmp_path / "checkpoint"
-    first = start_app(sc, checkpoint, state_app())
-    first.advance_to(3_000)
-    first.crash()
+def test_a_checkpoint_of_another_state_function_is_refused(
+    sc: SparkContext, tmp_path: Path, crashed_at_9_s: Callable[[str], Path]
+) -> None:
+    checkpoint = copy_of(crashed_at_9_s("updateStateByKey"), tmp_path)  # of running_total
     with pytest.raises(CheckpointError, match="other_total"):
-        start_app(sc, checkpoint, state_app(other_total), now_ms=3_000)
+        start_app(sc, checkpoint, state_app(other_total), now_ms=9_000)
     with pytest.raises(CheckpointError, match="ReducedWindowedDStream"):
-        start_app(sc, checkpoint, window_app, now_ms=3_000)
+        start_app(sc, checkpoint, window_app, now_ms=9_000)
 
 
 def test_values_that_are_not_plain_data_round_trip_pickled(sc: SparkContext, tmp_path: Path) -> None:
@@ -310,16 +309,16 @@ def test_values_that_are_not_plain_data_round_trip_pickled(sc: SparkContext, tmp
         return pairs.updateStateByKey(lambda vs, s: (s or frozenset()) | {len(vs)}).checkpoint(2)
 
     checkpoint = tmp_path / "checkpoint"
-    expected = uninterrupted(sc, build, 6_000)
+    expected = uninterrupted(sc, build, 4_000)
     first = start_app(sc, checkpoint, build)
-    first.advance_to(4_000)
+    first.advance_to(2_000)  # its first state checkpoint
     first.crash()
     recorded = read_checkpoint(checkpoint)
     assert recorded is not None
     # Files of partitions with records are pickled; an empty partition is plain data all the same.
     assert "python" in {f.codec for f in recorded.state_streams[0].snapshots[-1].files}
-    second = start_app(sc, checkpoint, build, now_ms=4_000)
-    second.advance_to(6_000)
+    second = start_app(sc, checkpoint, build, now_ms=2_000)
+    second.advance_to(4_000)
     second.crash()
-    assert second.outputs == {t: v for t, v in expected.items() if t > 4_000}
+    assert second.outputs == {t: v for t, v in expected.items() if t > 2_000}
     assert os.listdir(checkpoint / STATE_DIR)

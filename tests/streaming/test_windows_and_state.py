@@ -41,7 +41,7 @@ def sums(records: list[tuple[str, int]]) -> dict[str, int]:
 def test_window_and_count_by_window(make_run) -> None:
     run: ManualRun = make_run()
     batches = [[1], [2, 3], [4], [], [5], [6]]
-    stream = run.ssc.queueStream(batches)
+    stream = run.queue_of_one_partition_each(batches)
     windowed = run.collect(stream.window(3))
     sliding = run.collect(stream.window(4, 2))
     counted = run.collect(stream.countByWindow(3, 1))
@@ -59,7 +59,7 @@ def test_window_and_count_by_window(make_run) -> None:
 
 def test_reduce_by_key_and_window_with_and_without_inverse(make_run) -> None:
     run: ManualRun = make_run()
-    stream = run.ssc.queueStream(PAIR_BATCHES)
+    stream = run.queue_of_one_partition_each(PAIR_BATCHES)
     # Five slides per window: pyspark's threshold for the incremental (inverse) path.
     incremental = run.collect(stream.reduceByKeyAndWindow(operator.add, operator.sub, 5, 1))
     filtered = run.collect(
@@ -86,7 +86,7 @@ def test_reduce_by_key_and_window_with_and_without_inverse(make_run) -> None:
 
 def test_group_by_key_and_window_and_slide_longer_than_a_batch(make_run) -> None:
     run: ManualRun = make_run()
-    stream = run.ssc.queueStream(PAIR_BATCHES[:4])
+    stream = run.queue_of_one_partition_each(PAIR_BATCHES[:4])
     grouped = run.collect(stream.groupByKeyAndWindow(2, 1).mapValues(sorted))
     sliding = run.collect(stream.reduceByKeyAndWindow(operator.add, operator.sub, 4, 2))
     run.advance(4)
@@ -116,7 +116,7 @@ def update(values: list[int], state: int | None) -> int | None:
 def test_update_state_by_key_across_batches(make_run, sc) -> None:
     run: ManualRun = make_run()
     batches = [[("a", 1), ("b", 2)], [("a", 3)], [("b", -1)], [], [("b", 5)]]
-    stream = run.ssc.queueStream(batches)
+    stream = run.queue_of_one_partition_each(batches)
     state = run.collect(stream.updateStateByKey(update))
     with_initial = run.collect(
         stream.updateStateByKey(update, initialRDD=sc.parallelize([("c", 10), ("a", 100)]))
@@ -149,8 +149,10 @@ def test_a_stateful_stream_runs_without_spark_warning_of_each_forgotten_checkpoi
     """Spark warns "RDD n was locally checkpointed, its lineage has been truncated..." for every
     locally checkpointed RDD unpersisted: a stateful stream forgot one per checkpoint interval."""
     repo = Path(__file__).resolve().parents[2]
+    # Ten batches of 0.2 s, checkpointed every 0.4 s and remembered for 0.8 s: by the last batch
+    # the stream has forgotten the checkpointed RDDs of 0.4 s and 0.8 s, each once a warning.
     child = subprocess.run(
-        [sys.executable, "-m", "tests.streaming.stateful_child", str(tmp_path / "checkpoint"), "20"],
+        [sys.executable, "-m", "tests.streaming.stateful_child", str(tmp_path / "checkpoint"), "10"],
         cwd=repo,
         capture_output=True,
         text=True,
@@ -158,5 +160,5 @@ def test_a_stateful_stream_runs_without_spark_warning_of_each_forgotten_checkpoi
         check=False,
     )
     assert child.returncode == 0, child.stderr[-4000:]
-    assert child.stdout.strip().splitlines()[-1] == 'counts {"a": 40, "b": 20}', child.stdout
+    assert child.stdout.strip().splitlines()[-1] == 'counts {"a": 20, "b": 10}', child.stdout
     assert "was locally checkpointed" not in child.stderr, child.stderr[-4000:]
