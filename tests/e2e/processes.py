@@ -43,6 +43,16 @@ def session_processes(session_id: int) -> list[int]:
     return found
 
 
+def live_children(parent: int) -> list[int]:
+    """The live (not zombie) processes whose parent is ``parent``."""
+    found = []
+    for pid in all_pids():
+        fields = _stat_fields(pid)
+        if fields is not None and fields[0] != "Z" and int(fields[1]) == parent:
+            found.append(pid)
+    return found
+
+
 def descendants(root: int) -> list[int]:
     children: dict[int, list[int]] = {}
     for pid in all_pids():

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import operator
 import os
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +14,7 @@ from reliable_kafka.context import StreamingContext
 from reliable_kafka.dstream.cached_take import take_first
 from reliable_kafka.util.clock import ManualClock
 from reliable_kafka.util.raw_bytes_rdd import raw_bytes_rdd
+from tests.e2e.processes import live_children
 from tests.support import wait_until
 
 pytestmark = pytest.mark.timeout(120)
@@ -46,27 +46,10 @@ def test_take_first_gives_what_pysparks_take_gives(spark_context: SparkContext, 
 def _python_workers() -> set[int]:
     """The live Python workers of this process's Spark: this process -> the JVM -> the worker
     daemon -> the workers it forked."""
-    parents: dict[int, int] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue  # gone meanwhile
-        # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-        state, ppid = stat.rsplit(")", 1)[1].split()[:2]
-        if state != "Z":
-            parents[int(entry.name)] = int(ppid)
-
-    def depth(pid: int) -> int | None:
-        for level in range(4):
-            if pid == os.getpid():
-                return level
-            pid = parents.get(pid, 0)
-        return None
-
-    return {pid for pid in parents if depth(pid) == 3}
+    level = [os.getpid()]
+    for _ in range(3):
+        level = [child for pid in level for child in live_children(pid)]
+    return set(level)
 
 
 def test_pprint_of_a_cached_stream_loses_no_python_worker(spark_context: SparkContext, capsys: Any) -> None:
