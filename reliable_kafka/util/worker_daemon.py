@@ -59,20 +59,19 @@ def without_installed_pyspark_zip(path: Sequence[str]) -> list[str]:
     """``path`` without the ``pyspark.zip`` of an installed pyspark (``<dir>/pyspark/python/lib/
     pyspark.zip`` beside ``<dir>/pyspark/__init__.py``) when ``<dir>`` is on ``path`` too: the same
     pyspark, from compiled files."""
-    kept = []
-    for entry in path:
-        zipped = Path(entry)
-        if zipped.name == "pyspark.zip" and len(zipped.parents) > 3:
-            package = zipped.parents[2]
-            if (
-                package.name == "pyspark"
-                and zipped.parent == package / "python" / "lib"
-                and (package / "__init__.py").is_file()
-                and str(package.parent) in path
-            ):
-                continue
-        kept.append(entry)
-    return kept
+    return [entry for entry in path if not _installed_pyspark_zip(Path(entry), path)]
+
+
+def _installed_pyspark_zip(entry: Path, path: Sequence[str]) -> bool:
+    if entry.name != "pyspark.zip" or len(entry.parents) <= 3:
+        return False
+    package = entry.parents[2]
+    return (
+        package.name == "pyspark"
+        and entry.parent == package / "python" / "lib"
+        and (package / "__init__.py").is_file()
+        and str(package.parent) in path
+    )
 
 
 if __name__ == "__main__":
