@@ -18,6 +18,7 @@ import pytest
 
 from tests.parallel_layout import (
     SEVERAL_HOSTS,
+    YARN,
     auto_workers,
     broker_in_node_id,
     group_of,
@@ -329,11 +330,15 @@ def _distributed(config: pytest.Config) -> bool:
     )
 
 
-def _several_hosts_first(items: list[pytest.Item]) -> list[pytest.Item]:
-    """The order in which xdist hands out the work: the several-hosts group first, the run's
-    longest unit, so that its worker starts on it at once; within it and after it, the serial
-    order (broker by broker), so that each worker starts each broker's cluster about once. Stable."""
-    return sorted(items, key=lambda item: group_of(item.nodeid) != SEVERAL_HOSTS)
+_LONG_GROUPS_FIRST = {SEVERAL_HOSTS: 0, YARN: 1}
+
+
+def _long_groups_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The order in which xdist hands out the work: the several-hosts group, then the YARN group,
+    the run's longest units, so that their workers start on them at once; within them and after
+    them, the serial order (broker by broker), so that each worker starts each broker's cluster
+    about once. Stable."""
+    return sorted(items, key=lambda item: _LONG_GROUPS_FIRST.get(group_of(item.nodeid) or "", 2))
 
 
 @pytest.hookimpl(trylast=True)
@@ -365,7 +370,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # tests come last, so that its compose cluster is up only while they run.
     items[:] = sorted(keep, key=lambda item: (order.get(_broker_of(item) or "", 0), _on_docker(item)))
     if _distributed(config):
-        items[:] = _several_hosts_first(items)
+        items[:] = _long_groups_first(items)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

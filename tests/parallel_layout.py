@@ -9,9 +9,9 @@ which tests must share a worker.
   run beside each other, or that share something expensive, run on one worker, one at a time:
   every test on the several-hosts cluster (its hosts have fixed addresses), a broker's compose
   cluster (fixed ports), a module with a module-scoped fixture (built once).
-- Order: the several-hosts group first (the longest unit: its worker starts on it at once while
-  the others take the rest), then the serial order (broker by broker), so that each worker
-  starts each broker's cluster about once.
+- Order: the several-hosts group, then the YARN group (the longest units: their workers start on
+  them at once while the others take the rest), then the serial order (broker by broker), so that
+  each worker starts each broker's cluster about once.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ _GIB_PER_WORKER = 5
 _MIN_WORKERS = 2
 _MAX_WORKERS = 3
 SEVERAL_HOSTS = "several hosts"
+YARN = "yarn"
 # Tests on the several-hosts cluster whose ids do not say so: the cluster's own test, and the
 # deploy test's hosts (a module fixture of their own, on the same addresses).
 _ON_SEVERAL_HOSTS_FILES = frozenset(
@@ -103,6 +104,8 @@ def group_of(node_id: str) -> str | None:
 
     - the several-hosts cluster's tests (:func:`on_several_hosts`): one unit of work, so one
       worker, one test at a time;
+    - the YARN cluster's tests: its NodeManagers bind fixed addresses (127.0.0.11, ...), and the
+      cluster and the packed venv its applications ship are built once, by one worker;
     - a broker's compose cluster has fixed ports: its tests share one worker;
     - a module-scoped fixture (a packed venv's hosts, a child Spark run) is built once per worker
       that runs a test of the module: its tests share one worker."""
@@ -110,6 +113,8 @@ def group_of(node_id: str) -> str | None:
     params = name[name.find("[") :] if "[" in name else ""
     if on_several_hosts(node_id):
         return SEVERAL_HOSTS
+    if test_file.startswith("tests/yarn/"):
+        return YARN
     if _ON_DOCKER_IN_ID.search(params):
         return f"docker-kafka-{broker_in_node_id(node_id)}"
     if _has_module_fixture(test_file):
@@ -120,8 +125,8 @@ def group_of(node_id: str) -> str | None:
 def make_scheduler(config: pytest.Config, log: object) -> object:
     """xdist's scope scheduling with :func:`group_of` as the scope: a group is one unit of work
     for one worker, every other test a unit of its own; units go out in collection order (the
-    conftest's: the several-hosts group first), not xdist's default of the biggest unit first,
-    as workers free up. A worker is given another unit only when at most two of its tests are
+    conftest's: the several-hosts and YARN groups first), not xdist's default of the biggest unit
+    first, as workers free up. A worker is given another unit only when at most two of its tests are
     left, so the several-hosts group's worker takes nothing else until it is nearly done.
 
     Instead of xdist's own ``loadgroup``, which names the group in the test id and, with pytest

@@ -90,6 +90,8 @@ def test_a_rounds_outcomes_are_read_per_test_from_its_junit_report(tmp_path: Pat
         ("tests/integration/test_docker_clusters.py::t[kafka-0.9-docker]", "docker-kafka-0.9"),
         ("tests/util/test_located_rdd.py::t[pyspark-4.3.0]", "module tests/util/test_located_rdd.py"),
         ("tests/wal/test_write_ahead_log.py::t", None),
+        ("tests/yarn/test_yarn_wordcount.py::t[client-kafka-3.9]", "yarn"),
+        ("tests/yarn/test_local_yarn.py::t", "yarn"),
     ],
 )
 def test_tests_that_must_share_a_worker_are_grouped_by_their_id(node_id: str, group: str | None) -> None:
