@@ -128,7 +128,7 @@ def test_the_readme_is_short_and_keeps_ci_s_test_command() -> None:
     assert len(lines) <= 220, len(lines)
     # .ci/run runs the line after "# run the tests" (sed -n '/^# run the tests$/{n;p;q}').
     command = lines[lines.index("# run the tests") + 1]
-    assert command.endswith(".venv/bin/python -m pytest --kafka all --docker"), command
+    assert command.endswith(".venv/bin/python -m pytest --kafka all --docker --yarn -n auto"), command
     assert lines[lines.index("# run the main job") + 1].endswith("-m reliable_kafka.examples.wordcount")
 
 

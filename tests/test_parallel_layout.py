@@ -35,11 +35,16 @@ def test_the_worker_count_can_be_set_and_is_at_least_one(monkeypatch: pytest.Mon
     assert 1 <= auto_workers() <= 3
 
 
-def test_two_workers_even_on_one_core(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(
+    ("cores", "gib", "workers"), [(1, 24.0, 2), (2, 24.0, 3), (8, 24.0, 3), (2, 10.0, 2)]
+)
+def test_one_worker_more_than_the_cores_within_memory(
+    monkeypatch: pytest.MonkeyPatch, cores: int, gib: float, workers: int
+) -> None:
     monkeypatch.delenv("RELIABLE_KAFKA_TEST_WORKERS", raising=False)
-    monkeypatch.setattr("os.sched_getaffinity", lambda _pid: {0})
-    monkeypatch.setattr("tests.parallel_layout._available_memory_gib", lambda: 24.0)
-    assert auto_workers() == 2
+    monkeypatch.setattr("os.sched_getaffinity", lambda _pid: set(range(cores)))
+    monkeypatch.setattr("tests.parallel_layout._available_memory_gib", lambda: gib)
+    assert auto_workers() == workers
 
 
 def test_the_durations_file_names_tests_of_this_suite() -> None:

@@ -22,7 +22,21 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def collected_ids() -> set[str]:
     listing = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "--kafka", "all"],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--kafka",
+            "all",
+            "--docker",
+            "--yarn",
+            "--spark",
+            "all",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,

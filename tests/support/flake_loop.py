@@ -65,8 +65,10 @@ def junit_name(test_id: str) -> str:
 def run_round(test_ids: list[str], seed: int, pytest_args: list[str], work: Path) -> dict[str, bool]:
     report = work / f"round-{seed}.xml"
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "auto"]
-    # Every broker and Spark cluster, so that an id naming one is selected, whatever the defaults.
-    command += ["--kafka", "all", "--spark", "all", "--junitxml", str(report), *pytest_args, *test_ids]
+    # Every broker, Spark cluster, compose cluster and the YARN cluster, so that an id naming one
+    # is selected, whatever the defaults.
+    command += ["--kafka", "all", "--spark", "all", "--docker", "--yarn"]
+    command += ["--junitxml", str(report), *pytest_args, *test_ids]
     env = {**os.environ, "RELIABLE_KAFKA_KILL_SEED": str(seed)}
     completed = subprocess.run(command, cwd=ROOT, env=env, check=False, capture_output=True, text=True)
     if not report.exists():
@@ -105,10 +107,13 @@ def main(argv: list[str] | None = None) -> int:
                         tally.passes += 1
                     else:  # failed, or not run at all (a wrong id counts as a failure)
                         tally.failed_seeds.append(seed)
-                failed = sum(1 for t in test_ids if not results.get(junit_name(t)))
+                failed = [t for t in test_ids if not results.get(junit_name(t))]
                 elapsed = time.monotonic() - started
                 print(
-                    f"round {number}/{args.runs} (seed {seed}): {failed} failed, {elapsed:.0f} s", flush=True
+                    f"round {number}/{args.runs} (seed {seed}): {len(failed)} failed, {elapsed:.0f} s",
+                    *(f"  failed: {t}" for t in failed),
+                    sep="\n",
+                    flush=True,
                 )
     finally:
         if load is not None and load.poll() is None:
