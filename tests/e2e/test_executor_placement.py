@@ -23,7 +23,6 @@ from tests.e2e.kill_harness import ChildApp
 from tests.e2e.placement_app import (
     PARTITIONS,
     RELAUNCH_BOUND_S,
-    acked,
     assert_duplicates_within_one_block,
     drain_and_stop,
     lose_receivers_host,
@@ -213,12 +212,11 @@ def test_receivers_on_executors_without_the_wal(
     finally:
         for producer in producers.values():
             producer.finish()
-    assert child.stop_gracefully() == 0, child.log_tail()
-
-    entries = read_output(output)
+    # Every acknowledged record output before the stop: a graceful stop processes what the
+    # receivers hold, not what is still in Kafka (stopping at once lost the last records a
+    # relaunched receiver had not fetched yet, in a parallel run).
+    _, entries = drain_and_stop(child, output, producers)
     assert not of_kind(entries, "job_error"), of_kind(entries, "job_error")[0]["error"][-1500:]
-    lost = acked(producers) - set(received(entries))
-    assert not lost, f"lost {sorted(lost)[:10]}"
     # The lost host's unread blocks were read again from Kafka by the batch tasks.
     assert "reading it again from its source" in logs, logs[-3000:]
     assert "Could not compute split" not in logs
