@@ -21,7 +21,7 @@ import pytest
 from reliable_kafka.local import LocalCluster
 from tests.cluster_backends import unique_name
 from tests.e2e.kill_harness import ChildApp
-from tests.e2e.test_executor_placement import acked, of_kind, read_output, received, start_producers
+from tests.e2e.placement_app import acked, of_kind, read_output, received, start_producers
 from tests.support import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
