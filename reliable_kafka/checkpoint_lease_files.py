@@ -2,7 +2,10 @@
 the lease is built on: create a numbered file only if no one has created it, so that of two
 drivers creating the same number, exactly one succeeds. Each store offers it differently:
 
-- local disk: ``open(O_CREAT | O_EXCL)``, then fsync of the file and of the directory; 0o600;
+- local disk: the bytes written and synced under a name of one's own, then ``link()``ed onto the
+  number, which fails when the number exists (exclusive, as ``O_EXCL``) and never shows a reader
+  the number half written (an ``O_EXCL`` create shows it empty until the write); then fsync of
+  the directory; 0o600;
 - S3: a conditional put, ``If-None-Match: *``, which the store answers 412 when the key exists
   (AWS S3 since 2024, SeaweedFS; s3fs maps the answer to ``FileExistsError`` or an ``OSError``
   caused by the 412);
@@ -118,18 +121,17 @@ class LocalLeaseFiles:
 
     def create(self, sequence: int, data: bytes) -> bool:
         path = self._directory / file_name(sequence)
+        # A name no other driver lists or writes; the number appears only once the bytes are whole.
+        own = self._directory / f".{file_name(sequence)}.{uuid.uuid4().hex}"
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
         try:
-            fd = os.open(path, flags, FILE_MODE)
-        except FileExistsError:
-            return False
-        try:
-            write_synced(fd, data)
-        except BaseException:
-            # The name is ours: removing it lets a retry create it whole rather than leave a torn
-            # file that only a takeover would get past.
-            path.unlink(missing_ok=True)
-            raise
+            write_synced(os.open(own, flags, FILE_MODE), data)
+            try:
+                os.link(own, path)
+            except FileExistsError:
+                return False
+        finally:
+            own.unlink(missing_ok=True)
         fsync_directory(self._directory)
         return True
 

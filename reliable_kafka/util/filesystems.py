@@ -40,6 +40,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
+from reliable_kafka.util.fsspec_loop import install_on
+
 if TYPE_CHECKING:
     import fsspec
 
@@ -248,6 +250,8 @@ def locate(url: str, options: FilesystemOptions | None = None) -> Location:
 
     protocol = "s3" if scheme == "s3" else parsed.scheme
     fs = fsspec.filesystem(protocol, **scheme_options)
+    if getattr(fs, "async_impl", False):  # s3fs: its requests run on fsspec's IO loop
+        install_on(fs.loop)
     return Location(url, fs, fs._strip_protocol(url))
 
 

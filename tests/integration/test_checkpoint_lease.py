@@ -136,6 +136,33 @@ def lease_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
 # ---------------------------------------------------------------- the store's exclusive create
 
 
+def test_a_local_lease_number_appears_only_with_its_bytes_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A driver reading the lease while the holder renews it never finds the new number empty:
+    with an ``O_EXCL`` create the number showed an empty file until the write, and a starting
+    driver named "an unreadable or vanished lease record" instead of its holder (a parallel run)."""
+    import reliable_kafka.checkpoint_lease_files as module
+
+    files = lease_files(str(tmp_path / "checkpoint"))
+    files.prepare()
+    seen_while_writing: list[bytes | None] = []
+    write_synced = module.write_synced
+
+    def write_watched(fd: int, data: bytes) -> None:
+        seen_while_writing.append(files.read(7))
+        write_synced(fd, data)
+
+    monkeypatch.setattr(module, "write_synced", write_watched)
+    assert files.create(7, b"renewed")
+    assert not files.create(7, b"another driver")
+    assert seen_while_writing == [None, b"renewed"]
+    assert files.read(7) == b"renewed"
+    lease_directory = tmp_path / "checkpoint" / LEASE_DIRECTORY
+    assert sorted(os.listdir(lease_directory)) == [file_name(7)]  # no name of a writer's own left
+    assert (lease_directory / file_name(7)).stat().st_mode & 0o777 == 0o600
+
+
 def test_of_drivers_creating_one_lease_number_at_once_exactly_one_succeeds(store: Store) -> None:
     files = lease_files(store.checkpoint, store.options)
     files.prepare()
