@@ -29,10 +29,12 @@ ROOT = Path(__file__).resolve().parents[1]
 # A worker's share of memory: its brokers (up to five JVMs), a Spark driver, local-cluster
 # executors or a child application's, and the Python workers.
 _GIB_PER_WORKER = 5
-_MIN_WORKERS = 2
 _MAX_WORKERS = 3
 SEVERAL_HOSTS = "several hosts"
 YARN = "yarn"
+# Options that select every test an id can name: each broker, Spark cluster, compose cluster and
+# the YARN cluster, whatever the defaults.
+SELECT_EVERY_TEST = ("--kafka", "all", "--spark", "all", "--docker", "--yarn")
 # Tests on the several-hosts cluster whose ids do not say so: the cluster's own test, and the
 # deploy test's hosts (a module fixture of their own, on the same addresses).
 _ON_SEVERAL_HOSTS_FILES = frozenset(
@@ -73,7 +75,7 @@ def auto_workers() -> int:
         return max(0, int(override))
     cores = len(os.sched_getaffinity(0))
     by_memory = int(_available_memory_gib() // _GIB_PER_WORKER)
-    return max(1, min(max(cores + 1, _MIN_WORKERS), _MAX_WORKERS, by_memory))
+    return max(1, min(cores + 1, _MAX_WORKERS, by_memory))
 
 
 def load_durations() -> dict[str, float]:

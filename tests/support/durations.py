@@ -15,28 +15,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.parallel_layout import DURATIONS_FILE
+from tests.parallel_layout import DURATIONS_FILE, SELECT_EVERY_TEST
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def collected_ids() -> set[str]:
+    command = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
     listing = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "--collect-only",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "--kafka",
-            "all",
-            "--docker",
-            "--yarn",
-            "--spark",
-            "all",
-        ],
+        [*command, *SELECT_EVERY_TEST],
         cwd=ROOT,
         capture_output=True,
         text=True,

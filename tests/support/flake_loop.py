@@ -29,6 +29,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.parallel_layout import SELECT_EVERY_TEST
+
 WATCH_LIST = Path(__file__).with_name("flake_watch.txt")
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -65,10 +67,7 @@ def junit_name(test_id: str) -> str:
 def run_round(test_ids: list[str], seed: int, pytest_args: list[str], work: Path) -> dict[str, bool]:
     report = work / f"round-{seed}.xml"
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "auto"]
-    # Every broker, Spark cluster, compose cluster and the YARN cluster, so that an id naming one
-    # is selected, whatever the defaults.
-    command += ["--kafka", "all", "--spark", "all", "--docker", "--yarn"]
-    command += ["--junitxml", str(report), *pytest_args, *test_ids]
+    command += [*SELECT_EVERY_TEST, "--junitxml", str(report), *pytest_args, *test_ids]
     env = {**os.environ, "RELIABLE_KAFKA_KILL_SEED": str(seed)}
     completed = subprocess.run(command, cwd=ROOT, env=env, check=False, capture_output=True, text=True)
     if not report.exists():
