@@ -22,6 +22,12 @@ from tests.support import read_json_lines, wait_until
 
 PARTITIONS = 2
 RELAUNCH_BOUND_S = 30.0
+BATCH_MS = 1000  # the child's batch interval
+# The dynamic allocation tests' slow sink: start_producers' 30 records/s at 100 ms each, in the one
+# task slot the batches have, make a batch three times the batch interval. At 50 ms a loaded
+# machine's producers (fewer records per batch) left the load near scalingUpRatio, and whether an
+# interval counted as a surge depended on the load beside the test.
+SURGE_SINK_MS_PER_RECORD = 100
 CHILD = "tests.e2e.cluster_child"
 # The same, as a file for spark-submit: it imports nothing from the tests.
 CHILD_FILE = Path(__file__).with_name("cluster_child.py")
@@ -115,6 +121,40 @@ def start_producers(cluster: LocalCluster, topics: list[str]) -> dict[str, Recor
     for producer in producers.values():
         producer.start()
     return producers
+
+
+def await_first_slow_batch(output: Path, after_ms: float, up_ratio: float = 0.9) -> dict[str, Any]:
+    """The "begin" of the first batch after ``after_ms`` (a batch time) whose processing took at
+    least ``up_ratio`` of the batch interval: from there on a scale-up is due. The app's first
+    batches, slow while Python workers start, come before ``after_ms``; a scale-up on waiting
+    batches may come before any slow batch completes, hence the wait."""
+
+    def slow() -> list[int]:
+        return sorted(
+            done["batch"]
+            for done in of_kind(read_output(output), "batch_done")
+            if done["batch"] > after_ms and done["processing_ms"] >= up_ratio * BATCH_MS
+        )
+
+    wait_until(lambda: bool(slow()), timeout_s=120, what=f"a batch taking {up_ratio} of the batch interval")
+    (begin,) = [b for b in of_kind(read_output(output), "begin") if b["batch"] == slow()[0]]
+    return begin
+
+
+def surge_timeline(entries: list[dict[str, Any]], after_ms: float) -> list[tuple[Any, ...]]:
+    """For a failed allocation assertion: each batch's time, records and processing time, and each
+    decision's time, action, ratio and basis, after ``after_ms``, in order."""
+    batches = [
+        (done["batch"], "batch", done["records"], done["processing_ms"])
+        for done in of_kind(entries, "batch_done")
+        if done["batch"] > after_ms
+    ]
+    scalings = [
+        (d["time_ms"], d["action"], d["ratio"], d["basis"])
+        for d in of_kind(entries, "scaling")
+        if d["time_ms"] > after_ms
+    ]
+    return sorted(batches + scalings)
 
 
 def await_relaunch(output: Path, stream_id: int, killed_at: float) -> dict[str, Any]:

@@ -19,9 +19,9 @@ One run, both phases, each on short scaling intervals:
 1. Idle: nothing produced, every batch empty: an executor is removed, down to ``minExecutors``
    (3), never a receiver's (asserted from the receiver events and the decisions the listener
    heard).
-2. Surge: a slow sink (50 ms per record in the tasks) makes processing exceed the batch: more
-   executors are asked for within two scaling intervals of the first slow batch (the surge ends
-   there), and come.
+2. Surge: a slow sink (100 ms per record in the tasks) makes processing exceed the batch: more
+   executors are asked for within two scaling intervals of the first batch that took 0.9 of the
+   batch interval (the surge ends there), and come.
 
 Nothing is lost: every acknowledged record is in the output, each block read had its second copy
 on the other receiver's executor, and no copy of any block was on an executor removed.
@@ -40,11 +40,14 @@ from tests.cluster_backends import unique_name
 from tests.e2e.kill_harness import ChildApp
 from tests.e2e.placement_app import (
     PARTITIONS,
+    SURGE_SINK_MS_PER_RECORD,
+    await_first_slow_batch,
     drain_and_stop,
     of_kind,
     read_output,
     start_app,
     start_producers,
+    surge_timeline,
 )
 from tests.spark_backends import SparkBackend
 from tests.support import wait_until
@@ -105,7 +108,7 @@ def test_executors_follow_the_load_never_the_receivers_and_nothing_is_lost(
         storage_level="MEMORY_AND_DISK_SER_2",
         spark=allocation_cluster(spark_backend),
         conf=ALLOCATION,
-        extra_args=("--sink-ms-per-record", "50", "--allocation-events"),
+        extra_args=("--sink-ms-per-record", str(SURGE_SINK_MS_PER_RECORD), "--allocation-events"),
     )
 
     # 1. Idle: down to the minimum. The four executors register at their own pace on a loaded
@@ -140,12 +143,13 @@ def test_executors_follow_the_load_never_the_receivers_and_nothing_is_lost(
     finally:
         for producer in producers.values():
             producer.finish()
+    first = await_first_slow_batch(output, after_ms=surge_ms)
     entries = read_output(output)
-    (first, *_) = [b for b in of_kind(entries, "begin") if b["blocks"]]  # the surge's first batch
+    timeline = surge_timeline(entries, surge_ms)
     (up, *_) = decisions(output, "up", after_ms=surge_ms)
     # Within two intervals of the first slow batch's start: the first may average it with idle
     # batches, or end before it does (then the batches waiting behind it count).
-    assert up["time_ms"] / 1000 - first["time"] <= 2 * INTERVAL_MS / 1000 + 1, (up, first)
+    assert up["time_ms"] / 1000 - first["time"] <= 2 * INTERVAL_MS / 1000 + 1, timeline
     assert up["basis"] in ("processing time", "waiting batches") and up["ratio"] >= 0.9
     assert up["target"] > up["executors"] >= MIN_EXECUTORS
     # The executor comes (a JVM start: slow on a loaded machine).
