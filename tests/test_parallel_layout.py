@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import shlex
+import sys
 from pathlib import Path
 
 import pytest
 
 from tests.parallel_layout import auto_workers, broker_in_node_id, group_of, load_durations
-from tests.support.flake_loop import junit_name, outcomes, watch_list
+from tests.support.flake_loop import AlongsideLoad, junit_name, outcomes, watch_list
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -61,6 +63,19 @@ def test_every_watched_test_names_a_file_of_the_suite() -> None:
     ids = watch_list()
     assert len(ids) >= 20
     assert all((ROOT / test_id.split("::", 1)[0]).exists() for test_id in ids), ids
+
+
+def test_the_load_alongside_is_started_again_once_it_ends_and_stopped_at_the_end() -> None:
+    load = AlongsideLoad(shlex.join([sys.executable, "-c", "import time; time.sleep(600)"]))
+    try:
+        load.keep_running()
+        load.keep_running()
+        assert load.starts == 1  # still running: left alone
+        load.stop()
+        load.keep_running()
+        assert load.starts == 2  # ended: started again
+    finally:
+        load.stop()
 
 
 def test_a_rounds_outcomes_are_read_per_test_from_its_junit_report(tmp_path: Path) -> None:

@@ -8,8 +8,10 @@ with a kill seed of its own (``RELIABLE_KAFKA_KILL_SEED``: the kill tests' sched
 it). Without test ids it runs the watch list ``tests/support/flake_watch.txt``: every test that
 failed in a CI run or a pre-check of the last rounds, and the slowest end-to-end tests.
 ``--alongside`` starts a command (another suite, say) for the whole loop, so the tests run on a
-loaded machine, and stops it at the end. It prints, per test, passes out of runs and the seeds
-of the rounds it failed in, and exits 1 when any test failed a round.
+loaded machine: started again whenever it ends before the loop does, stopped at the end. It
+prints, per test, passes out of runs and the seeds of the rounds it failed in, and exits 1 when
+any test failed a round. A failed round's pytest output is kept (its path printed with the
+round), so that a failure seen once can be read, not only counted.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from tests.parallel_layout import SELECT_EVERY_TEST
 
 WATCH_LIST = Path(__file__).with_name("flake_watch.txt")
 ROOT = Path(__file__).resolve().parents[2]
+FAILED_ROUNDS = Path(tempfile.gettempdir()) / "reliable-kafka-flake-loop"
 
 
 @dataclass
@@ -64,7 +67,31 @@ def junit_name(test_id: str) -> str:
     return f"{path.removesuffix('.py').replace('/', '.')}::{rest}"
 
 
-def run_round(test_ids: list[str], seed: int, pytest_args: list[str], work: Path) -> dict[str, bool]:
+class AlongsideLoad:
+    """The ``--alongside`` command, kept running for the whole loop: a suite run beside the rounds
+    ends long before ten of them do, and the rounds after it would run on a quiet machine."""
+
+    def __init__(self, command: str) -> None:
+        self._argv = shlex.split(command)
+        self._process: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+
+    def keep_running(self) -> None:
+        if self._process is None or self._process.poll() is not None:
+            # Its own session: stopping it stops whatever it started (pytest's workers, servers).
+            self._process = subprocess.Popen(self._argv, cwd=ROOT, start_new_session=True)
+            self.starts += 1
+
+    def stop(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            os.killpg(self._process.pid, signal.SIGTERM)
+            self._process.wait()
+
+
+def run_round(
+    test_ids: list[str], seed: int, pytest_args: list[str], work: Path
+) -> tuple[dict[str, bool], str]:
+    """Each test's outcome, and pytest's output."""
     report = work / f"round-{seed}.xml"
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "auto"]
     command += [*SELECT_EVERY_TEST, "--junitxml", str(report), *pytest_args, *test_ids]
@@ -72,7 +99,14 @@ def run_round(test_ids: list[str], seed: int, pytest_args: list[str], work: Path
     completed = subprocess.run(command, cwd=ROOT, env=env, check=False, capture_output=True, text=True)
     if not report.exists():
         sys.exit(f"pytest wrote no report (exit {completed.returncode}):\n{completed.stdout[-4000:]}")
-    return outcomes(report)
+    return outcomes(report), completed.stdout + completed.stderr
+
+
+def keep_output(seed: int, output: str) -> Path:
+    FAILED_ROUNDS.mkdir(mode=0o700, exist_ok=True)
+    path = FAILED_ROUNDS / f"round-{seed}.log"
+    path.write_text(output)
+    return path
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -89,15 +123,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(own_args)
     test_ids = args.test_ids or watch_list()
     seeds = random.Random(args.seed).sample(range(1, 2**31), args.runs)
-    load = None
-    if args.alongside:
-        load = subprocess.Popen(shlex.split(args.alongside), cwd=ROOT, start_new_session=True)
+    load = AlongsideLoad(args.alongside) if args.alongside else None
     tallies: dict[str, Tally] = defaultdict(Tally)
     started = time.monotonic()
     try:
         with tempfile.TemporaryDirectory(prefix="reliable-kafka-flake-loop-") as work:
             for number, seed in enumerate(seeds, start=1):
-                results = run_round(test_ids, seed, pytest_args, Path(work))
+                if load is not None:
+                    load.keep_running()
+                results, output = run_round(test_ids, seed, pytest_args, Path(work))
                 for test_id in test_ids:
                     passed = results.get(junit_name(test_id))
                     tally = tallies[test_id]
@@ -108,16 +142,17 @@ def main(argv: list[str] | None = None) -> int:
                         tally.failed_seeds.append(seed)
                 failed = [t for t in test_ids if not results.get(junit_name(t))]
                 elapsed = time.monotonic() - started
+                kept = f", output in {keep_output(seed, output)}" if failed else ""
                 print(
-                    f"round {number}/{args.runs} (seed {seed}): {len(failed)} failed, {elapsed:.0f} s",
+                    f"round {number}/{args.runs} (seed {seed}): {len(failed)} failed, {elapsed:.0f} s{kept}",
                     *(f"  failed: {t}" for t in failed),
                     sep="\n",
                     flush=True,
                 )
     finally:
-        if load is not None and load.poll() is None:
-            os.killpg(load.pid, signal.SIGTERM)
-            load.wait()
+        if load is not None:
+            load.stop()
+            print(f"the command alongside started {load.starts} time(s)")
     print(f"\n{'passes':>7}  test (seeds of the failed rounds)")
     for test_id in test_ids:
         tally = tallies[test_id]
