@@ -27,7 +27,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from percentiles import percentile
 from pyspark import SparkConf, SparkContext
 
 from reliable_kafka.context import StreamingContext
@@ -44,11 +46,6 @@ class BatchRecorder(StreamingListener):
         self.infos.append(batchCompleted.batchInfo)
         if len(self.infos) >= self.expected:
             self.done.set()
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
 def bench_baseline(sc: SparkContext, batches: int) -> list[float]:
@@ -84,7 +81,7 @@ def bench_stream(
 
 
 def row(name: str, values: list[float]) -> str:
-    return f"  {name:<34} {statistics.median(values):8.2f} {percentile(values, 0.95):8.2f} {max(values):8.2f}"
+    return f"  {name:<34} {statistics.median(values):8.2f} {percentile(values, 95):8.2f} {max(values):8.2f}"
 
 
 def main() -> None:

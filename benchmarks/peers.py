@@ -92,10 +92,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from direct_bench import direct_throughput, jvm_direct_runs
+from percentiles import percentile
 from pipeline_bench import (
     latency_and_empty_batches,
     per_partition,
-    percentile,
     pipeline_throughput,
     produce_backlog,
     steady_producer,

@@ -121,6 +121,7 @@ from pyspark import SparkConf, SparkContext, StorageLevel
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from percentiles import percentile
 from proc_cpu import CpuMeter, CpuUsage, driver_jvm_pid
 
 from reliable_kafka import KafkaUtils, StreamingContext
@@ -547,10 +548,6 @@ def latency_and_empty_batches(
         # Skip the first two idle batches: they may still hold the producer's last records.
         empty = [ms for records, ms, _ in listener.batches[seen + 2 :] if records == 0]
     return latencies_ms, empty, check.problems(per_partition(sent, args.partitions))
-
-
-def percentile(values: list[float], q: int) -> float:
-    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
 
 
 @dataclass(frozen=True)
