@@ -141,6 +141,38 @@ def await_first_slow_batch(output: Path, after_ms: float, up_ratio: float = 0.9)
     return begin
 
 
+def await_scheduling_delay_back(output: Path, surge_ms: float, up_ms: float) -> tuple[int, int]:
+    """The largest scheduling delay of the batches after ``surge_ms``, at least the batch interval
+    (the surge built a backlog), and that of the first batch after it and after the scale-up at
+    ``up_ms`` whose delay is back under the batch interval (the backlog is gone)."""
+
+    def fell_back() -> tuple[int, int] | None:
+        done = sorted(
+            (
+                d
+                for d in of_kind(read_output(output), "batch_done")
+                if d["batch"] > surge_ms and d["scheduling_ms"] is not None
+            ),
+            key=lambda d: d["batch"],
+        )
+        if not done:
+            return None
+        peak = max(range(len(done)), key=lambda i: done[i]["scheduling_ms"])
+        if done[peak]["scheduling_ms"] < BATCH_MS:
+            return None
+        back = [d for d in done[peak + 1 :] if d["batch"] > up_ms and d["scheduling_ms"] < BATCH_MS]
+        return (done[peak]["scheduling_ms"], back[0]["scheduling_ms"]) if back else None
+
+    wait_until(
+        lambda: fell_back() is not None,
+        timeout_s=240,
+        what="the scheduling delay up to the batch interval or more, then back under it",
+    )
+    found = fell_back()
+    assert found is not None
+    return found
+
+
 def surge_timeline(entries: list[dict[str, Any]], after_ms: float) -> list[tuple[Any, ...]]:
     """For a failed allocation assertion: each batch's time, records and processing time, and each
     decision's time, action, ratio and basis, after ``after_ms``, in order."""

@@ -42,6 +42,7 @@ from tests.e2e.placement_app import (
     PARTITIONS,
     SURGE_SINK_MS_PER_RECORD,
     await_first_slow_batch,
+    await_scheduling_delay_back,
     drain_and_stop,
     of_kind,
     read_output,
@@ -161,6 +162,8 @@ def test_executors_follow_the_load_never_the_receivers_and_nothing_is_lost(
         timeout_s=240,
         what="the executor asked for to register",
     )
+    # The backlog the surge built drains: the scheduling delay falls back under the batch interval.
+    peak_delay_ms, back_delay_ms = await_scheduling_delay_back(output, surge_ms, up["time_ms"])
     expected, entries = drain_and_stop(child, output, producers)
     assert expected, "nothing was produced"
     # The sink was slow indeed: a batch of the surge took longer than the batch interval.
@@ -181,3 +184,9 @@ def test_executors_follow_the_load_never_the_receivers_and_nothing_is_lost(
         assert (block["executor"], block["replica"]) == (receivers[stream], receivers[peer]), receivers
     holders = {b["executor"] for b in blocks} | {b["replica"] for b in blocks}
     assert not holders & set(removed), (holders, removed)
+    print(
+        f"dynamic allocation: executor(s) {', '.join(removed)} removed idle; asked for more "
+        f"{up['time_ms'] / 1000 - first['time']:.1f} s after the first slow batch began; scheduling "
+        f"delay {peak_delay_ms / 1000:.1f} s at most, back to {back_delay_ms} ms; "
+        f"{len(expected)} records, none lost"
+    )

@@ -40,6 +40,7 @@ from tests.e2e.placement_app import (
     acked,
     app_args,
     await_first_slow_batch,
+    await_scheduling_delay_back,
     of_kind,
     read_output,
     received,
@@ -209,6 +210,8 @@ def test_executors_follow_the_load_on_yarn_never_the_receivers_container(
             what="the executor asked for to register",
         )
         registered_in = time.time() - up["time_ms"] / 1000
+        # The backlog the surge built drains: the scheduling delay falls back under the batch interval.
+        peak_delay_ms, back_delay_ms = await_scheduling_delay_back(output, surge_ms, up["time_ms"])
 
         # 3. Nothing lost, and the receiver ran where it started throughout.
         expected = acked(producers)
@@ -227,7 +230,8 @@ def test_executors_follow_the_load_on_yarn_never_the_receivers_container(
         print(
             f"dynamic allocation on YARN: executor {down['executor_id']} ({removed_container}) removed "
             f"idle; asked for one more {up['time_ms'] / 1000 - first['time']:.1f} s into the surge, "
-            f"granted {granted_in:.1f} s and registered {registered_in:.1f} s after; "
+            f"granted {granted_in:.1f} s and registered {registered_in:.1f} s after; scheduling delay "
+            f"{peak_delay_ms / 1000:.1f} s at most, back to {back_delay_ms} ms; "
             f"{len(expected)} records, none lost"
         )
     finally:
