@@ -34,6 +34,18 @@ if TYPE_CHECKING:
     from tests.cluster_backends import ClusterUnderTest
     from tests.spark_backends import SparkBackend
 
+# Helpers the test modules share that were defined in one of them: pytest rewrites the asserts of
+# test modules only, so these are registered (before any test imports them) for their failed
+# asserts to show the values compared, as they did in their test module.
+pytest.register_assert_rewrite(
+    "tests.e2e.damaged_wal",
+    "tests.e2e.driver_kills",
+    "tests.e2e.readme_app",
+    "tests.e2e.wordcount_example",
+    "tests.ui.browser",
+    "tests.ui.lag_table",
+)
+
 logging.getLogger("kazoo.client").setLevel(logging.WARNING)
 
 # The brokers the tests can run on, as reliable_kafka.local.distribution names them (kept here so

@@ -8,39 +8,16 @@ The runnable blocks themselves run in tests/e2e/test_docs_examples.py and the te
 from __future__ import annotations
 
 import importlib.util
-import os
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.support.docs_blocks import DOCS, REPO, runnable_blocks
+from tests.support.docs_site import build, mkdocs_or_skip
 
 README = REPO / "README.md"
-
-
-def mkdocs_or_skip() -> None:
-    if importlib.util.find_spec("mkdocs") is None or importlib.util.find_spec("mkdocstrings") is None:
-        reason = "mkdocs is not installed (pip install -e '.[docs]'; the test extra has it)"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
-
-
-def build(root: Path, site: Path) -> subprocess.CompletedProcess[str]:
-    """``mkdocs build --strict`` of ``root``'s mkdocs.yml, run in ``root`` as CI runs it."""
-    return subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", str(site)],
-        cwd=root,
-        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
 
 
 def test_the_site_builds_strict(tmp_path: Path) -> None:

@@ -1,10 +1,12 @@
-"""Driving the kill test's child application (tests/e2e/kill_child.py) and reading what it wrote."""
+"""Driving the kill test's child application (tests/e2e/kill_child.py) and reading what it wrote;
+the seed of the kill tests' schedules."""
 
 from __future__ import annotations
 
 import contextlib
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -320,3 +322,15 @@ def _offsets(blocks: Any) -> dict[int, set[int]]:
         for p, start, until in block.ranges:
             offsets[p].update(range(start, until))
     return offsets
+
+
+SEED_VARIABLE = "RELIABLE_KAFKA_KILL_SEED"
+
+
+def kill_seed() -> int:
+    """The seed of the kill schedule: ``RELIABLE_KAFKA_KILL_SEED`` when set, else a fresh one.
+
+    It draws only the random delays before the even runs' kills; where the other kills land
+    depends on how fast the machine runs the batches, so a seed replays a schedule, not a run."""
+    fixed = os.environ.get(SEED_VARIABLE)
+    return int(fixed) if fixed else random.randrange(1 << 30)

@@ -13,8 +13,8 @@ from reliable_kafka import KafkaUtils, OffsetRange, StreamingContext
 from reliable_kafka.settings import BackpressureSettings
 from tests.cluster_backends import ClusterUnderTest, unique_name
 from tests.e2e.conftest import BATCH_S, e2e_settings
+from tests.e2e.direct_streams import contiguous, covered, direct_params
 from tests.e2e.helpers import produce
-from tests.e2e.test_direct_stream import contiguous, covered, direct_params
 from tests.support import wait_until
 
 INITIAL_RATE = 200

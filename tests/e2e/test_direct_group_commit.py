@@ -12,31 +12,19 @@ from typing import Any
 import pytest
 from pyspark import SparkContext
 
-from reliable_kafka import KafkaUtils, StreamingContext
+from reliable_kafka import KafkaUtils
 from reliable_kafka.local import LocalCluster
-from reliable_kafka.settings import DirectKafkaSettings, UISettings
 from reliable_kafka.ui.status_ui import StatusUI
 from tests.cluster_backends import unique_name
-from tests.e2e.conftest import BATCH_S, e2e_settings
+from tests.e2e.direct_streams import committing_context, direct_params
 from tests.e2e.helpers import produce
-from tests.e2e.test_direct_stream import direct_params
 from tests.kafka.kafka_tools import describe_group
 from tests.support import wait_until
-from tests.ui.test_lag_cli import console_script
-from tests.ui.test_lag_status_page import page_rows
+from tests.ui.cli_command import console_script
+from tests.ui.lag_table import page_rows
 
 PARTITIONS = 2
 PER_PARTITION = 40
-
-
-def committing_context(spark_context: SparkContext) -> StreamingContext:
-    settings = e2e_settings(wal=False).model_copy(
-        update={
-            "kafka": DirectKafkaSettings(commit_completed_batches=True),
-            "ui": UISettings(enabled=False, lag_refresh_ms=0),
-        }
-    )
-    return StreamingContext(spark_context, BATCH_S, settings)
 
 
 def lag_of(cluster: LocalCluster, group: str) -> list[tuple[int, int]]:

@@ -23,9 +23,8 @@ import pytest
 from reliable_kafka.local import LocalCluster
 from tests.cluster_backends import unique_name
 from tests.e2e.helpers import produce
-from tests.e2e.kill_harness import ChildApp, RecordingProducer
+from tests.e2e.kill_harness import ChildApp, RecordingProducer, kill_seed
 from tests.e2e.processes import executor_jvm_above, kill_tree
-from tests.e2e.test_kill_recovery import kill_seed
 from tests.support import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.brokers("3.9")]

@@ -31,7 +31,7 @@ from confluent_kafka import Producer
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.util.librdkafka_log import with_logger
 from tests.cluster_backends import unique_name
-from tests.e2e.test_readme_example import start_app
+from tests.e2e.app_process import start_app
 from tests.support.docs_blocks import blocks_run_by
 
 pytestmark = pytest.mark.integration

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 import threading
@@ -20,23 +19,9 @@ from reliable_kafka.scheduler.listener import StreamingListener
 from reliable_kafka.settings import DirectKafkaSettings
 from tests.cluster_backends import ClusterUnderTest, unique_name
 from tests.e2e.conftest import BATCH_S, e2e_settings
+from tests.e2e.direct_streams import contiguous, covered, direct_params
 from tests.e2e.helpers import produce
 from tests.support import wait_until
-
-
-def direct_params(cluster: ClusterUnderTest, **more: Any) -> dict[str, Any]:
-    """The cluster's client settings under 2.4's key name for the brokers."""
-    params: dict[str, Any] = dict(cluster.client_config())
-    params["metadata.broker.list"] = params.pop("bootstrap.servers")
-    return {**params, **more}
-
-
-def covered(ranges: list[OffsetRange], partition: int) -> list[tuple[int, int]]:
-    return sorted((r.fromOffset, r.untilOffset) for r in ranges if r.partition == partition and r.count())
-
-
-def contiguous(spans: list[tuple[int, int]]) -> bool:
-    return all(a[1] == b[0] for a, b in itertools.pairwise(spans))
 
 
 @pytest.mark.brokers("3.9", "4", "0.9")

@@ -13,7 +13,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -22,57 +21,11 @@ from confluent_kafka import Producer
 
 from reliable_kafka.local import LocalCluster
 from reliable_kafka.util.librdkafka_log import with_logger
+from tests.e2e.app_process import Output, start_app
 from tests.e2e.console import noise
-from tests.support.docs_blocks import blocks_run_by
+from tests.e2e.readme_app import README_CHECKPOINT, README_QUORUM, readme_example
 
 pytestmark = pytest.mark.integration
-
-README_QUORUM = "zk1:2181,zk2:2181"
-README_CHECKPOINT = "/data/checkpoints/wordcount"
-
-
-PAGE = "getting-started.md"
-
-
-def readme_example() -> str:
-    """The block of docs/getting-started.md marked ``<!-- runnable: tests/e2e/test_readme_example.py -->``."""
-    blocks = blocks_run_by("tests/e2e/test_readme_example.py", PAGE)
-    assert len(blocks) == 1, f"expected one block of docs/{PAGE} run by this test, found {len(blocks)}"
-    return blocks[0]
-
-
-class Output:
-    """A child's stdout and stderr, collected as they come."""
-
-    def __init__(self, process: subprocess.Popen[str]) -> None:
-        self.lines: list[str] = []
-        self._lock = threading.Lock()
-        for stream in (process.stdout, process.stderr):
-            threading.Thread(target=self._read, args=(stream,), daemon=True).start()
-
-    def _read(self, stream: object) -> None:
-        for line in stream:  # type: ignore[attr-defined]
-            with self._lock:
-                self.lines.append(line)
-
-    def text(self) -> str:
-        with self._lock:
-            return "".join(self.lines)
-
-
-def start_app(command: list[str], cwd: Path, env: dict[str, str]) -> tuple[subprocess.Popen[str], Output]:
-    """A Python application in a session of its own (a kill of the session takes its JVM and
-    workers too), its output collected as it comes."""
-    process = subprocess.Popen(
-        command,
-        cwd=cwd,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
-    return process, Output(process)
 
 
 @pytest.mark.brokers("3.9", "0.9")

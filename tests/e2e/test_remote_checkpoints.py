@@ -19,9 +19,10 @@ from reliable_kafka.local import LocalCluster
 from reliable_kafka.local.ports import free_port
 from reliable_kafka.util.librdkafka_log import with_logger
 from tests.cluster_backends import unique_name
+from tests.e2e.app_process import start_app
 from tests.e2e.helpers import committed_offsets, log_end_offsets
+from tests.e2e.readme_app import README_CHECKPOINT, README_QUORUM, readme_example
 from tests.e2e.remote_stores import STORES, RemoteStore, remote_store
-from tests.e2e.test_readme_example import README_CHECKPOINT, README_QUORUM, readme_example, start_app
 from tests.support import wait_until
 
 pytestmark = pytest.mark.integration

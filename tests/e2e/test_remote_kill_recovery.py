@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from reliable_kafka.local import LocalCluster
+from tests.e2e.driver_kills import assert_no_loss_across_driver_kills
 from tests.e2e.remote_stores import STORES, RemoteStore, remote_store
-from tests.e2e.test_kill_recovery import assert_no_loss_across_driver_kills
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -20,9 +20,8 @@ import pytest
 from reliable_kafka.local import LocalCluster
 from tests.cluster_backends import unique_name
 from tests.e2e.helpers import group_params
-from tests.e2e.kill_harness import ChildApp, RecordingProducer
+from tests.e2e.kill_harness import SEED_VARIABLE, ChildApp, RecordingProducer, kill_seed
 from tests.e2e.state_kill_child import word_of
-from tests.e2e.test_kill_recovery import SEED_VARIABLE, kill_seed
 from tests.support import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

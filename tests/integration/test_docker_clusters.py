@@ -26,7 +26,7 @@ from reliable_kafka import KafkaUtils, StreamingContext
 from reliable_kafka.kafka.client.zk.broker_discovery import broker_endpoints, discover_bootstrap_servers
 from reliable_kafka.settings import ReceiverSettings, StreamingSettings
 from tests.cluster_backends import DockerComposeCluster, bridge_networks, unique_name
-from tests.e2e import test_wordcount_example as wordcount
+from tests.e2e import wordcount_example as wordcount
 from tests.e2e.helpers import committed_offsets, produce
 from tests.kafka import test_receiver_failures as zookeeper_group_failures
 from tests.kafka import test_zookeeper_free_receivers as kafka_group

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from reliable_kafka.checkpoint import (
-    Checkpoint,
     CheckpointError,
     InputStreamRecord,
     read_checkpoint,
@@ -19,20 +18,8 @@ from reliable_kafka.checkpoint import (
 from reliable_kafka.context import StreamingContext
 from reliable_kafka.util.clock import ManualClock
 from tests.streaming.fakes import FakeReceiverInputStream, FakeReceiverTracker, batch_ms, processed
+from tests.streaming.sample_checkpoint import CHECKPOINT
 from tests.support import wait_until
-
-CHECKPOINT = Checkpoint(
-    checkpoint_time_ms=3000,
-    zero_time_ms=0,
-    batch_duration_ms=1000,
-    checkpoint_duration_ms=1000,
-    last_generated_batch_time_ms=3000,
-    pending_times_ms=(3000,),
-    remember_duration_ms=None,
-    max_input_remember_duration_ms=1000,
-    input_streams=(InputStreamRecord(0, "QueueInputDStream", False),),
-    written_at_ms=123,
-)
 
 
 def mode(path: Path) -> int:

@@ -13,7 +13,7 @@ from pyspark import SparkContext
 
 from reliable_kafka.checkpoint import CheckpointWriter, ensure_checkpoint_dir, read_checkpoint
 from reliable_kafka.context import StreamingContext
-from tests.streaming.test_checkpoint import CHECKPOINT
+from tests.streaming.sample_checkpoint import CHECKPOINT
 
 
 def test_an_unwritable_checkpoint_logs_one_traceback_then_lines_then_recovers(

@@ -21,7 +21,7 @@ from reliable_kafka.settings import StreamingSettings
 from reliable_kafka.util.clock import ManualClock
 from tests.streaming.conftest import ManualRun
 from tests.streaming.fakes import FakeReceiverInputStream, FakeReceiverTracker
-from tests.streaming.test_checkpoint import CHECKPOINT
+from tests.streaming.sample_checkpoint import CHECKPOINT
 from tests.support import read_json_lines, wait_until
 
 SMALL_BATCH_S = 0.1

@@ -13,7 +13,7 @@ from pyspark import SparkContext
 from reliable_kafka.checkpoint import Checkpoint, CheckpointError, InputStreamRecord, write_checkpoint
 from reliable_kafka.context import StreamingContext
 from reliable_kafka.dstream.queue_input_dstream import QueueInputDStream
-from tests.streaming.test_checkpoint import CHECKPOINT
+from tests.streaming.sample_checkpoint import CHECKPOINT
 
 
 class RememberingStream(QueueInputDStream):

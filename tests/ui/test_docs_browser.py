@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.support.docs_blocks import REPO
-from tests.test_docs import build, mkdocs_or_skip
-from tests.ui.test_status_page_browser import ARTIFACTS, Driver, browser_or_skip
+from tests.support.docs_site import build, mkdocs_or_skip
+from tests.ui.browser import ARTIFACTS, Driver, browser_or_skip
 
 # Page, a heading it must show, its screenshot.
 PAGES = [

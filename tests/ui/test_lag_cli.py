@@ -6,9 +6,7 @@ from __future__ import annotations
 import io
 import json
 import subprocess
-import sys
 from concurrent.futures import Future
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +15,6 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 from reliable_kafka.cli import main
 from reliable_kafka.kafka.client.topic_partition import TopicAndPartition
 from reliable_kafka.kafka.client.zk.paths import offset_path, owner_path
-from reliable_kafka.local.cluster import KAFKA_09_CLIENT_CONFIG
 from reliable_kafka.scheduler.listener import (
     BatchInfo,
     StreamingListenerBatchStarted,
@@ -39,10 +36,9 @@ from tests.e2e.helpers import (
     produce,
 )
 from tests.support import wait_until
+from tests.ui.cli_command import X_OPTIONS, console_script
 
 pytestmark = pytest.mark.integration
-
-X_OPTIONS = [arg for key, value in KAFKA_09_CLIENT_CONFIG.items() for arg in ("-X", f"{key}={value}")]
 
 
 @pytest.fixture
@@ -61,12 +57,6 @@ def lagging_group(local_cluster: ClusterUnderTest) -> tuple[str, str]:
         zk.stop()
         zk.close()
     return topic, group
-
-
-def console_script() -> list[str]:
-    """``reliable-kafka`` as an operator runs it (the venv's script, else the module)."""
-    script = Path(sys.executable).with_name("reliable-kafka")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "reliable_kafka.cli"]
 
 
 def run_err(*args: str) -> tuple[int, str, str]:

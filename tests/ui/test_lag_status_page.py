@@ -40,28 +40,11 @@ from tests.cluster_backends import ClusterUnderTest, unique_name
 from tests.e2e.conftest import e2e_settings
 from tests.e2e.helpers import commit_in_kafka, committed_offsets, produce
 from tests.support import wait_until
-from tests.ui.test_lag_cli import X_OPTIONS
+from tests.ui.cli_command import X_OPTIONS
+from tests.ui.lag_table import _ROW, page_rows
 
-_ROW = re.compile(r"<tr data-topic='([^']*)' data-partition='(\d+)'>(.*?)</tr>", re.S)
-_FIELD = re.compile(r"<td class='num' data-field=([a-z-]+)>([^<]*)</td>")
-_GROUP = re.compile(r"^<td>([^<]*)</td>")
-_OWNER = re.compile(r"<td class='owner'>([^<]*)</td>")
 _RECEIVER = re.compile(r"<td class='receiver'>([^<]*)</td>")
 _RUNS_AS = re.compile(r"<td class='receiver-runs-as'>([^<]*)</td><td class='receiver-executor'>([^<]*)</td>")
-
-
-def page_rows(page: str) -> dict[tuple[str, str, int], dict[str, str]]:
-    """``(group, topic, partition)`` -> the committed, log-end, lag and owner cells of the table."""
-    rows = {}
-    for topic, partition, cells in _ROW.findall(page):
-        group = _GROUP.search(cells)
-        owner = _OWNER.search(cells)
-        assert group is not None and owner is not None, cells
-        rows[(group.group(1), topic, int(partition))] = {
-            **dict(_FIELD.findall(cells)),
-            "owner": owner.group(1),
-        }
-    return rows
 
 
 def gauges(ui: StatusUI, family: str) -> dict[tuple[str, int], float]:

@@ -19,10 +19,10 @@ from reliable_kafka.local.secured import Mechanism
 from reliable_kafka.ui.status_ui import StatusUI
 from reliable_kafka.util.kazoo_log import kazoo_client, stop_kazoo
 from tests.cluster_backends import unique_name
+from tests.e2e.direct_streams import committing_context
 from tests.e2e.helpers import committed_offsets, kafka_committed_offsets, produce
-from tests.e2e.test_direct_group_commit import committing_context
 from tests.support import wait_until
-from tests.ui.test_lag_status_page import page_rows
+from tests.ui.lag_table import page_rows
 
 pytestmark = pytest.mark.integration
 

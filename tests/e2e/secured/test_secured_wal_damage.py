@@ -10,7 +10,7 @@ import pytest
 from pyspark import SparkContext
 
 from reliable_kafka.local import LocalCluster
-from tests.e2e.test_wal_damage import restart_over_damaged_wal
+from tests.e2e.damaged_wal import restart_over_damaged_wal
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from tests.e2e.kill_harness import REPO_ROOT
-from tests.e2e.test_wordcount_example import committed_offsets_line
+from tests.e2e.wordcount_example import committed_offsets_line
 
 pytestmark = pytest.mark.integration
 
