@@ -26,6 +26,7 @@ import importlib.util
 import json
 import logging
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -37,7 +38,7 @@ from typing import Any
 
 from reliable_kafka.local.errors import ClusterStartError
 from reliable_kafka.local.java import JavaServer, ManagedServer, ServerProcess, find_java
-from reliable_kafka.local.ports import LOOPBACK, free_port
+from reliable_kafka.local.ports import LOOPBACK
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +47,12 @@ _WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 START_TIMEOUT_S = 90.0
 # Big enough for the blocks a test receiver keeps in memory; tmpfs takes pages only as used.
 _SHM_SIZE = "512m"
+# The master binds port 0 for its RPC endpoint and its UI (the kernel picks each as it binds) and
+# says which in its log. A port picked free beforehand was taken in between on a loaded machine
+# (by any outgoing connection's local port): the master then moved its UI to the next port,
+# silently, and the readiness probe asked the old one for 90 s.
+_MASTER_URL_LINE = re.compile(r"Starting Spark master at (spark://\S+)")
+_MASTER_UI_LINE = re.compile(r"Successfully started service 'MasterUI' on port (\d+)")
 
 
 def spark_home() -> Path:
@@ -118,21 +125,18 @@ def _session_members(session_id: int) -> list[int]:
 class SparkHost:
     """One worker and the directories of its host."""
 
-    def __init__(
-        self, index: int, base_dir: Path, master_url: str, *, cores: int, memory_mb: int, private: bool
-    ) -> None:
+    def __init__(self, index: int, base_dir: Path, *, cores: int, memory_mb: int, private: bool) -> None:
         self.index = index
         self.address = host_address(index)
         self.dir = base_dir / f"host-{index}"
         self.local_dir = self.dir / "local"  # SPARK_LOCAL_DIRS; a private tmpfs with root
         self.work_dir = self.dir / "work"  # executors' logs, kept on disk for after a loss
-        self._master_url = master_url
         self._cores = cores
         self._memory_mb = memory_mb
         self._private = private
         self._server: ServerProcess | None = None
 
-    def start(self) -> None:
+    def start(self, master_url: str) -> None:
         for directory in (self.local_dir, self.work_dir):
             directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         java = [
@@ -150,14 +154,14 @@ class SparkHost:
             "--port",
             "0",
             "--webui-port",
-            str(free_port()),
+            "0",  # nothing reads a worker's UI; the kernel's port cannot be taken in between
             "--cores",
             str(self._cores),
             "--memory",
             f"{self._memory_mb}m",
             "--work-dir",
             str(self.work_dir),
-            self._master_url,
+            master_url,
         ]
         command = java
         if self._private:
@@ -252,9 +256,8 @@ class LocalSparkHosts(ManagedServer):
             raise ValueError(f"a cluster needs at least one host, got {hosts}")
         super().__init__()
         self.base_dir = base_dir
-        self.port = free_port()
-        self.webui_port = free_port()
-        self.master_url = f"spark://{LOOPBACK}:{self.port}"
+        self._master_url: str | None = None
+        self.webui_port: int | None = None
         if private_mounts is None:
             why_not = private_mounts_unavailable()
             private_mounts = why_not is None
@@ -262,27 +265,56 @@ class LocalSparkHosts(ManagedServer):
                 logger.warning("the hosts share /dev/shm and the local disk: %s", why_not)
         self.private_mounts = private_mounts
         self.hosts = [
-            SparkHost(i, base_dir, self.master_url, cores=cores, memory_mb=memory_mb, private=private_mounts)
+            SparkHost(i, base_dir, cores=cores, memory_mb=memory_mb, private=private_mounts)
             for i in range(hosts)
         ]
 
+    @property
+    def master_url(self) -> str:
+        """``spark://127.0.0.1:PORT``, the port the master bound; known once :meth:`start` returns."""
+        if self._master_url is None:
+            raise RuntimeError("the Spark master has not started: its port is not known yet")
+        return self._master_url
+
     def start(self, timeout_s: float = START_TIMEOUT_S) -> None:
         self.base_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        log = self.base_dir / "master.log"
+        # The log is appended to: only this start's lines name its ports.
+        log_start = log.stat().st_size if log.exists() else 0
         self._server = master = JavaServer(
             "spark master",
             _MASTER_CLASS,
             str(spark_home() / "jars" / "*"),
-            ["--host", LOOPBACK, "--port", str(self.port), "--webui-port", str(self.webui_port)],
-            self.base_dir / "master.log",
+            ["--host", LOOPBACK, "--port", "0", "--webui-port", "0"],
+            log,
             jvm_options=["-XX:TieredStopAtLevel=1"],
         )
         master.start()
-        master.await_ready(lambda: self._state() is not None, "The Spark master", "answer", timeout_s)
+        master.await_ready(
+            lambda: self._read_bound_ports(log, log_start) and self._state() is not None,
+            "The Spark master",
+            "answer",
+            timeout_s,
+        )
         for host in self.hosts:
-            host.start()
+            host.start(self.master_url)
         self.wait_for_workers(len(self.hosts), timeout_s)
 
+    def _read_bound_ports(self, log: Path, log_start: int) -> bool:
+        """True once the master's log (from ``log_start``) named its URL and its UI's port."""
+        if self._master_url is None or self.webui_port is None:
+            with open(log, "rb") as handle:
+                handle.seek(log_start)
+                text = handle.read().decode("utf-8", "replace")
+            if self._master_url is None and (url := _MASTER_URL_LINE.search(text)):
+                self._master_url = url.group(1)
+            if self.webui_port is None and (ui := _MASTER_UI_LINE.search(text)):
+                self.webui_port = int(ui.group(1))
+        return self._master_url is not None and self.webui_port is not None
+
     def _state(self) -> dict[str, Any] | None:
+        if self.webui_port is None:
+            return None
         try:
             with urllib.request.urlopen(f"http://{LOOPBACK}:{self.webui_port}/json/", timeout=2) as answer:
                 state: dict[str, Any] = json.load(answer)
@@ -330,7 +362,7 @@ class LocalSparkHosts(ManagedServer):
         host = self.hosts[index]
         if host.is_running():
             host.lose()
-        host.start()
+        host.start(self.master_url)
         deadline = time.monotonic() + timeout_s
         while host.address not in self.alive_hosts():
             if time.monotonic() > deadline:
