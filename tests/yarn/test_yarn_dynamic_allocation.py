@@ -225,7 +225,12 @@ def test_executors_follow_the_load_on_yarn_never_the_receivers_container(
         assert max(b["processing_ms"] for b in of_kind(entries, "batch_done")) > 1000
         assert len(of_kind(entries, "receiver_started")) == 1, of_kind(entries, "receiver_started")
         assert not of_kind(entries, "receiver_error"), of_kind(entries, "receiver_error")
-        assert [d["executor_id"] for d in decisions(output, "down")] == [down["executor_id"]]
+        # Once the backlog has drained the batches are idle again, and the executor the surge
+        # added may go as well (the 100 ms sink drains long enough for an idle interval): never
+        # the receiver's.
+        removed = [d["executor_id"] for d in decisions(output, "down")]
+        assert removed[0] == down["executor_id"], removed
+        assert receiver["executor_id"] not in removed, (removed, receiver)
         assert container_processes(local_yarn, app_id, receivers_container), receivers_container
         print(
             f"dynamic allocation on YARN: executor {down['executor_id']} ({removed_container}) removed "
