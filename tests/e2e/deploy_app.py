@@ -8,7 +8,8 @@ nothing installed but the packed virtualenv. It imports nothing from the tests: 
 ``app.py`` would be. Everything but its inputs comes from spark-submit's ``--conf`` (the write-ahead
 log, ports, the status page, stopGracefullyOnShutdown). Each batch appends one JSON line per
 record to OUTPUT, with what the task that tagged it saw: the interpreter (``sys.executable``,
-``sys.prefix``), where ``reliable_kafka`` was imported from, and the executor's host.
+``sys.prefix``), where ``reliable_kafka`` was imported from, and the executor's host; and the
+batch's time (``batch_ms``): a batch run again after a restart keeps its time.
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ import logging
 import os
 import sys
 from collections.abc import Iterable, Iterator
+from datetime import datetime
 from typing import Any
 
 from pyspark import SparkContext
 
 from reliable_kafka import KafkaUtils, StreamingContext
+from reliable_kafka.dstream.functions import time_ms_of
 
 
 def with_interpreter(records: Iterable[tuple[Any, str]]) -> Iterator[dict[str, Any]]:
@@ -85,7 +88,12 @@ def main(argv: list[str]) -> None:
         ssc = StreamingContext(sc, 2)
         ssc.checkpoint(checkpoint)
         lines = KafkaUtils.createStream(ssc, zk_quorum, group, {topic: 1}, params)
-        lines.mapPartitions(with_interpreter).foreachRDD(lambda rdd: append(rdd.collect()))
+
+        def write(batch_time: datetime, rdd: Any) -> None:
+            batch_ms = time_ms_of(batch_time)
+            append([{**row, "batch_ms": batch_ms} for row in rdd.collect()])
+
+        lines.mapPartitions(with_interpreter).foreachRDD(write)
         return ssc
 
     ssc = StreamingContext.getOrCreate(checkpoint, create_context)

@@ -3,7 +3,10 @@ fsspec (the clients the checkpoint code uses), and still there after a SIGKILL a
 
 from __future__ import annotations
 
+import logging
+import socket
 import uuid
+from pathlib import Path
 from typing import Any
 
 import fsspec
@@ -68,3 +71,22 @@ def test_s3_enforces_its_key_and_keeps_data_across_a_kill(local_s3: LocalS3) -> 
 def test_reprs_hold_no_secret(local_s3: LocalS3) -> None:
     assert local_s3.secret_key not in repr(local_s3)
     assert local_s3.secret_key not in local_s3.log_tail(1000)
+
+
+def test_an_internal_port_taken_before_weed_binds_it_is_picked_again(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """What a busy machine does between our pick of a free port and weed's bind: the port is
+    taken (here by a socket bound and not listening, which the pre-start check cannot see). weed
+    exits naming the port; the store starts again on fresh internal ports, its endpoint kept."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        port = taken.getsockname()[1]
+        store = LocalS3(tmp_path / "s3")
+        store._ports["s3.port.iceberg"] = port
+        endpoint = store.endpoint_url
+        with caplog.at_level(logging.WARNING, logger="reliable_kafka.local.s3"), store:
+            assert store._ports["s3.port.iceberg"] != port
+            assert store.endpoint_url == endpoint
+            _round_trip(_s3(store), f"{store.bucket}/{uuid.uuid4().hex}")
+    assert f"s3.port.iceberg port {port} was taken before it bound it" in caplog.text
