@@ -50,6 +50,20 @@ def _die_with_parent() -> None:
     os.setsid()
 
 
+def log_end(log_file: Path) -> int:
+    """Where a server's (appended-to) log ends now: what :func:`log_since` reads from, for the
+    lines of the start about to begin."""
+    return log_file.stat().st_size if log_file.exists() else 0
+
+
+def log_since(log_file: Path, offset: int) -> str:
+    """The log's text from ``offset`` on: one start's lines, where a server says which ports it
+    bound or lost."""
+    with open(log_file, "rb") as handle:
+        handle.seek(offset)
+        return handle.read().decode("utf-8", "replace")
+
+
 class ServerProcess:
     """One server child process (a JVM, or a native binary) with its output in a log file."""
 

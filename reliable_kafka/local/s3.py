@@ -24,7 +24,7 @@ import urllib.request
 from pathlib import Path
 
 from reliable_kafka.local.errors import ClusterStartError
-from reliable_kafka.local.java import ManagedServer, ServerProcess
+from reliable_kafka.local.java import ManagedServer, ServerProcess, log_end, log_since
 from reliable_kafka.local.ports import LOOPBACK, free_port, port_in_use, wait_port_free
 
 logger = logging.getLogger(__name__)
@@ -133,7 +133,7 @@ class LocalS3(ManagedServer):
         data = self.work_dir / "data"
         data.mkdir(parents=True, exist_ok=True, mode=0o700)
         for attempt in range(1, _START_ATTEMPTS + 1):
-            log_start = self._log.stat().st_size if self._log.exists() else 0
+            log_start = log_end(self._log)
             try:
                 self._start_weed(data, timeout_s)
                 break
@@ -159,9 +159,7 @@ class LocalS3(ManagedServer):
 
     def _internal_port_taken(self, log_start: int) -> tuple[str, str] | None:
         """(flag, port) of an internal listener whose port this start lost, from its log."""
-        with open(self._log, "rb") as handle:
-            handle.seek(log_start)
-            found = _PORT_TAKEN.search(handle.read().decode("utf-8", "replace"))
+        found = _PORT_TAKEN.search(log_since(self._log, log_start))
         if found is None or found.group(2) not in _PORT_FLAGS:
             return None
         return found.group(2), found.group(1)

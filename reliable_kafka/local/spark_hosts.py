@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from reliable_kafka.local.errors import ClusterStartError
-from reliable_kafka.local.java import JavaServer, ManagedServer, ServerProcess, find_java
+from reliable_kafka.local.java import JavaServer, ManagedServer, ServerProcess, find_java, log_end, log_since
 from reliable_kafka.local.ports import LOOPBACK
 
 logger = logging.getLogger(__name__)
@@ -280,7 +280,7 @@ class LocalSparkHosts(ManagedServer):
         self.base_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         log = self.base_dir / "master.log"
         # The log is appended to: only this start's lines name its ports.
-        log_start = log.stat().st_size if log.exists() else 0
+        log_start = log_end(log)
         self._server = master = JavaServer(
             "spark master",
             _MASTER_CLASS,
@@ -303,9 +303,7 @@ class LocalSparkHosts(ManagedServer):
     def _read_bound_ports(self, log: Path, log_start: int) -> bool:
         """True once the master's log (from ``log_start``) named its URL and its UI's port."""
         if self._master_url is None or self.webui_port is None:
-            with open(log, "rb") as handle:
-                handle.seek(log_start)
-                text = handle.read().decode("utf-8", "replace")
+            text = log_since(log, log_start)
             if self._master_url is None and (url := _MASTER_URL_LINE.search(text)):
                 self._master_url = url.group(1)
             if self.webui_port is None and (ui := _MASTER_UI_LINE.search(text)):
