@@ -384,8 +384,35 @@ class JobGenerator:
                 late = stream.late_input_metadata(time_ms)
                 if late is not None:
                     job_set.late_input_metadata[stream.id] = late
+            checkpointed = self._checkpoint_before_submitting(time_ms)
             self._jobs.submit_job_set(job_set)
+            if checkpointed:
+                return
         self._events.put(DoCheckpoint(time_ms, clear_checkpoint_data_later=False))
+
+    def _checkpoint_before_submitting(self, time_ms: int) -> bool:
+        """Write the checkpoint of a just generated batch before its jobs run, with the batch pending,
+        when an input stream without a receiver made it: such a batch (a direct stream's ranges) is
+        written down nowhere but in the checkpoint. Spark writes it after submitting, so a driver
+        killed in between had already begun the batch's output with ranges that its restart, not
+        finding them, computed again up to the then latest offsets: the same batch time with other
+        ranges, which an output keyed by batch time or by ranges does not see as the same batch.
+        A receiver stream's batch is in the metadata log from its allocation on, before its jobs."""
+        receivers_only = all(stream.is_receiver_input for stream in self.graph.input_streams)
+        if receivers_only or not self._is_checkpoint_time(time_ms):
+            return False
+        assert self._checkpoint_writer is not None
+        # A failed write is logged by the writer; the batch runs anyway, as it would in Spark.
+        self._checkpoint_writer.write(self._checkpoint(time_ms, also_pending=time_ms))
+        return True
+
+    def _is_checkpoint_time(self, time_ms: int) -> bool:
+        zero = self.graph.zero_time_ms
+        return (
+            self._checkpoint_writer is not None
+            and zero is not None
+            and (time_ms - zero) % self.ssc.checkpoint_duration_ms == 0
+        )
 
     def _reported_input_infos(self, time_ms: int) -> dict[int, StreamInputInfo]:
         """What streams without a receiver report of the batch they just computed."""
@@ -429,9 +456,7 @@ class JobGenerator:
 
     def _do_checkpoint(self, time_ms: int, clear_checkpoint_data_later: bool) -> None:
         writer = self._checkpoint_writer
-        zero = self.graph.zero_time_ms
-        duration = self.ssc.checkpoint_duration_ms
-        if writer is None or zero is None or (time_ms - zero) % duration:
+        if writer is None or not self._is_checkpoint_time(time_ms):
             if clear_checkpoint_data_later:
                 self._mark_batch_fully_processed(time_ms)
             return
@@ -488,7 +513,7 @@ class JobGenerator:
             self._lease_refusals.succeeded()
         return True
 
-    def _checkpoint(self, time_ms: int) -> Checkpoint:
+    def _checkpoint(self, time_ms: int, also_pending: int | None = None) -> Checkpoint:
         graph = self.graph
         assert graph.zero_time_ms is not None
         with self._lock:
@@ -499,7 +524,9 @@ class JobGenerator:
             batch_duration_ms=self.batch_duration_ms,
             checkpoint_duration_ms=self.ssc.checkpoint_duration_ms,
             last_generated_batch_time_ms=last_generated,
-            pending_times_ms=tuple(self._jobs.get_pending_times()),
+            pending_times_ms=tuple(
+                sorted({*self._jobs.get_pending_times(), *(() if also_pending is None else (also_pending,))})
+            ),
             remember_duration_ms=graph.remember_duration_ms,
             max_input_remember_duration_ms=graph.get_max_input_stream_remember_duration(),
             input_streams=tuple(

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import threading
 from datetime import datetime
+from pathlib import Path
+from typing import Any
 
+import pytest
+
+from reliable_kafka.checkpoint import Checkpoint, read_checkpoint
+from reliable_kafka.dstream.queue_input_dstream import QueueInputDStream
+from reliable_kafka.scheduler.job_scheduler import JobSet
 from reliable_kafka.scheduler.listener import StreamingListener, StreamingListenerBatchCompleted
 from reliable_kafka.settings import StreamingSettings
 from tests.streaming.conftest import BATCH_MS, ManualRun
@@ -216,3 +223,43 @@ def test_blocks_of_a_batch_whose_jobs_could_not_be_generated_go_to_the_next_batc
 
     # Batch 1000's records were allocated (their offsets committed): batch 2000 runs them.
     assert sizes == [[7]]
+
+
+class BatchesInCheckpointStream(QueueInputDStream):
+    """An input stream without a receiver whose batches are written down only in its checkpoint
+    data, as a direct stream's ranges."""
+
+    def checkpoint_data(self) -> dict[str, Any]:
+        return {"batches": sorted(self.generated_rdds)}
+
+    def restore_checkpoint_data(self, data: dict[str, Any]) -> None:
+        pass
+
+
+def test_a_batch_of_a_stream_without_a_receiver_is_checkpointed_pending_before_its_jobs_run(
+    make_run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run: ManualRun = make_run()
+    run.ssc.checkpoint(str(tmp_path))
+    on_disk_at_submit: dict[int, Checkpoint | None] = {}
+    scheduler = run.ssc.scheduler
+    submit = scheduler.submit_job_set
+
+    def submit_after_reading_the_checkpoint(job_set: JobSet) -> None:
+        on_disk_at_submit[job_set.time_ms] = read_checkpoint(tmp_path)
+        submit(job_set)
+
+    monkeypatch.setattr(scheduler, "submit_job_set", submit_after_reading_the_checkpoint)
+    BatchesInCheckpointStream(run.ssc, [[1], [2]]).foreachRDD(lambda rdd: None)
+    run.advance(2)
+
+    # A driver killed once the jobs began restarts from a checkpoint holding the batch as pending,
+    # with its stream's data of it: it runs the batch again as it was, never computes it anew.
+    for time_ms in (1000, 2000):
+        checkpoint = on_disk_at_submit[time_ms]
+        assert checkpoint is not None and checkpoint.checkpoint_time_ms == time_ms
+        assert time_ms in checkpoint.pending_times_ms
+        assert checkpoint.last_generated_batch_time_ms == time_ms
+        assert time_ms in checkpoint.input_streams[0].data["batches"]
+    done = read_checkpoint(tmp_path)
+    assert done is not None and done.pending_times_ms == ()
