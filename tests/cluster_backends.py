@@ -162,7 +162,28 @@ class DockerComposeCluster:
         return f"127.0.0.1:{DOCKER_SASL_SSL_PORTS[self.kafka]}"
 
     def wait_ready(self, timeout_s: float = 180.0) -> None:
-        self._services.wait_until_responsive(check=self._broker_ready, timeout=timeout_s, pause=1.0)
+        try:
+            self._services.wait_until_responsive(check=self._broker_ready, timeout=timeout_s, pause=1.0)
+        except Exception as exc:
+            if "Timeout reached" not in str(exc):
+                raise
+            # pytest-docker's message names no service and no cause: a broker that never listened
+            # once failed a loaded flake-loop round so, and left nothing to read.
+            raise TimeoutError(
+                f"the Kafka {self.kafka} compose broker did not answer at {self.bootstrap_servers} within "
+                f"{timeout_s:.0f} s\n{self._state_for_a_timeout()}"
+            ) from exc
+
+    def _state_for_a_timeout(self) -> str:
+        """The containers' states and the broker's last log lines, or why they could not be read."""
+        parts = []
+        asked = (("containers", "ps"), ("the broker's last lines", "logs --no-color --tail 40 kafka"))
+        for what, command in asked:
+            try:
+                parts.append(f"{what}:\n{self._compose(command)}")
+            except Exception as exc:
+                parts.append(f"{what}: not read ({exc})")
+        return "\n".join(parts)
 
     def _broker_ready(self) -> bool:
         # The broker answers (a killed one's registration may outlive it by a session timeout).
