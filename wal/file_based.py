@@ -101,6 +101,11 @@ class FileBasedWriteAheadLog(WriteAheadLog):
         self._write_failures = FailureLog(
             logger, f"write-ahead log write to {self.log_directory}", shared=True
         )
+        # A store down for a while fails every clean in a row, and the writes beside them: one
+        # traceback for the streak, as the writes have, not one per batch.
+        self._clean_failures = FailureLog(
+            logger, f"write-ahead log clean of {self.log_directory}", shared=True
+        )
 
     @property
     def log_directory(self) -> str:
@@ -306,8 +311,8 @@ class FileBasedWriteAheadLog(WriteAheadLog):
     def _delete_older_than(self, thresh_time_ms: int) -> None:
         try:
             segments = self._list_segments()
-        except WriteAheadLogError:
-            logger.warning("write-ahead log clean could not list segments", exc_info=True)
+        except WriteAheadLogError as exc:
+            self._clean_failures.failed(exc, "listing its segments")
             return
         # Snapshot the open segment AFTER listing: anything listed that is not open now was
         # created before the listing, and is never reopened, so it is safe to delete.
@@ -317,13 +322,22 @@ class FileBasedWriteAheadLog(WriteAheadLog):
         logger.info(
             "write-ahead log clean: deleting %d segment(s) ending before %d", len(expired), thresh_time_ms
         )
+        failed: list[tuple[str, Exception]] = []
         for segment in expired:
             try:
                 self._storage.delete(segment.path)
             except FileNotFoundError:
                 logger.debug("write-ahead log segment %s already gone", segment.path)
-            except Exception:
-                logger.warning("could not delete write-ahead log segment %s", segment.path, exc_info=True)
+            except Exception as exc:
+                # Left for the next clean, which lists it again; the others still go.
+                failed.append((segment.path, exc))
+        if failed:
+            path, first = failed[0]
+            self._clean_failures.failed(
+                first, f"deleting {len(failed)} of {len(expired)} segment(s), {path} first"
+            )
+        elif self._clean_failures.failing:
+            self._clean_failures.succeeded()
 
     def close(self) -> None:
         with self._lock:

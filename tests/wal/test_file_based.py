@@ -364,6 +364,43 @@ def test_clean_deletes_segments_left_by_an_earlier_process(make_log, log_dir):
     assert list(new.read_all()) == [b"new"]
 
 
+def test_a_store_that_fails_clean_after_clean_shows_one_traceback_for_the_streak(
+    make_log, log_dir, monkeypatch, caplog
+):
+    """A store down for a while fails every clean (one per batch): the first failure of the streak
+    has a traceback, the next are one line each, and the first clean that works again says so."""
+    log = _three_segments(make_log)
+    caplog.set_level(logging.DEBUG, logger="wal.file_based")
+    listing = wal.local_storage.LocalStorage.list_entries
+    deleting = wal.local_storage.LocalStorage.delete
+
+    def down(self: Any, *args: Any) -> Any:
+        raise ConnectionRefusedError(111, "Connection refused")
+
+    monkeypatch.setattr(wal.local_storage.LocalStorage, "list_entries", down)
+    log.clean(20_002, wait_for_completion=True)
+    log.clean(20_002, wait_for_completion=True)
+    monkeypatch.setattr(wal.local_storage.LocalStorage, "list_entries", listing)
+    monkeypatch.setattr(wal.local_storage.LocalStorage, "delete", down)
+    log.clean(20_002, wait_for_completion=True)
+    assert len(segment_files(log_dir)) == 3
+    monkeypatch.setattr(wal.local_storage.LocalStorage, "delete", deleting)
+    log.clean(20_002, wait_for_completion=True)
+    assert segment_files(log_dir) == ["log-20002-30002"]
+
+    lines = [(r.levelname, r.getMessage(), r.exc_info is not None) for r in caplog.records]
+    cleans = [line for line in lines if "clean of" in line[1]]
+    directory = log.log_directory
+    assert cleans[0][0] == "WARNING" and cleans[0][2]
+    assert cleans[0][1].startswith(f"write-ahead log clean of {directory} failed (listing its segments): ")
+    assert [(level, traceback) for level, _, traceback in cleans[1:]] == [("WARNING", False)] * 3
+    assert cleans[1][1].startswith(
+        f"write-ahead log clean of {directory} failed again (listing its segments)"
+    )
+    assert "failed again (deleting 2 of 2 segment(s), " in cleans[2][1]
+    assert cleans[3][1].startswith(f"write-ahead log clean of {directory} succeeded again after 3 failure(s)")
+
+
 def test_clean_on_an_empty_log_creates_nothing(make_log, log_dir):
     log = make_log()
     log.clean(10**12, wait_for_completion=True)

@@ -85,7 +85,7 @@ def test_clean_deletion_errors_do_not_break_later_recovery(memory_dir, caplog):
     with caplog.at_level(logging.WARNING, logger="wal"):
         log.clean(10**12, wait_for_completion=True)
         log.clean(10**12, wait_for_completion=False)
-    assert "could not delete" in caplog.text
+    assert "clean of " in caplog.text and " failed (deleting 4 of 4 segment(s), " in caplog.text
     log.write(b"later", 7_000)
     assert list(log.read_all()) == [b"r0", b"r1", b"r2", b"r3", b"r4", b"later"]
     log.close()
