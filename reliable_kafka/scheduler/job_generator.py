@@ -518,15 +518,16 @@ class JobGenerator:
         assert graph.zero_time_ms is not None
         with self._lock:
             last_generated = _later(self.last_generated_batch_time_ms, time_ms)
+        pending = set(self._jobs.get_pending_times())
+        if also_pending is not None:
+            pending.add(also_pending)
         return Checkpoint(
             checkpoint_time_ms=time_ms,
             zero_time_ms=graph.zero_time_ms,
             batch_duration_ms=self.batch_duration_ms,
             checkpoint_duration_ms=self.ssc.checkpoint_duration_ms,
             last_generated_batch_time_ms=last_generated,
-            pending_times_ms=tuple(
-                sorted({*self._jobs.get_pending_times(), *(() if also_pending is None else (also_pending,))})
-            ),
+            pending_times_ms=tuple(sorted(pending)),
             remember_duration_ms=graph.remember_duration_ms,
             max_input_remember_duration_ms=graph.get_max_input_stream_remember_duration(),
             input_streams=tuple(
