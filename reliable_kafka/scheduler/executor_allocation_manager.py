@@ -4,13 +4,16 @@ Core dynamic allocation removes executors that stay idle, and micro-batches leav
 long; a receiver's executor never is. So streaming scales on its own measure, as Spark's does
 (``spark.streaming.dynamicAllocation.*``, checked at start by ``executor_allocation_check``):
 
-1. Hear every completed batch (a listener on the bus); keep the processing times of those whose
-   output operations all succeeded, and the batches submitted and not yet completed.
+1. Hear every batch: keep the processing times of the batches completed since the last decision
+   whose output operations all succeeded, and when each batch not yet completed began processing.
 2. Every ``scalingInterval``, measure the load as a ratio to the batch interval: the average
-   processing time of the batches completed in the interval over the batch interval (Spark's);
-   when none completed while batches waited, the waiting batches times the batch interval over
-   the scaling interval (ours: receivers that hold every task slot leave no batch to complete,
-   and Spark then never scales; a batch running longer than the interval is the same case).
+   processing time of the batches completed in the interval over the batch interval (Spark's), or,
+   when more, the same average with each batch still running counted at its processing time so
+   far (ours). Spark sees a surge only once its first slow batch completes, up to an interval
+   late, and never when receivers hold every task slot: the batch's job has started, its tasks
+   wait for a slot, and no batch completes. A running batch's time so far is what it will take at
+   least, so it may scale up but never down: a load measured on running batches alone removes
+   nothing.
 3. At or above ``scalingUpRatio``: ask for ``round(ratio)`` more executors (at least one), an
    absolute total, within ``[minExecutors, maxExecutors]``.
 4. At or below ``scalingDownRatio``: remove one executor, never below ``minExecutors``
@@ -43,7 +46,7 @@ from reliable_kafka.scheduler.listener_events import (
     SCALE_UP,
     ScalingDecision,
     StreamingListenerBatchCompleted,
-    StreamingListenerBatchSubmitted,
+    StreamingListenerBatchStarted,
     StreamingListenerScalingDecision,
 )
 from reliable_kafka.settings import DynamicAllocationSettings
@@ -53,7 +56,7 @@ from reliable_kafka.util.recurring_timer import RecurringTimer
 logger = logging.getLogger(__name__)
 
 PROCESSING_TIME = "processing time"
-WAITING_BATCHES = "waiting batches"
+WITH_RUNNING = "processing time, running batches so far"
 NO_LOAD = "none"
 
 
@@ -77,7 +80,7 @@ class _Interval:
 
     processing_ms: int
     completed: int
-    unprocessed: int  # batches submitted and not completed, at the interval's end
+    running_since_ms: tuple[int, ...]  # when each batch running at the interval's end began
 
 
 class ExecutorAllocationManager(StreamingListener):
@@ -113,7 +116,7 @@ class ExecutorAllocationManager(StreamingListener):
         self._lock = threading.Lock()
         self._processing_ms = 0
         self._completed = 0
-        self._unprocessed: set[int] = set()  # batch times submitted and not completed
+        self._running: dict[int, int] = {}  # batch time -> when its processing began
         # Executors this manager removed that the backend still lists: not counted as live.
         self._removing: set[str] = set()
         self._timer = RecurringTimer(
@@ -137,15 +140,17 @@ class ExecutorAllocationManager(StreamingListener):
 
     # ------------------------------------------------------------ listener (bus thread)
 
-    def on_batch_submitted(self, event: StreamingListenerBatchSubmitted) -> None:
-        with self._lock:
-            self._unprocessed.add(event.batch_info.batch_time_ms)
+    def on_batch_started(self, event: StreamingListenerBatchStarted) -> None:
+        batch = event.batch_info
+        if batch.processing_start_time_ms is not None:
+            with self._lock:
+                self._running[batch.batch_time_ms] = batch.processing_start_time_ms
 
     def on_batch_completed(self, event: StreamingListenerBatchCompleted) -> None:
         batch = event.batch_info
         failed = any(op.failure_reason is not None for op in batch.output_operation_infos.values())
         with self._lock:
-            self._unprocessed.discard(batch.batch_time_ms)
+            self._running.pop(batch.batch_time_ms, None)
             # As Spark: a failed batch's time says nothing of the load.
             if not failed and batch.processing_delay_ms is not None:
                 self._processing_ms += batch.processing_delay_ms
@@ -156,7 +161,7 @@ class ExecutorAllocationManager(StreamingListener):
     def manage_allocation(self, time_ms: int) -> ScalingDecision:
         """Decide for the interval ending now, act on it, log and post it (the timer's callback)."""
         with self._lock:
-            interval = _Interval(self._processing_ms, self._completed, len(self._unprocessed))
+            interval = _Interval(self._processing_ms, self._completed, tuple(self._running.values()))
             self._processing_ms = self._completed = 0
         try:
             decision = self._decide(time_ms, interval)
@@ -169,24 +174,31 @@ class ExecutorAllocationManager(StreamingListener):
         return decision
 
     def _decide(self, time_ms: int, interval: _Interval) -> ScalingDecision:
-        ratio, basis, batches = self._load(interval)
+        ratio, basis, batches = self._load(time_ms, interval)
         live = self._live_executors()
         decision = ScalingDecision(time_ms, HOLD, ratio, basis, batches, len(live), len(live))
         if ratio is None:
-            return _with(decision, reason="no batch completed or waiting")
+            return _with(decision, reason="no batch completed or running")
         if ratio >= self._up:
             return self._scale_up(decision, live, ratio)
         if ratio <= self._down:
+            if not interval.completed:
+                return _with(decision, reason="no batch completed: running batches alone remove nothing")
             return self._scale_down(decision, live)
         return _with(decision, reason=f"load between {self._down} and {self._up}")
 
-    def _load(self, interval: _Interval) -> tuple[float | None, str, int]:
+    def _load(self, time_ms: int, interval: _Interval) -> tuple[float | None, str, int]:
+        running_ms = [max(0, time_ms - since) for since in interval.running_since_ms]
+        counted = interval.completed + len(running_ms)
+        if not counted:
+            return None, NO_LOAD, 0
+        with_running = (interval.processing_ms + sum(running_ms)) / counted / self._batch_ms
         if interval.completed:
-            average_ms = interval.processing_ms / interval.completed
-            return average_ms / self._batch_ms, PROCESSING_TIME, interval.completed
-        if interval.unprocessed:
-            return interval.unprocessed * self._batch_ms / self._interval_ms, WAITING_BATCHES, 0
-        return None, NO_LOAD, 0
+            completed = interval.processing_ms / interval.completed / self._batch_ms
+            # Batches that have only just begun would pull the average below Spark's: it stands.
+            if completed >= with_running:
+                return completed, PROCESSING_TIME, interval.completed
+        return with_running, WITH_RUNNING, counted
 
     def _live_executors(self) -> list[str]:
         ids = self._client.executor_ids()

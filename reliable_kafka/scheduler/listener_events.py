@@ -160,10 +160,11 @@ class ScalingDecision:
     scaling interval ending at ``time_ms`` measured and what was done.
 
     ``ratio``: the load, as a fraction of the batch interval (None: nothing to measure, no batch
-    completed or waiting); ``basis`` says how it was measured, ``"processing time"`` (Spark's:
+    completed or running); ``basis`` says how it was measured, ``"processing time"`` (Spark's:
     the average processing time of the batches completed in the interval over the batch
-    interval, ``batches`` of them) or ``"waiting batches"`` (ours: none completed while batches
-    waited; their number times the batch interval over the scaling interval). ``executors``: the
+    interval, ``batches`` of them) or ``"processing time, running batches so far"`` (ours, when
+    higher: the batches still running at the interval's end counted too, at their processing
+    time so far; ``batches`` counts both). ``executors``: the
     live executors when deciding (those being removed left out); ``target``: the executors
     wanted after it; ``executor_id``: the one removed by a ``"down"``; ``reason``: why, in words.
     """

@@ -212,8 +212,8 @@ def _allocation_families(snapshot: StatusSnapshot) -> Iterator[Any]:
     )
     ratio = GaugeMetricFamily(
         f"{PREFIX}_allocation_load_ratio",
-        "The load of the last scaling interval as a ratio to the batch interval (processing time, "
-        "or waiting batches when none completed)",
+        "The load of the last scaling interval as a ratio to the batch interval (the average "
+        "processing time of its batches, running ones at their time so far when that is higher)",
         labels=["basis"],
     )
     if last is not None:

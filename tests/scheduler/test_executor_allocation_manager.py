@@ -11,7 +11,7 @@ import pytest
 
 from reliable_kafka.scheduler.executor_allocation_manager import (
     PROCESSING_TIME,
-    WAITING_BATCHES,
+    WITH_RUNNING,
     ExecutorAllocationManager,
 )
 from reliable_kafka.scheduler.listener_events import (
@@ -22,6 +22,7 @@ from reliable_kafka.scheduler.listener_events import (
     OutputOperationInfo,
     ScalingDecision,
     StreamingListenerBatchCompleted,
+    StreamingListenerBatchStarted,
     StreamingListenerBatchSubmitted,
     StreamingListenerScalingDecision,
 )
@@ -111,12 +112,31 @@ def complete_batches(
         allocation.onBatchCompleted(StreamingListenerBatchCompleted(batch))
 
 
-def submit_batches(allocation: ExecutorAllocationManager, count: int) -> None:
-    for _ in range(count):
+def start_batches(allocation: ExecutorAllocationManager, *started_ms: int) -> list[BatchInfo]:
+    """Batches submitted and started at each of ``started_ms`` (times on the manager's clock), not
+    completed."""
+    started = []
+    for start_ms in started_ms:
         time_ms = next(_times)
         allocation.onBatchSubmitted(
             StreamingListenerBatchSubmitted(BatchInfo(time_ms, {}, time_ms, None, None))
         )
+        batch = BatchInfo(time_ms, {}, time_ms, start_ms, None)
+        allocation.onBatchStarted(StreamingListenerBatchStarted(batch))
+        started.append(batch)
+    return started
+
+
+def finish(allocation: ExecutorAllocationManager, batch: BatchInfo, end_ms: int) -> None:
+    ops = {
+        0: OutputOperationInfo(
+            batch.batch_time_ms, 0, "op", "op", batch.processing_start_time_ms, end_ms, None
+        )
+    }
+    done = BatchInfo(
+        batch.batch_time_ms, {}, batch.submission_time_ms, batch.processing_start_time_ms, end_ms, ops
+    )
+    allocation.onBatchCompleted(StreamingListenerBatchCompleted(done))
 
 
 def decide(allocation: ExecutorAllocationManager) -> ScalingDecision:
@@ -164,8 +184,8 @@ def test_a_load_between_the_ratios_changes_nothing_and_each_interval_starts_afre
     allocation = manager(cluster)
     complete_batches(allocation, 500)
     assert decide(allocation).action == HOLD
-    nothing = decide(allocation)  # nothing completed or waiting since
-    assert (nothing.action, nothing.ratio, nothing.reason) == (HOLD, None, "no batch completed or waiting")
+    nothing = decide(allocation)  # nothing completed or running since
+    assert (nothing.action, nothing.ratio, nothing.reason) == (HOLD, None, "no batch completed or running")
     assert cluster.totals == [] and cluster.killed == []
 
 
@@ -178,26 +198,76 @@ def test_failed_batches_are_not_counted_as_load() -> None:
     assert (decision.ratio, decision.batches, decision.action) == (0.5, 1, HOLD)
 
 
-# ---------------------------------------------------------------- waiting batches (not in Spark)
+# ---------------------------------------------------------------- running batches (not in Spark)
 
 
-def test_batches_waiting_with_none_completed_count_as_load() -> None:
-    """Receivers hold every slot: no batch completes, and Spark's average has nothing to average."""
+def test_a_batch_running_at_the_interval_end_counts_at_its_time_so_far() -> None:
+    """A surge: the idle batches completed fast, the first slow one is still running. Spark's
+    average (50 ms) would wait for it to complete, an interval later."""
     cluster = FakeCluster(["1", "2"])
-    allocation = manager(cluster, FakeTracker({0: "1", 1: "2"}))
-    submit_batches(allocation, 10)  # a whole interval's batches (10 s / 1 s) wait
+    allocation = manager(cluster)
+    complete_batches(allocation, 50, 50, 50)
+    start_batches(allocation, INTERVAL_MS - 4000)  # 4 s so far, of a 1 s batch interval
     decision = decide(allocation)
-    assert (decision.action, decision.basis, decision.ratio) == (SCALE_UP, WAITING_BATCHES, 1.0)
+    assert (decision.action, decision.basis, decision.batches) == (SCALE_UP, WITH_RUNNING, 4)
+    assert decision.ratio == pytest.approx((3 * 50 + 4000) / 4 / BATCH_MS)
     assert cluster.totals == [3]
 
 
-def test_a_few_waiting_batches_are_a_light_load() -> None:
-    cluster = FakeCluster(["1", "2", "3"])
-    allocation = manager(cluster, FakeTracker({0: "1"}))
-    submit_batches(allocation, 2)
+def test_receivers_holding_every_slot_leave_a_running_batch_that_scales_up() -> None:
+    """Its job started, its tasks wait for a slot: no batch completes, and Spark never scales."""
+    cluster = FakeCluster(["1", "2"])
+    allocation = manager(cluster, FakeTracker({0: "1", 1: "2"}), max_executors=3)
+    start_batches(allocation, 0)  # running the whole interval
     decision = decide(allocation)
-    assert (decision.basis, decision.ratio) == (WAITING_BATCHES, 0.2)
-    assert decision.action == SCALE_DOWN  # 2 of 10 batches waiting: a light load
+    assert (decision.action, decision.basis, decision.ratio) == (SCALE_UP, WITH_RUNNING, 10.0)
+    assert cluster.totals == [3]  # round(10) more, within maxExecutors
+
+
+def test_a_batch_that_only_began_leaves_spark_s_average_as_it_is() -> None:
+    cluster = FakeCluster(["1", "2"])
+    allocation = manager(cluster)
+    complete_batches(allocation, 900, 950, 1000)
+    start_batches(allocation, INTERVAL_MS - 10)
+    decision = decide(allocation)
+    assert (decision.action, decision.basis, decision.batches) == (SCALE_UP, PROCESSING_TIME, 3)
+    assert decision.ratio == pytest.approx(0.95)
+
+
+def test_a_batch_longer_than_the_scaling_interval_is_not_load_while_on_time() -> None:
+    """A 30 s batch interval with a 10 s scaling interval: most intervals see no batch complete,
+    and one running for 2 s of its 30 is a light load, not an overload."""
+    cluster = FakeCluster(["1", "2", "3"])
+    allocation = ExecutorAllocationManager(
+        cluster,
+        FakeTracker({0: "1"}),
+        DynamicAllocationSettings(enabled=True, scaling_interval_ms=INTERVAL_MS),
+        batch_duration_ms=30_000,
+        receivers=1,
+        clock=ManualClock(0),
+        post=[].append,
+    )
+    start_batches(allocation, INTERVAL_MS - 2000)
+    decision = decide(allocation)
+    assert decision.ratio == pytest.approx(2000 / 30_000)
+    # Its time so far says how long it takes at least, not at most: nothing is removed on it.
+    assert (decision.action, decision.reason) == (
+        HOLD,
+        "no batch completed: running batches alone remove nothing",
+    )
+    assert cluster.totals == [] and cluster.killed == []
+
+
+def test_a_batch_counts_while_it_runs_then_at_its_processing_time_once() -> None:
+    cluster = FakeCluster(["1", "2"])
+    allocation = manager(cluster, max_executors=2)
+    (batch,) = start_batches(allocation, INTERVAL_MS - 3000)
+    assert decide(allocation).ratio == pytest.approx(3.0)
+    finish(allocation, batch, INTERVAL_MS + 1000)
+    second = allocation.manage_allocation(2 * INTERVAL_MS)
+    assert (second.basis, second.batches, second.ratio) == (PROCESSING_TIME, 1, pytest.approx(4.0))
+    third = allocation.manage_allocation(3 * INTERVAL_MS)
+    assert (third.ratio, third.reason) == (None, "no batch completed or running")
 
 
 # ---------------------------------------------------------------- down

@@ -185,8 +185,9 @@ def test_executors_follow_the_load_on_yarn_never_the_receivers_container(
         first = await_first_slow_batch(output, after_ms=surge_ms)
         entries = read_output(output)
         timeline = surge_timeline(entries, surge_ms)
-        # Within two intervals of the first slow batch's start: the first may average it with the
-        # idle batches before it, or end before it does (then the batches waiting behind it count).
+        # Within two intervals of the first slow batch's start: the first may average too little of
+        # its time so far with the idle batches completed before it; the next counts it whole, or
+        # as far as it ran.
         assert up["time_ms"] / 1000 - first["time"] <= 2 * INTERVAL_MS / 1000 + 1, timeline
         assert (up["executors"], up["target"]) == (1, 2) and up["ratio"] >= 0.9, up
         # YARN grants the container (its ResourceManager counts it), then the executor registers.
