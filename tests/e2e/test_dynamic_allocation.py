@@ -188,7 +188,8 @@ def test_executors_follow_the_load_never_the_receivers_and_nothing_is_lost(
     assert not holders & set(removed), (holders, removed)
     print(
         f"dynamic allocation: executor(s) {', '.join(removed)} removed idle; asked for more "
-        f"{up['time_ms'] / 1000 - first['time']:.1f} s after the first slow batch began; scheduling "
+        f"{up['time_ms'] / 1000 - first['time']:.1f} s after the first slow batch began (load "
+        f"{up['ratio']:.2f}, {up['basis']}); scheduling "
         f"delay {peak_delay_ms / 1000:.1f} s at most, back to {back_delay_ms} ms; "
         f"{len(expected)} records, none lost"
     )

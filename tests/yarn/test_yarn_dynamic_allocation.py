@@ -235,7 +235,8 @@ def test_executors_follow_the_load_on_yarn_never_the_receivers_container(
         assert container_processes(local_yarn, app_id, receivers_container), receivers_container
         print(
             f"dynamic allocation on YARN: executor {down['executor_id']} ({removed_container}) removed "
-            f"idle; asked for one more {up['time_ms'] / 1000 - first['time']:.1f} s into the surge, "
+            f"idle; asked for one more {up['time_ms'] / 1000 - first['time']:.1f} s into the surge "
+            f"(load {up['ratio']:.2f}, {up['basis']}), "
             f"granted {granted_in:.1f} s and registered {registered_in:.1f} s after; scheduling delay "
             f"{peak_delay_ms / 1000:.1f} s at most, back to {back_delay_ms} ms; "
             f"{len(expected)} records, none lost"
