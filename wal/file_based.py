@@ -336,7 +336,7 @@ class FileBasedWriteAheadLog(WriteAheadLog):
             self._clean_failures.failed(
                 first, f"deleting {len(failed)} of {len(expired)} segment(s), {path} first"
             )
-        elif self._clean_failures.failing:
+        else:
             self._clean_failures.succeeded()
 
     def close(self) -> None:
