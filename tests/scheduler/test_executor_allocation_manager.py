@@ -84,6 +84,8 @@ def manager(
     cluster: FakeCluster,
     tracker: FakeTracker | None = None,
     posted: list[StreamingListenerScalingDecision] | None = None,
+    *,
+    batch_duration_ms: int = BATCH_MS,
     **settings: object,
 ) -> ExecutorAllocationManager:
     tracker = tracker or FakeTracker()
@@ -91,7 +93,7 @@ def manager(
         cluster,
         tracker,
         DynamicAllocationSettings(enabled=True, scaling_interval_ms=INTERVAL_MS, **settings),  # type: ignore[arg-type]
-        batch_duration_ms=BATCH_MS,
+        batch_duration_ms=batch_duration_ms,
         receivers=len(tracker.receivers),
         clock=ManualClock(0),
         post=(posted if posted is not None else []).append,
@@ -238,15 +240,7 @@ def test_a_batch_longer_than_the_scaling_interval_is_not_load_while_on_time() ->
     """A 30 s batch interval with a 10 s scaling interval: most intervals see no batch complete,
     and one running for 2 s of its 30 is a light load, not an overload."""
     cluster = FakeCluster(["1", "2", "3"])
-    allocation = ExecutorAllocationManager(
-        cluster,
-        FakeTracker({0: "1"}),
-        DynamicAllocationSettings(enabled=True, scaling_interval_ms=INTERVAL_MS),
-        batch_duration_ms=30_000,
-        receivers=1,
-        clock=ManualClock(0),
-        post=[].append,
-    )
+    allocation = manager(cluster, FakeTracker({0: "1"}), batch_duration_ms=30_000)
     start_batches(allocation, INTERVAL_MS - 2000)
     decision = decide(allocation)
     assert decision.ratio == pytest.approx(2000 / 30_000)
